@@ -1,0 +1,23 @@
+/** `spade gpu [--json]`: acquire a WebGPU device in Node and print its report and the vector_add self-check. */
+import { vectorAddSelfCheck } from '../engine/kernels/vector_add.ts';
+import { acquireNodeGpu } from '../platform/node/gpu.ts';
+import { parseArgs, type Io } from './spade.ts';
+
+export async function run(argv: string[], io: Io): Promise<number> {
+  const args = parseArgs(argv, ['json']);
+  const ctx = await acquireNodeGpu();
+  const check = await vectorAddSelfCheck(ctx);
+  const r = ctx.report;
+  ctx.destroy();
+  if (args.flags.has('json')) {
+    io.out(JSON.stringify({ ok: check.ok, report: r, selfCheck: check }));
+  } else {
+    io.out(`adapter     ${r.vendor} / ${r.architecture}${r.isFallback ? ' (software)' : ''}`);
+    io.out(`shader-f16  ${r.features.shaderF16 ? 'yes' : 'no'}`);
+    io.out(`max binding ${Math.round(r.limits.maxStorageBufferBindingSize / 2 ** 20)} MiB`);
+    io.out(
+      `self-check  ${check.ok ? 'vector_add matches the CPU reference' : `MISMATCH (max error ${check.maxAbsError})`}`,
+    );
+  }
+  return check.ok ? 0 : 1;
+}

@@ -1,0 +1,86 @@
+/**
+ * The `spade` command (Node). Run with `npx spade <command>` or `npm run spade -- <command>`.
+ * Contract: with --json the last line printed is one JSON object; exit 0 on
+ * success, 1 on a failed check, 2 on bad usage.
+ */
+import { serializeError, UsageError } from '../core/errors.ts';
+
+export const USAGE = `spade — SPADE Playground command line
+
+Usage:
+  spade gpu [--json]                         report the WebGPU adapter Node sees
+  spade help                                 this text
+
+Exit codes: 0 success, 1 a check failed, 2 bad usage.`;
+
+export interface Io {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+const defaultIo: Io = { out: (l) => console.log(l), err: (l) => console.error(l) };
+
+export interface Args {
+  positional: string[];
+  flags: Map<string, string[]>;
+}
+
+/** Parse `--flag value`, `--flag=value`, boolean `--flag`, and multi-valued flags listed in `multi`. */
+export function parseArgs(argv: string[], booleans: string[] = [], multi: string[] = []): Args {
+  const positional: string[] = [];
+  const flags = new Map<string, string[]>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (!a.startsWith('--')) {
+      positional.push(a);
+      continue;
+    }
+    const eq = a.indexOf('=');
+    const name = a.slice(2, eq < 0 ? undefined : eq);
+    const values = flags.get(name) ?? [];
+    flags.set(name, values);
+    if (eq >= 0) values.push(a.slice(eq + 1));
+    else if (booleans.includes(name)) values.push('true');
+    else if (multi.includes(name))
+      while (i + 1 < argv.length && !argv[i + 1]!.startsWith('--')) values.push(argv[++i]!);
+    else if (i + 1 < argv.length) values.push(argv[++i]!);
+    else throw new UsageError(`--${name} needs a value`);
+  }
+  return { positional, flags };
+}
+
+export function intFlag(args: Args, name: string, fallback: number): number {
+  const v = args.flags.get(name)?.[0];
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n)) throw new UsageError(`--${name} must be a whole number; got ${JSON.stringify(v)}`);
+  return n;
+}
+
+type Command = (argv: string[], io: Io) => Promise<number>;
+
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  gpu: async () => (await import('./cmd_gpu.ts')).run,
+};
+
+export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === 'help' || name === '--help' || name === '-h') {
+    io.out(USAGE);
+    return name ? 0 : 2;
+  }
+  const load = COMMANDS[name];
+  if (!load) {
+    io.err(`spade: unknown command "${name}"\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    return await (
+      await load()
+    )(rest, io);
+  } catch (err) {
+    const e = serializeError(err);
+    io.err(`spade ${name}: ${e.name}: ${e.message}`);
+    if (rest.includes('--json')) io.out(JSON.stringify({ ok: false, error: e }));
+    return err instanceof UsageError ? 2 : 1;
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * The playground's typed configuration: one schema table gives every knob its
+ * type, range, default and the reason for that default. DEFAULTS and
+ * validateConfig() derive from the table, and so does the URL state (url_state.ts).
+ *
+ * Paper numbers are from ../shared/design/spade-method.md; where the paper's
+ * setting is too big for a browser the playground default is smaller and says so.
+ */
+import { ConfigError } from './errors.ts';
+
+export const SETTINGS = ['games', 'tool_use'] as const;
+export type Setting = (typeof SETTINGS)[number];
+export const DIFFICULTIES = ['easy', 'medium', 'hard'] as const;
+export type Difficulty = (typeof DIFFICULTIES)[number];
+export const ESTIMATORS = [
+  'paper_blend',
+  'hint_regret',
+  'floored_regret',
+  'solve_rate_plateau',
+  'learning_potential',
+  'variance',
+  'azr_learnability',
+  'paired',
+] as const;
+export type Estimator = (typeof ESTIMATORS)[number];
+
+interface NumberField {
+  kind: 'int' | 'number';
+  min: number;
+  max: number;
+  default: number;
+  why: string;
+}
+interface EnumField<T extends string = string> {
+  kind: 'enum';
+  values: readonly T[];
+  default: T;
+  why: string;
+}
+type Field = NumberField | EnumField;
+
+/** The schema table. Order here is the order shown in Settings. */
+export const CONFIG_SCHEMA = {
+  seed: {
+    kind: 'int',
+    min: 0,
+    max: 2 ** 32 - 1,
+    default: 1,
+    why: 'every random choice derives from it, so a run replays exactly',
+  },
+  setting: {
+    kind: 'enum',
+    values: SETTINGS,
+    default: 'games',
+    why: 'the cognitive (games) setting needs no tool schemas, easiest for small models',
+  },
+  difficulty: {
+    kind: 'enum',
+    values: DIFFICULTIES,
+    default: 'medium',
+    why: 'medium asks for 3+ steps of hidden state, the method default',
+  },
+  skillsPerCycle: { kind: 'int', min: 1, max: 6, default: 3, why: 'paper: 3 of 6 skills per cycle, rotated' },
+  playsPerEnv: {
+    kind: 'int',
+    min: 1,
+    max: 16,
+    default: 4,
+    why: 'paper uses 16 plays each with and without hint; 4 keeps a browser cycle short',
+  },
+  maxTurns: {
+    kind: 'int',
+    min: 1,
+    max: 50,
+    default: 12,
+    why: 'paper allows 25 turns; small models rarely use more than 12',
+  },
+  repairTurns: {
+    kind: 'int',
+    min: 0,
+    max: 5,
+    default: 1,
+    why: 'one repair turn fixes most checker failures; only the first attempt is trained on',
+  },
+  estimator: {
+    kind: 'enum',
+    values: ESTIMATORS,
+    default: 'paper_blend',
+    why: 'paper recipe: 0.6 plateau(win rate) + 0.4 clip(regret/0.15)',
+  },
+  designerTemperature: { kind: 'number', min: 0, max: 2, default: 0.6, why: 'paper: 0.6 for both roles' },
+  hintTemperature: { kind: 'number', min: 0, max: 2, default: 0.3, why: 'hints should be focused, not creative' },
+  agentTemperature: { kind: 'number', min: 0, max: 2, default: 0.6, why: 'paper: 0.6 for both roles' },
+  excerptWords: {
+    kind: 'int',
+    min: 50,
+    max: 6000,
+    default: 400,
+    why: 'paper cuts to 6,000 words; small models have ~4k-token contexts',
+  },
+  memoryCapacity: { kind: 'int', min: 1, max: 1000, default: 200, why: 'paper: 200 records, oldest evicted first' },
+  sandboxMemoryMiB: {
+    kind: 'int',
+    min: 4,
+    max: 512,
+    default: 32,
+    why: 'plenty for a text game; stops allocation bombs early',
+  },
+  sandboxStackKiB: {
+    kind: 'int',
+    min: 32,
+    max: 256,
+    default: 256,
+    why: 'above 256 KiB deep recursion can overflow the host stack',
+  },
+  resetTimeoutMs: {
+    kind: 'int',
+    min: 10,
+    max: 60000,
+    default: 1000,
+    why: 'reset may build a puzzle; one second is generous',
+  },
+  stepTimeoutMs: {
+    kind: 'int',
+    min: 5,
+    max: 60000,
+    default: 250,
+    why: 'a step is a state update; longer means a hang',
+  },
+  maxCodeKiB: {
+    kind: 'int',
+    min: 1,
+    max: 1024,
+    default: 64,
+    why: 'a designer budget of 16k tokens is ~64 KiB of code',
+  },
+  maxObservationKiB: {
+    kind: 'int',
+    min: 1,
+    max: 1024,
+    default: 16,
+    why: 'observations go into a small context window',
+  },
+} as const satisfies Record<string, Field>;
+
+type Schema = typeof CONFIG_SCHEMA;
+type ValueOf<F> = F extends { kind: 'enum'; values: readonly (infer V)[] } ? V : number;
+export type Config = { -readonly [K in keyof Schema]: ValueOf<Schema[K]> };
+export type ConfigKey = keyof Config;
+
+export const CONFIG_KEYS = Object.keys(CONFIG_SCHEMA) as ConfigKey[];
+
+export const DEFAULTS: Readonly<Config> = Object.freeze(
+  Object.fromEntries(CONFIG_KEYS.map((k) => [k, CONFIG_SCHEMA[k].default])) as Config,
+);
+
+/** Render a value in a message: numbers as written (NaN, Infinity), the rest as JSON. */
+function show(value: unknown): string {
+  return typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? String(value));
+}
+
+/** Check one field; returns a message a user can act on, or null when valid. */
+export function checkField(key: string, value: unknown): string | null {
+  const field = (CONFIG_SCHEMA as Record<string, Field>)[key];
+  if (!field) return `unknown setting "${key}"; known settings: ${CONFIG_KEYS.join(', ')}`;
+  if (field.kind === 'enum') {
+    if (typeof value !== 'string' || !field.values.includes(value)) {
+      return `${key} must be one of ${field.values.join(', ')}; got ${show(value)}`;
+    }
+    return null;
+  }
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    return `${key} must be a number; got ${show(value)}`;
+  }
+  if (field.kind === 'int' && !Number.isInteger(value)) {
+    return `${key} must be a whole number; got ${value}`;
+  }
+  if (value < field.min || value > field.max) {
+    return `${key} must be between ${field.min} and ${field.max}; got ${value}`;
+  }
+  return null;
+}
+
+export type ValidationResult = { ok: true; config: Config } | { ok: false; issues: string[] };
+
+/** Validate a partial config over DEFAULTS. Never throws; lists every problem. */
+export function validateConfig(input: unknown): ValidationResult {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    return { ok: false, issues: ['config must be an object of settings, e.g. {"seed": 1}'] };
+  }
+  const issues: string[] = [];
+  const config: Record<string, unknown> = { ...DEFAULTS };
+  for (const [key, value] of Object.entries(input)) {
+    const problem = checkField(key, value);
+    if (problem) issues.push(problem);
+    else config[key] = value;
+  }
+  return issues.length ? { ok: false, issues } : { ok: true, config: config as Config };
+}
+
+/** validateConfig that throws a ConfigError listing every issue. */
+export function parseConfig(input: unknown): Config {
+  const r = validateConfig(input);
+  if (!r.ok) throw new ConfigError(`Invalid config: ${r.issues.join('; ')}`, { issues: r.issues });
+  return r.config;
+}
+
+export function describeField(key: ConfigKey): Field {
+  return CONFIG_SCHEMA[key];
+}

@@ -1,0 +1,88 @@
+/**
+ * Named error classes shared by every layer. Each message says what happened and
+ * what to do. Errors cross worker boundaries as plain `{name, message, data}`
+ * objects (serializeError) and are rebuilt into the same class on the other side
+ * (deserializeError), so `instanceof` keeps working after a postMessage.
+ */
+
+export type ErrorData = Record<string, unknown>;
+
+export class SpadeError extends Error {
+  readonly data: ErrorData;
+  constructor(message: string, data: ErrorData = {}) {
+    super(message);
+    this.name = new.target.name;
+    this.data = data;
+  }
+}
+
+/** A config or user setting is invalid. data.issues lists each problem. */
+export class ConfigError extends SpadeError {}
+/** A stored record could not be read or written. */
+export class StorageError extends SpadeError {}
+/** WebGPU is missing, or the adapter/device could not be acquired. */
+export class WebGpuUnavailableError extends SpadeError {}
+/** The GPU device was lost mid-run (driver reset, tab backgrounded, out of memory). */
+export class DeviceLostError extends SpadeError {}
+/** A share link or imported file is malformed, too big or hostile. */
+export class ShareLinkError extends SpadeError {}
+/** Generated environment code broke the contract (wrong shapes, bad reward, ...). */
+export class EnvContractError extends SpadeError {}
+/** Environment code ran past its time budget and was interrupted. */
+export class SandboxTimeoutError extends SpadeError {}
+/** Environment code exceeded its memory or stack limit. */
+export class SandboxMemoryError extends SpadeError {}
+/** Environment code threw (or failed to load). */
+export class SandboxRuntimeError extends SpadeError {}
+/** A worker died or stopped answering; it has been replaced. */
+export class WorkerCrashedError extends SpadeError {}
+/** Bad command-line usage (exit code 2). */
+export class UsageError extends SpadeError {}
+
+const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeError> = {
+  SpadeError,
+  ConfigError,
+  StorageError,
+  WebGpuUnavailableError,
+  DeviceLostError,
+  ShareLinkError,
+  EnvContractError,
+  SandboxTimeoutError,
+  SandboxMemoryError,
+  SandboxRuntimeError,
+  WorkerCrashedError,
+  UsageError,
+};
+
+export interface SerializedError {
+  name: string;
+  message: string;
+  data: ErrorData;
+}
+
+/** Turn anything thrown into a structured-clone-safe record. */
+export function serializeError(err: unknown): SerializedError {
+  if (err instanceof SpadeError) {
+    return { name: err.name, message: err.message, data: JSON.parse(JSON.stringify(err.data ?? {})) };
+  }
+  if (err instanceof Error) return { name: err.name || 'Error', message: err.message, data: {} };
+  return { name: 'Error', message: String(err), data: {} };
+}
+
+/** Rebuild the named class; unknown names become a plain Error with that name. */
+export function deserializeError(rec: SerializedError): Error {
+  const Cls = REGISTRY[rec.name];
+  if (Cls) return new Cls(rec.message, rec.data);
+  const e = new Error(rec.message);
+  e.name = rec.name;
+  return e;
+}
+
+export function isSerializedError(v: unknown): v is SerializedError {
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof (v as SerializedError).name === 'string' &&
+    typeof (v as SerializedError).message === 'string'
+  );
+}

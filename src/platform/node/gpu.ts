@@ -1,0 +1,30 @@
+/**
+ * WebGPU in Node through the `webgpu` package (Dawn). On machines without a GPU,
+ * point the Vulkan loader at a software driver before the first adapter request:
+ * VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json (apt package chromium).
+ * We set that automatically when the variable is unset and the file exists.
+ */
+import { existsSync } from 'node:fs';
+import { acquireGpu, type GpuContext } from '../../engine/device.ts';
+
+export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+
+let gpuObject: GPU | null = null;
+
+export async function nodeGpu(): Promise<GPU> {
+  if (gpuObject) return gpuObject;
+  if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD) && !process.env.SPADE_NO_SWIFTSHADER) {
+    process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  }
+  const { create, globals } = (await import('webgpu')) as unknown as {
+    create: (flags: string[]) => GPU;
+    globals: Record<string, unknown>;
+  };
+  Object.assign(globalThis, globals);
+  gpuObject = create([]);
+  return gpuObject;
+}
+
+export async function acquireNodeGpu(): Promise<GpuContext> {
+  return acquireGpu(await nodeGpu());
+}

@@ -1,0 +1,67 @@
+/**
+ * App state as a rune class: the open panel, the theme and the config. The URL
+ * hash mirrors the schema-listed fields (core/url_state.ts) and is rewritten with
+ * history.replaceState only when its text changes; the full config persists in
+ * IndexedDB so a reload loses nothing.
+ */
+import { DEFAULTS, validateConfig, type Config } from '../core/config.ts';
+import { formatUrlState, parseUrlState, URL_CONFIG_KEYS, type Panel, type Theme } from '../core/url_state.ts';
+import { IdbStore } from '../platform/browser/idb_store.ts';
+import type { Store } from '../core/store.ts';
+
+export class AppState {
+  panel = $state<Panel>('run');
+  theme = $state<Theme>('system');
+  config = $state<Config>({ ...DEFAULTS });
+  sharedSet = $state<string | null>(null);
+  notices = $state<string[]>([]);
+  readonly store: Store;
+
+  constructor(store: Store = new IdbStore()) {
+    this.store = store;
+  }
+
+  /** Read saved settings, then let the URL override the fields it lists. */
+  async load(hash: string): Promise<void> {
+    try {
+      const saved = await this.store.get<Partial<Config>>('settings', 'config');
+      if (saved) {
+        const r = validateConfig(saved);
+        if (r.ok) this.config = r.config;
+        else this.notices.push(`Saved settings were partly invalid and were reset: ${r.issues.join('; ')}`);
+      }
+      const theme = await this.store.get<Theme>('settings', 'theme');
+      if (theme) this.theme = theme;
+    } catch (err) {
+      this.notices.push((err as Error).message);
+    }
+    this.applyHash(hash);
+  }
+
+  applyHash(hash: string): void {
+    const { state, warnings } = parseUrlState(hash);
+    this.notices.push(...warnings);
+    this.panel = state.panel;
+    if (hash.includes('theme=')) this.theme = state.theme;
+    for (const k of URL_CONFIG_KEYS)
+      if (hash.includes(`${k}=`)) (this.config as Record<string, unknown>)[k] = state.config[k];
+    this.sharedSet = state.set;
+  }
+
+  hash(): string {
+    const config = Object.fromEntries(URL_CONFIG_KEYS.map((k) => [k, this.config[k]])) as never;
+    return formatUrlState({ panel: this.panel, theme: this.theme, config, set: this.sharedSet });
+  }
+
+  async save(): Promise<void> {
+    await this.store.put('settings', 'config', $state.snapshot(this.config));
+    await this.store.put('settings', 'theme', this.theme);
+  }
+}
+
+/** Write the hash only when it changed, without adding history entries. */
+export function writeHash(hash: string): void {
+  const next = hash ? `#${hash}` : '';
+  if (location.hash === next || (location.hash === '#' && next === '')) return;
+  history.replaceState(history.state, '', `${location.pathname}${location.search}${next}`);
+}

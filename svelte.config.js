@@ -1,0 +1,2 @@
+// Svelte compiler options (runes everywhere).
+export default { compilerOptions: { runes: true } };

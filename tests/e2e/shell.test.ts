@@ -1,0 +1,69 @@
+// The built app shell in real Chromium: renders, detects the WebGPU adapter,
+// runs the vector_add kernel self-check, keeps state in the URL, no console errors.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser } from 'playwright-core';
+import { launchChromium, resultPath, serveDist, watchErrors } from './browser.ts';
+
+describe('app shell in Chromium', () => {
+  let server: Awaited<ReturnType<typeof serveDist>>;
+  let browser: Browser;
+  beforeAll(async () => {
+    server = await serveDist();
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it('renders, shows the adapter and passes the kernel self-check', async () => {
+    const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
+    const errors = watchErrors(page);
+    await page.goto(server.url);
+    expect(await page.locator('h1').textContent()).toMatch(/SPADE Playground/);
+    const chip = page.getByTestId('gpu-chip');
+    await chip.filter({ hasText: /WebGPU: (?!checking)/ }).waitFor({ timeout: 60_000 });
+    expect(await chip.textContent()).toMatch(/WebGPU: swiftshader/i);
+    await chip.click();
+    await page.getByTestId('selfcheck').filter({ hasText: 'vector_add matches CPU' }).waitFor({ timeout: 60_000 });
+    expect(await page.getByTestId('f16').textContent()).toMatch(/^(yes|no)$/);
+    await page.screenshot({ path: resultPath('shell.png') });
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('navigates panels by keyboard, writes only changed fields to the URL, and restores them', async () => {
+    const page = await browser.newPage({ viewport: { width: 360, height: 740 } });
+    const errors = watchErrors(page);
+    await page.goto(`${server.url}#panel=settings&seed=7`);
+    await expect.poll(() => page.getByRole('tab', { name: 'Settings' }).getAttribute('aria-selected')).toBe('true');
+    await page.getByRole('tab', { name: 'Settings' }).waitFor();
+    await expect.poll(() => page.locator('#cfg-seed').inputValue()).toBe('7');
+    await page.getByRole('tab', { name: 'Settings' }).focus();
+    await page.keyboard.press('Home');
+    await expect.poll(() => page.getByRole('tab', { name: 'Run' }).getAttribute('aria-selected')).toBe('true');
+    await page.keyboard.press('ArrowRight');
+    await expect.poll(() => page.getByRole('tab', { name: 'Environments' }).getAttribute('aria-selected')).toBe('true');
+    await expect.poll(() => page.evaluate(() => location.hash)).toBe('#panel=environments&seed=7');
+    // 360 px: nothing wider than the viewport
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(360);
+    await page.screenshot({ path: resultPath('shell-360.png') });
+    // a reload keeps the panel and the seed
+    await page.reload();
+    await expect.poll(() => page.getByRole('tab', { name: 'Environments' }).getAttribute('aria-selected')).toBe('true');
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('rejects a bad link value with a notice instead of failing', async () => {
+    const page = await browser.newPage();
+    const errors = watchErrors(page);
+    await page.goto(`${server.url}#panel=nope&seed=-3`);
+    await expect.poll(() => page.getByRole('status').textContent()).toContain('unknown panel "nope"');
+    await expect
+      .poll(() => page.getByRole('status').textContent())
+      .toContain('seed must be between 0 and 4294967295; got -3');
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+});

@@ -1,0 +1,40 @@
+// Test tiers (all run by `npm test` through scripts/test.js):
+//   unit — the pure core and Node backends, in Node;
+//   gpu  — kernels on the `webgpu` package over a software Vulkan driver, in Node;
+//   e2e  — Playwright driving Debian's Chromium against the built app.
+import { svelte } from '@sveltejs/vite-plugin-svelte';
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  plugins: [svelte()],
+  test: {
+    projects: [
+      {
+        extends: true,
+        test: { name: 'unit', include: ['tests/unit/**/*.test.ts'], environment: 'node', testTimeout: 30_000 },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'gpu',
+          include: ['tests/gpu/**/*.test.ts'],
+          environment: 'node',
+          pool: 'forks',
+          fileParallelism: false,
+          testTimeout: 120_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'e2e',
+          include: ['tests/e2e/**/*.test.ts'],
+          environment: 'node',
+          fileParallelism: false,
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+        },
+      },
+    ],
+  },
+});
