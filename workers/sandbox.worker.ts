@@ -2,9 +2,9 @@
  * The sandbox worker: runs generated environment code in QuickJS, off the page.
  * Browser: `new Worker(new URL('./sandbox.worker.ts', import.meta.url), {type: 'module'})`.
  * Node: worker_threads with the tsx loader (src/platform/node/workers.ts).
- * The API itself lives in src/core/sandbox/host.ts (pure, testable in-process).
+ * The API lives in src/core/sandbox/worker_api.ts (pure, testable in-process).
  */
-import { createSandboxHost } from '../src/core/sandbox/host.ts';
+import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
 import { exposeApi } from './rpc.ts';
 
-exposeApi(await createSandboxHost());
+exposeApi(await createSandboxWorkerApi());

@@ -8,6 +8,10 @@ import { serializeError, UsageError } from '../core/errors.ts';
 export const USAGE = `spade — SPADE Playground command line
 
 Usage:
+  spade validate FILE... [--json] [--max-turns N]
+                                             check environment files (exit 1 if any fails)
+  spade play FILE [--seed N] [--actions A1 A2 ...] [--solution] [--json]
+                                             play an environment (actions from stdin by default)
   spade gpu [--json]                         report the WebGPU adapter Node sees
   spade help                                 this text
 
@@ -60,6 +64,8 @@ type Command = (argv: string[], io: Io) => Promise<number>;
 
 const COMMANDS: Record<string, () => Promise<Command>> = {
   gpu: async () => (await import('./cmd_gpu.ts')).run,
+  validate: async () => (await import('./cmd_env.ts')).validate,
+  play: async () => (await import('./cmd_env.ts')).play,
 };
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {

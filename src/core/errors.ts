@@ -26,6 +26,8 @@ export class WebGpuUnavailableError extends SpadeError {}
 export class DeviceLostError extends SpadeError {}
 /** A share link or imported file is malformed, too big or hostile. */
 export class ShareLinkError extends SpadeError {}
+/** An env set file is malformed or of an unknown version. */
+export class EnvSetError extends SpadeError {}
 /** Generated environment code broke the contract (wrong shapes, bad reward, ...). */
 export class EnvContractError extends SpadeError {}
 /** Environment code ran past its time budget and was interrupted. */
@@ -46,6 +48,7 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   WebGpuUnavailableError,
   DeviceLostError,
   ShareLinkError,
+  EnvSetError,
   EnvContractError,
   SandboxTimeoutError,
   SandboxMemoryError,

@@ -1,0 +1,91 @@
+/**
+ * `spade validate FILE... [--json] [--max-turns N]` — run the checker on each environment file.
+ * `spade play FILE [--seed N] [--actions A1 A2 ...] [--solution] [--json]` — play an environment:
+ * the given actions, the reference solution, or (without either) one action per line from stdin.
+ */
+import { readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import { DEFAULTS } from '../core/config.ts';
+import { parseEnvHeader, type StepResult } from '../core/env/contract.ts';
+import { UsageError } from '../core/errors.ts';
+import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
+import { intFlag, parseArgs, type Io } from './spade.ts';
+
+async function readCode(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
+export async function validate(argv: string[], io: Io): Promise<number> {
+  const args = parseArgs(argv, ['json']);
+  if (args.positional.length === 0) throw new UsageError('validate needs at least one FILE');
+  const json = args.flags.has('json');
+  const maxTurns = intFlag(args, 'max-turns', DEFAULTS.maxTurns);
+  const pool = createNodeSandboxPool();
+  const files = [];
+  try {
+    for (const file of args.positional) {
+      const code = await readCode(file);
+      const report = await pool.check(code, { maxTurns });
+      files.push({ file, ...report });
+      if (!json) {
+        io.out(
+          `${report.ok ? 'PASS' : 'FAIL'} ${file}${report.className ? ` (${report.className})` : ''} ${report.ms.toFixed(0)} ms`,
+        );
+        for (const c of report.checks) io.out(`  ${c.ok ? '✓' : '✗'} ${c.name}: ${c.message}`);
+      }
+    }
+  } finally {
+    await pool.terminate();
+  }
+  const ok = files.every((f) => f.ok);
+  if (json) io.out(JSON.stringify({ ok, files }));
+  else io.out(`${files.filter((f) => f.ok).length} of ${files.length} passed`);
+  return ok ? 0 : 1;
+}
+
+export async function play(argv: string[], io: Io): Promise<number> {
+  const args = parseArgs(argv, ['json', 'solution'], ['actions']);
+  const [file] = args.positional;
+  if (!file || args.positional.length > 1) throw new UsageError('play needs exactly one FILE');
+  const json = args.flags.has('json');
+  const seed = intFlag(args, 'seed', 0);
+  const maxTurns = intFlag(args, 'max-turns', DEFAULTS.maxTurns);
+  const code = await readCode(file);
+  const pool = createNodeSandboxPool();
+  const transcript: {
+    action: string | null;
+    observation: string;
+    reward: number;
+    terminated: boolean;
+    truncated: boolean;
+  }[] = [];
+  try {
+    const env = await pool.load(code, maxTurns);
+    const [obs] = await pool.reset(env.id, seed);
+    transcript.push({ action: null, observation: obs, reward: 0, terminated: false, truncated: false });
+    if (!json) io.out(`# ${parseEnvHeader(code).title ?? env.className} (seed ${seed})\n${obs}`);
+    let actions: AsyncIterable<string> | string[];
+    if (args.flags.has('solution')) actions = await pool.solution(env.id);
+    else if (args.flags.has('actions')) actions = args.flags.get('actions')!;
+    else actions = createInterface({ input: process.stdin, terminal: false });
+    for await (const action of actions) {
+      const r: StepResult = await pool.step(env.id, action);
+      transcript.push({ action, observation: r[0], reward: r[1], terminated: r[2], truncated: r[3] });
+      if (!json)
+        io.out(`\n> ${action}\n${r[0]}\n[reward ${r[1]}${r[2] ? ', terminated' : ''}${r[3] ? ', truncated' : ''}]`);
+      if (r[2] || r[3]) break;
+    }
+    await pool.dispose(env.id);
+  } finally {
+    await pool.terminate();
+  }
+  const last = transcript[transcript.length - 1]!;
+  const ret = last.terminated ? Math.max(-1, Math.min(1, last.reward)) : 0;
+  if (json) io.out(JSON.stringify({ ok: true, seed, return: ret, transcript }));
+  else io.out(`\nreturn ${ret} after ${transcript.length - 1} steps`);
+  return 0;
+}

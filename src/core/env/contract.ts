@@ -1,0 +1,81 @@
+/**
+ * The environment contract (JavaScript, Gymnasium-shaped; docs/environments.md):
+ *   class SomethingEnv { constructor(maxTurns); reset(seed) → [observation, info];
+ *     step(action) → [observation, reward, terminated, truncated, info]; solution() → actions; close() }
+ * Games take `\boxed{command}` actions; tool-use environments extend the sandbox's ToolUseEnv.
+ */
+
+export const GAME_SKILLS = [
+  'mathematical',
+  'logical_deduction',
+  'spatial',
+  'pattern_recognition',
+  'optimisation',
+  'causal_reasoning',
+] as const;
+export const TOOL_SKILLS = [
+  'api_orchestration',
+  'data_retrieval',
+  'state_modification',
+  'error_recovery',
+  'tool_selection',
+  'multi_step_workflows',
+] as const;
+export type GameSkill = (typeof GAME_SKILLS)[number];
+export type ToolSkill = (typeof TOOL_SKILLS)[number];
+export type Skill = GameSkill | ToolSkill;
+
+export type Info = Record<string, unknown>;
+export type ResetResult = [observation: string, info: Info];
+export type StepResult = [observation: string, reward: number, terminated: boolean, truncated: boolean, info: Info];
+
+/** OpenAI function-calling schema, as exposed by ToolUseEnv. */
+export interface ToolSchema {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
+export interface LoadedEnv {
+  id: string;
+  className: string;
+  setting: 'games' | 'tool_use';
+  tools: ToolSchema[];
+}
+
+/** The content of the last `\boxed{...}` in `text` (nested braces allowed), or null. Same as the sandbox's. */
+export function extractBoxed(text: string): string | null {
+  const key = '\\boxed{';
+  const start = text.lastIndexOf(key);
+  if (start < 0) return null;
+  let depth = 1;
+  for (let i = start + key.length; i < text.length; i++) {
+    const ch = text[i];
+    if (ch === '{') depth++;
+    else if (ch === '}' && --depth === 0) return text.slice(start + key.length, i).trim();
+  }
+  return null;
+}
+
+/** Metadata header of an environment file: `// @title ...`, `// @skill ...` lines at the top. */
+export interface EnvHeader {
+  title?: string;
+  setting?: string;
+  skill?: string;
+  difficulty?: string;
+  hint?: string;
+  source?: string;
+}
+
+export function parseEnvHeader(code: string): EnvHeader {
+  const header: Record<string, string> = {};
+  for (const line of code.split('\n')) {
+    const t = line.trim();
+    if (t === '') continue;
+    const m = /^\/\/\s*@(\w+)\s+(.*)$/.exec(t);
+    if (m) {
+      const key = m[1]!;
+      header[key] = header[key] ? `${header[key]} ${m[2]!.trim()}` : m[2]!.trim();
+    } else if (!t.startsWith('//')) break;
+  }
+  return header as EnvHeader;
+}

@@ -1,0 +1,267 @@
+/**
+ * Env sets: a versioned JSON format for a list of environments (code, title,
+ * setting, skill, difficulty, hint, source document, statistics), and share
+ * links that carry a set compressed (deflate, fflate) as base64url in the URL
+ * hash. Parsing never throws anything but EnvSetError / ShareLinkError with a
+ * message; nothing in a set is ever executed here (code runs only in the sandbox).
+ */
+import { Inflate, deflateSync, strToU8, strFromU8 } from 'fflate';
+import { DIFFICULTIES, SETTINGS, type Difficulty, type Setting } from '../config.ts';
+import { EnvSetError, ShareLinkError } from '../errors.ts';
+import { hashSeed } from '../rng.ts';
+import { parseEnvHeader } from './contract.ts';
+
+export const ENVSET_FORMAT = 'spade-envset';
+export const ENVSET_VERSION = 1;
+/** Longest share link payload we produce or accept (characters after "set="). */
+export const MAX_LINK_CHARS = 60_000;
+/** Largest decompressed set we accept from a link (guards against deflate bombs). */
+export const MAX_SET_BYTES = 2 * 2 ** 20;
+export const MAX_ENVS = 500;
+
+export interface EnvStats {
+  plays?: number;
+  winRate?: number;
+  winRateHinted?: number;
+  regret?: number;
+  designerReward?: number;
+  checked?: boolean;
+}
+
+export interface EnvRecord {
+  id: string;
+  title: string;
+  setting: Setting;
+  skill: string;
+  difficulty: Difficulty;
+  code: string;
+  hint: string;
+  /** The grounding document this environment was built on, if any. */
+  source: { title: string; ref: string } | null;
+  stats: EnvStats;
+}
+
+export interface EnvSet {
+  format: typeof ENVSET_FORMAT;
+  version: typeof ENVSET_VERSION;
+  title: string;
+  envs: EnvRecord[];
+}
+
+/** Stable id from the code (same code → same id). */
+export function envId(code: string): string {
+  return `e${hashSeed(code).toString(36)}${code.length.toString(36)}`;
+}
+
+/** Build a record from code with a metadata header (`// @title ...`); overrides win. */
+export function recordFromCode(code: string, overrides: Partial<EnvRecord> = {}): EnvRecord {
+  const h = parseEnvHeader(code);
+  const setting = (SETTINGS as readonly string[]).includes(h.setting ?? '')
+    ? (h.setting as Setting)
+    : /extends\s+ToolUseEnv\b/.test(code)
+      ? 'tool_use'
+      : 'games';
+  const difficulty = (DIFFICULTIES as readonly string[]).includes(h.difficulty ?? '')
+    ? (h.difficulty as Difficulty)
+    : 'medium';
+  return {
+    id: envId(code),
+    title: h.title ?? /class\s+(\w+Env)\b/.exec(code)?.[1] ?? 'Untitled environment',
+    setting,
+    skill: h.skill ?? 'unspecified',
+    difficulty,
+    code,
+    hint: h.hint ?? '',
+    source: h.source ? { title: h.source, ref: '' } : null,
+    stats: {},
+    ...overrides,
+  };
+}
+
+export function makeEnvSet(title: string, envs: EnvRecord[]): EnvSet {
+  return { format: ENVSET_FORMAT, version: ENVSET_VERSION, title, envs };
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Validate untrusted data as an EnvSet. Throws EnvSetError naming the first problem's path. */
+export function parseEnvSet(data: unknown): EnvSet {
+  if (!isObj(data))
+    throw new EnvSetError('An env set must be a JSON object with "format", "version", "title" and "envs".');
+  if (data.format !== ENVSET_FORMAT) {
+    throw new EnvSetError(
+      `This is not a SPADE env set: "format" must be "${ENVSET_FORMAT}", got ${JSON.stringify(data.format)?.slice(0, 40)}.`,
+    );
+  }
+  if (data.version !== ENVSET_VERSION) {
+    throw new EnvSetError(
+      `Unsupported env set version ${JSON.stringify(data.version)?.slice(0, 20)}; this app reads version ${ENVSET_VERSION}. Update the app or re-export the set.`,
+    );
+  }
+  if (typeof data.title !== 'string' || data.title.length > 200)
+    throw new EnvSetError('"title" must be a string of at most 200 characters.');
+  if (!Array.isArray(data.envs)) throw new EnvSetError('"envs" must be an array.');
+  if (data.envs.length > MAX_ENVS)
+    throw new EnvSetError(`A set holds at most ${MAX_ENVS} environments; this one has ${data.envs.length}.`);
+  const envs = data.envs.map((e, i) => parseRecord(e, `envs[${i}]`));
+  return { format: ENVSET_FORMAT, version: ENVSET_VERSION, title: data.title, envs };
+}
+
+function parseRecord(e: unknown, path: string): EnvRecord {
+  if (!isObj(e)) throw new EnvSetError(`${path} must be an object.`);
+  const str = (key: string, max: number, optional = false): string => {
+    const v = e[key];
+    if (v === undefined && optional) return '';
+    if (typeof v !== 'string') throw new EnvSetError(`${path}.${key} must be a string.`);
+    if (v.length > max) throw new EnvSetError(`${path}.${key} is longer than ${max} characters.`);
+    return v;
+  };
+  const code = str('code', 1024 * 1024);
+  const setting = str('setting', 20);
+  if (!(SETTINGS as readonly string[]).includes(setting))
+    throw new EnvSetError(`${path}.setting must be one of ${SETTINGS.join(', ')}.`);
+  const difficulty = str('difficulty', 20);
+  if (!(DIFFICULTIES as readonly string[]).includes(difficulty))
+    throw new EnvSetError(`${path}.difficulty must be one of ${DIFFICULTIES.join(', ')}.`);
+  let source: EnvRecord['source'] = null;
+  if (e.source !== undefined && e.source !== null) {
+    if (!isObj(e.source) || typeof e.source.title !== 'string' || typeof e.source.ref !== 'string') {
+      throw new EnvSetError(`${path}.source must be null or {"title": string, "ref": string}.`);
+    }
+    source = { title: e.source.title.slice(0, 300), ref: e.source.ref.slice(0, 2000) };
+  }
+  const stats: EnvStats = {};
+  if (e.stats !== undefined) {
+    if (!isObj(e.stats)) throw new EnvSetError(`${path}.stats must be an object.`);
+    for (const k of ['plays', 'winRate', 'winRateHinted', 'regret', 'designerReward'] as const) {
+      const v = e.stats[k];
+      if (v === undefined) continue;
+      if (typeof v !== 'number' || !Number.isFinite(v))
+        throw new EnvSetError(`${path}.stats.${k} must be a finite number.`);
+      stats[k] = v;
+    }
+    if (typeof e.stats.checked === 'boolean') stats.checked = e.stats.checked;
+  }
+  return {
+    id: envId(code),
+    title: str('title', 200),
+    setting: setting as Setting,
+    skill: str('skill', 60),
+    difficulty: difficulty as Difficulty,
+    code,
+    hint: str('hint', 4000, true),
+    source,
+    stats,
+  };
+}
+
+/** Parse the text of an exported .json file. */
+export function parseEnvSetJson(text: string): EnvSet {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (err) {
+    throw new EnvSetError(`The file is not valid JSON (${(err as Error).message}).`);
+  }
+  return parseEnvSet(data);
+}
+
+export function envSetToJson(set: EnvSet): string {
+  return `${JSON.stringify(set, null, 2)}\n`;
+}
+
+// --- share links ---------------------------------------------------------------------------
+
+function toBase64Url(bytes: Uint8Array): string {
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+function fromBase64Url(text: string): Uint8Array {
+  if (!/^[A-Za-z0-9_-]*$/.test(text))
+    throw new ShareLinkError(
+      'The link is damaged: it contains characters a share link never has. Copy the whole link again.',
+    );
+  const b64 = text.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (text.length % 4)) % 4);
+  let bin: string;
+  try {
+    bin = atob(b64);
+  } catch {
+    throw new ShareLinkError('The link is damaged (not valid base64url). Copy the whole link again.');
+  }
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** Inflate with a hard cap on output size. */
+function inflateCapped(data: Uint8Array, cap: number): Uint8Array {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  const inflater = new Inflate((chunk) => {
+    total += chunk.length;
+    if (total > cap)
+      throw new ShareLinkError(`The linked set unpacks to more than ${cap / 2 ** 20} MiB; it was rejected.`);
+    chunks.push(chunk);
+  });
+  try {
+    inflater.push(data, true);
+  } catch (err) {
+    if (err instanceof ShareLinkError) throw err;
+    throw new ShareLinkError('The link is damaged (its data does not decompress). Copy the whole link again.');
+  }
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.length;
+  }
+  return out;
+}
+
+/** Payload for `#set=...`: "1." + base64url(deflate(JSON)). Throws ShareLinkError past MAX_LINK_CHARS. */
+export function encodeShareLink(set: EnvSet): string {
+  const payload = `${ENVSET_VERSION}.${toBase64Url(deflateSync(strToU8(JSON.stringify(parseEnvSet(set))), { level: 9 }))}`;
+  if (payload.length > MAX_LINK_CHARS) {
+    throw new ShareLinkError(
+      `This set is too big for a link (${payload.length.toLocaleString('en')} characters; the limit is ${MAX_LINK_CHARS.toLocaleString('en')}). Share fewer environments, or export it as a file.`,
+      { chars: payload.length },
+    );
+  }
+  return payload;
+}
+
+/** Accepts a full URL, a "#set=..." hash, or the bare payload. */
+export function decodeShareLink(link: string): EnvSet {
+  if (typeof link !== 'string' || link.trim() === '') throw new ShareLinkError('The link is empty.');
+  let payload = link.trim();
+  const hashAt = payload.indexOf('#');
+  if (hashAt >= 0 || payload.includes('set=')) {
+    const params = new URLSearchParams(payload.slice(hashAt + 1));
+    const p = params.get('set');
+    if (!p) throw new ShareLinkError('This link carries no environment set (no "set=" in it).');
+    payload = p;
+  }
+  if (payload.length > MAX_LINK_CHARS)
+    throw new ShareLinkError(`The link is too long (${payload.length} characters; the limit is ${MAX_LINK_CHARS}).`);
+  const dot = payload.indexOf('.');
+  const version = dot > 0 ? payload.slice(0, dot) : '';
+  if (version !== String(ENVSET_VERSION)) {
+    throw new ShareLinkError(
+      `This link was made by a different version of SPADE Playground (link version "${version.slice(0, 10)}"; this app reads ${ENVSET_VERSION}).`,
+    );
+  }
+  const text = strFromU8(inflateCapped(fromBase64Url(payload.slice(dot + 1)), MAX_SET_BYTES));
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    throw new ShareLinkError('The link is damaged (its content is not JSON). Copy the whole link again.');
+  }
+  try {
+    return parseEnvSet(data);
+  } catch (err) {
+    throw new ShareLinkError(`The link does not hold a valid env set: ${(err as Error).message}`);
+  }
+}

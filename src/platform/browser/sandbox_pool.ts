@@ -1,0 +1,16 @@
+/** A SandboxPool of Web Workers running workers/sandbox.worker.ts. */
+import * as Comlink from 'comlink';
+import '../../../workers/rpc.ts'; // installs the error transfer handler on this side too
+import { SandboxPool, type PoolOptions, type WorkerHandle } from '../../core/sandbox/pool.ts';
+import type { SandboxWorkerApi } from '../../core/sandbox/worker_api.ts';
+
+export function createBrowserSandboxPool(opts: PoolOptions = {}): SandboxPool {
+  return new SandboxPool(() => {
+    const worker = new Worker(new URL('../../../workers/sandbox.worker.ts', import.meta.url), {
+      type: 'module',
+      name: 'spade-sandbox',
+    });
+    const api = Comlink.wrap<SandboxWorkerApi>(worker) as unknown as WorkerHandle['api'];
+    return { api, terminate: () => worker.terminate() };
+  }, opts);
+}
