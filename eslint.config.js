@@ -20,6 +20,12 @@ export default ts.config(
     languageOptions: { parserOptions: { parser: ts.parser, extraFileExtensions: ['.svelte'] } },
   },
   {
+    // Guest code for the QuickJS sandbox: scripts that see the prelude's globals.
+    files: ['src/core/env/seeds/*.js', 'src/core/sandbox/prelude.guest.js'],
+    languageOptions: { sourceType: 'script', globals: { extractBoxed: 'readonly', ToolUseEnv: 'readonly' } },
+    rules: { 'no-unused-vars': 'off', '@typescript-eslint/no-unused-vars': 'off' },
+  },
+  {
     // The pure core must not reach for the DOM, Svelte or WebGPU.
     files: ['src/core/**/*.ts'],
     rules: {

@@ -7,4 +7,4 @@
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
 import { exposeApi } from './rpc.ts';
 
-exposeApi(await createSandboxWorkerApi());
+exposeApi(createSandboxWorkerApi());

@@ -12,6 +12,11 @@ Usage:
                                              check environment files (exit 1 if any fails)
   spade play FILE [--seed N] [--actions A1 A2 ...] [--solution] [--json]
                                              play an environment (actions from stdin by default)
+  spade share encode FILE... [--title T] [--base URL] [--json]
+                                             make a share link from an env set (.json) or env files (.js)
+  spade share decode LINK [--out FILE] [--json]
+                                             read a share link back into an env set
+  spade bench sandbox [--json]               sandbox speed: QuickJS vs native V8 vs call floor, checker time
   spade gpu [--json]                         report the WebGPU adapter Node sees
   spade help                                 this text
 
@@ -66,6 +71,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   gpu: async () => (await import('./cmd_gpu.ts')).run,
   validate: async () => (await import('./cmd_env.ts')).validate,
   play: async () => (await import('./cmd_env.ts')).play,
+  share: async () => (await import('./cmd_share.ts')).share,
+  bench: async () => (await import('./cmd_bench.ts')).bench,
 };
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {

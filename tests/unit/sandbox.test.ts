@@ -2,7 +2,7 @@
 // with typed, actionable errors, and the next environment unaffected.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxHost, envClassNames } from '../../src/core/sandbox/host.ts';
-import { ESCAPES, FAKE_ENV, HOSTILE } from '../fixtures/envs.ts';
+import { ESCAPES, FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 
 let host: SandboxHost;
 beforeAll(async () => {

@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { SandboxMemoryError, SandboxTimeoutError, WorkerCrashedError } from '../../src/core/errors.ts';
 import { DEFAULT_LIMITS } from '../../src/core/sandbox/host.ts';
 import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
-import { FAKE_ENV, HOSTILE } from '../fixtures/envs.ts';
+import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 
 describe('sandbox pool (Node workers)', () => {
   const pool = createNodeSandboxPool({ size: 2, graceMs: 700 });

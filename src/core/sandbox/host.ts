@@ -10,7 +10,6 @@
  */
 import {
   newQuickJSWASMModuleFromVariant,
-  shouldInterruptAfterDeadline,
   type QuickJSContext,
   type QuickJSHandle,
   type QuickJSRuntime,
@@ -65,6 +64,8 @@ interface LiveEnv {
   fns: Record<'reset' | 'step' | 'solution' | 'close', QuickJSHandle>;
   limits: SandboxLimits;
   info: LoadedEnv;
+  /** Wall-clock deadline (ms) of the call in flight; the runtime's interrupt handler reads it. */
+  deadline: number;
   /** Set once the env hit a limit; later calls fail fast with this. */
   dead: SpadeError | null;
   generation: number;
@@ -87,7 +88,9 @@ function reviveNonFinite(_key: string, v: unknown): unknown {
 type GuestReply = { ok: true; value: unknown } | { ok: false; error: { name: string; message: string } };
 
 const utf8 = new TextEncoder();
-const byteLength = (s: string): number => (s.length * 3 <= 1e6 ? utf8.encode(s).length : s.length * 3);
+/** UTF-8 size, encoding only when the string could be over `limit` (3 bytes per UTF-16 unit at most). */
+const overLimit = (s: string, limit: number): number =>
+  s.length * 3 <= limit ? 0 : utf8.encode(s).length > limit ? utf8.encode(s).length : 0;
 
 /** Candidate class names in source order; the last declared is tried first. */
 export function envClassNames(code: string): string[] {
@@ -141,8 +144,8 @@ export class SandboxHost {
     if (typeof code !== 'string' || code.trim() === '') {
       throw new EnvContractError('The environment code is empty. Write a class whose name ends in "Env".');
     }
-    const size = byteLength(code);
-    if (size > limits.maxCodeBytes) {
+    const size = overLimit(code, limits.maxCodeBytes);
+    if (size > 0) {
       throw new EnvContractError(
         `The environment code is ${Math.ceil(size / 1024)} KiB; the limit is ${limits.maxCodeBytes / 1024} KiB. Shorten it.`,
         { bytes: size },
@@ -162,7 +165,16 @@ export class SandboxHost {
     }));
     const context = runtime.newContext();
     const id = `env${this.nextId++}`;
-    const partial = { id, runtime, context, limits, dead: null, generation: this.generation } as unknown as LiveEnv;
+    const partial = {
+      id,
+      runtime,
+      context,
+      limits,
+      dead: null,
+      generation: this.generation,
+      deadline: Infinity,
+    } as unknown as LiveEnv;
+    runtime.setInterruptHandler(() => Date.now() > partial.deadline);
     try {
       this.evalOrThrow(partial, prelude, 'prelude.js', limits.loadMs, 'loading the sandbox prelude');
       const api = context.getProp(context.global, '__spade');
@@ -312,8 +324,8 @@ export class SandboxHost {
   }
 
   private checkObservation(env: LiveEnv, obs: string, method: string): void {
-    const n = byteLength(obs);
-    if (n > env.limits.maxObservationBytes) {
+    const n = overLimit(obs, env.limits.maxObservationBytes);
+    if (n > 0) {
       throw new EnvContractError(
         `${method}() returned a ${Math.ceil(n / 1024)} KiB observation; the limit is ${env.limits.maxObservationBytes / 1024} KiB. Keep observations short.`,
         { method, bytes: n },
@@ -341,15 +353,15 @@ export class SandboxHost {
   }
 
   private callGuest(env: LiveEnv, fn: QuickJSHandle, args: QuickJSHandle[], ms: number, method: string): GuestReply {
-    const { context, runtime } = env;
-    runtime.setInterruptHandler(shouldInterruptAfterDeadline(Date.now() + ms));
+    const { context } = env;
+    env.deadline = Date.now() + ms;
     let result;
     try {
       result = context.callFunction(fn, context.undefined, ...args);
     } catch (err) {
       throw this.hostFault(env, err, method);
     } finally {
-      runtime.removeInterruptHandler();
+      env.deadline = Infinity;
     }
     if (result.error) {
       const e = this.dumpError(context, result.error);
@@ -371,7 +383,7 @@ export class SandboxHost {
     }
     let reply: unknown;
     try {
-      reply = JSON.parse(text, reviveNonFinite);
+      reply = text.includes('\\u0000') ? JSON.parse(text, reviveNonFinite) : JSON.parse(text);
     } catch {
       reply = undefined;
     }
@@ -395,15 +407,15 @@ export class SandboxHost {
   }
 
   private evalHandle(env: LiveEnv, code: string, ms: number, what: string, filename = 'host.js'): QuickJSHandle {
-    const { context, runtime } = env;
-    runtime.setInterruptHandler(shouldInterruptAfterDeadline(Date.now() + ms));
+    const { context } = env;
+    env.deadline = Date.now() + ms;
     let result;
     try {
       result = context.evalCode(code, filename, { type: 'global' });
     } catch (err) {
       throw this.hostFault(env, err, what);
     } finally {
-      runtime.removeInterruptHandler();
+      env.deadline = Infinity;
     }
     if (result.error) {
       const e = this.dumpError(context, result.error);

@@ -24,6 +24,8 @@ export interface WorkerHandle {
 
 interface Slot {
   handle: WorkerHandle;
+  /** Resolves once the worker answers a ping (its QuickJS module is compiled); rejects if it never does. */
+  ready: Promise<void>;
   generation: number;
   /** Calls in flight. */
   busy: number;
@@ -44,6 +46,8 @@ export interface PoolOptions {
   graceMs?: number;
   /** Watchdog for a whole checker run. */
   checkMs?: number;
+  /** How long a new worker may take to start (load and compile QuickJS) before it counts as crashed. */
+  startMs?: number;
 }
 
 export class SandboxPool implements EnvRunner {
@@ -52,6 +56,7 @@ export class SandboxPool implements EnvRunner {
   private nextId = 1;
   readonly graceMs: number;
   readonly checkMs: number;
+  readonly startMs: number;
   /** Workers terminated by the watchdog since the pool started. */
   kills = 0;
 
@@ -149,6 +154,7 @@ export class SandboxPool implements EnvRunner {
     what: string,
   ): Promise<T> {
     const slot = this.slots[slotIndex]!;
+    await slot.ready;
     const generation = slot.generation;
     const budget = limitMs + this.graceMs;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -179,6 +185,7 @@ export class SandboxPool implements EnvRunner {
     this.kills++;
     const old = slot.handle;
     slot.handle = this.factory();
+    slot.ready = this.started(slot.handle);
     slot.generation++;
     slot.busy = 0;
     slot.live = 0;

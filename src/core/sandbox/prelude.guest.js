@@ -228,8 +228,8 @@
   let env = null;
   let EnvClass = null;
   function errorRecord(e) {
-    let name = 'Error',
-      message = '';
+    let name = 'Error';
+    let message;
     try {
       name =
         e && typeof e.name === 'string'
@@ -245,11 +245,23 @@
     }
     return { name: name.slice(0, 100), message: message.slice(0, 2000) };
   }
-  // NaN and ±Infinity would become null in JSON; tag them so the host can report them exactly.
-  const keepNonFinite = (_key, v) => (typeof v === 'number' && !isFinite(v) ? '\u0000' + String(v) : v);
+  // NaN and ±Infinity would become null in JSON; tag top-level ones (the reward) so the host
+  // can report them exactly. A replacer would see every key and cost a third of a step.
+  function tagNonFinite(v) {
+    if (!Array.isArray(v)) return v;
+    for (let i = 0; i < v.length; i++) {
+      if (typeof v[i] === 'number' && !isFinite(v[i])) {
+        const copy = v.slice();
+        for (let j = i; j < copy.length; j++)
+          if (typeof copy[j] === 'number' && !isFinite(copy[j])) copy[j] = '\u0000' + String(copy[j]);
+        return copy;
+      }
+    }
+    return v;
+  }
   function wrap(fn) {
     try {
-      return stringify({ ok: true, value: fn() }, keepNonFinite);
+      return stringify({ ok: true, value: tagNonFinite(fn()) });
     } catch (e) {
       return stringify({ ok: false, error: errorRecord(e) });
     }
@@ -277,7 +289,38 @@
       return wrap(() => env.reset(seed));
     },
     step(action) {
-      return wrap(() => env.step(action));
+      // Fast path for the common well-formed 5-tuple: JSON.stringify of the whole reply is the
+      // main cost of a step in QuickJS, so serialise the fixed shape by hand.
+      let v;
+      try {
+        v = env.step(action);
+      } catch (e) {
+        return stringify({ ok: false, error: errorRecord(e) });
+      }
+      if (
+        Array.isArray(v) &&
+        v.length === 5 &&
+        typeof v[0] === 'string' &&
+        typeof v[1] === 'number' &&
+        isFinite(v[1]) &&
+        typeof v[2] === 'boolean' &&
+        typeof v[3] === 'boolean' &&
+        v[4] !== null &&
+        typeof v[4] === 'object'
+      ) {
+        let info = '{}';
+        for (const _k in v[4]) {
+          info = null;
+          break;
+        }
+        try {
+          if (info === null) info = stringify(v[4]);
+          return '{"ok":true,"value":[' + stringify(v[0]) + ',' + v[1] + ',' + v[2] + ',' + v[3] + ',' + info + ']}';
+        } catch (e) {
+          return stringify({ ok: false, error: errorRecord(e) });
+        }
+      }
+      return wrap(() => v);
     },
     solution() {
       return wrap(() => env.solution());

@@ -1,22 +1,25 @@
 /**
  * What the sandbox worker exposes over comlink: the SandboxHost's calls plus the
- * checker, run next to the host so a full check is one message.
+ * checker, run next to the host so a full check is one message. The object is
+ * returned synchronously and each call waits for QuickJS to be ready, so the
+ * worker can start listening at once: a message sent to a module worker while it
+ * is still awaiting at top level can be dropped.
  */
 import { checkEnv, type CheckOptions } from '../env/checker.ts';
 import { SandboxHost, type SandboxLimits } from './host.ts';
 
-export async function createSandboxWorkerApi() {
-  const host = await SandboxHost.create();
+export function createSandboxWorkerApi() {
+  const ready = SandboxHost.create();
   return {
-    ping: () => host.ping(),
-    load: (code: string, maxTurns?: number, limits?: SandboxLimits) => host.load(code, maxTurns, limits),
-    reset: (id: string, seed: number) => host.reset(id, seed),
-    step: (id: string, action: string) => host.step(id, action),
-    solution: (id: string) => host.solution(id),
-    dispose: (id: string) => host.dispose(id),
-    check: (code: string, opts?: CheckOptions) => checkEnv(host, code, opts),
-    liveCount: () => host.liveCount(),
+    ping: async () => (await ready).ping(),
+    load: async (code: string, maxTurns?: number, limits?: SandboxLimits) => (await ready).load(code, maxTurns, limits),
+    reset: async (id: string, seed: number) => (await ready).reset(id, seed),
+    step: async (id: string, action: string) => (await ready).step(id, action),
+    solution: async (id: string) => (await ready).solution(id),
+    dispose: async (id: string) => (await ready).dispose(id),
+    check: async (code: string, opts?: CheckOptions) => checkEnv(await ready, code, opts),
+    liveCount: async () => (await ready).liveCount(),
   };
 }
 
-export type SandboxWorkerApi = Awaited<ReturnType<typeof createSandboxWorkerApi>>;
+export type SandboxWorkerApi = ReturnType<typeof createSandboxWorkerApi>;

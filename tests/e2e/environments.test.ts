@@ -1,0 +1,143 @@
+// The Environments panel in Chromium: play a seed environment to the win, toggle the hint,
+// run the checker, share a link that opens in a fresh browser, import a file, and watch
+// hostile programs and hostile links get contained.
+import { writeFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { FAKE_ENV } from '../../src/core/env/hostile.ts';
+import { envSetToJson, makeEnvSet, recordFromCode } from '../../src/core/env/envset.ts';
+import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
+import { SandboxHost } from '../../src/core/sandbox/host.ts';
+import { launchChromium, resultPath, serveDist, watchErrors } from './browser.ts';
+
+const game = SEED_ENVS.find((e) => e.setting === 'games')!;
+
+/** The reference solution for `code` at `seed`, computed in Node's own sandbox. */
+async function solutionFor(code: string, seed: number): Promise<string[]> {
+  const host = await SandboxHost.create();
+  const env = await host.load(code, 12);
+  host.reset(env.id, seed);
+  const sol = host.solution(env.id);
+  host.dispose(env.id);
+  return sol;
+}
+
+async function select(page: Page, title: string) {
+  await page
+    .getByRole('button', { name: new RegExp(`^${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`) })
+    .first()
+    .click();
+  await expect.poll(() => page.getByTestId('env-title').textContent()).toBe(title);
+}
+
+describe('Environments panel in Chromium', () => {
+  let server: Awaited<ReturnType<typeof serveDist>>;
+  let browser: Browser;
+  beforeAll(async () => {
+    server = await serveDist();
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it('plays a seed environment to the win, with the hint toggle', async () => {
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const errors = watchErrors(page);
+    await page.goto(`${server.url}#panel=environments`);
+    await select(page, game.title);
+    await expect.poll(() => page.getByTestId('transcript').textContent(), { timeout: 30_000 }).not.toBe('');
+    await page.getByLabel('Show hint').check();
+    expect(await page.getByTestId('hint').textContent()).toBe(game.hint);
+    for (const a of await solutionFor(game.code, 0)) {
+      await page.getByTestId('action').fill(a);
+      await page.getByTestId('action').press('Enter');
+      await expect.poll(() => page.getByTestId('action').inputValue()).toBe('');
+      await expect
+        .poll(
+          async () =>
+            (await page.getByTestId('action').isDisabled()) ||
+            (await page.getByRole('button', { name: 'Send' }).isEnabled()),
+          { timeout: 10_000 },
+        )
+        .toBe(true);
+    }
+    await expect.poll(() => page.getByTestId('outcome').textContent(), { timeout: 10_000 }).toBe('Solved!');
+    expect(await page.getByTestId('reward').textContent()).toBe('reward 1');
+    await page.screenshot({ path: resultPath('environments-play.png'), fullPage: true });
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('runs the checker in the sandbox worker and shows every check', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}#panel=environments`);
+    await select(page, game.title);
+    await page.getByRole('button', { name: 'Run checks' }).click();
+    await expect
+      .poll(() => page.getByTestId('check-report').textContent(), { timeout: 30_000 })
+      .toContain('all checks pass');
+    expect(await page.locator('[data-testid=check-report] li.ok').count()).toBe(9);
+    await page.close();
+  });
+
+  it('contains a hostile environment and keeps working', async () => {
+    const page = await browser.newPage();
+    const errors = watchErrors(page);
+    await page.goto(`${server.url}#panel=environments`);
+    await select(page, 'Hostile: infinite loop in step');
+    await expect.poll(() => page.getByTestId('transcript').textContent(), { timeout: 30_000 }).toContain('start');
+    await page.getByTestId('action').fill('go');
+    await page.getByTestId('action').press('Enter');
+    await expect
+      .poll(() => page.getByTestId('play-error').textContent(), { timeout: 30_000 })
+      .toMatch(/step ran past its 250 ms limit/);
+    await page.screenshot({ path: resultPath('environments-hostile.png') });
+    await select(page, game.title);
+    await expect.poll(() => page.getByTestId('transcript').textContent(), { timeout: 30_000 }).not.toBe('');
+    expect(await page.getByTestId('play-error').count()).toBe(0);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('shares a set as a link that opens in a fresh browser, and rejects a hostile link', async () => {
+    const page = await browser.newPage();
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+    await page.goto(`${server.url}#panel=environments`);
+    await select(page, game.title);
+    await page.getByRole('button', { name: 'Share link' }).click();
+    const link = await page.getByTestId('share-link').inputValue();
+    expect(link).toMatch(/#panel=environments&set=1\./);
+    await page.close();
+
+    const fresh = await browser.newContext();
+    const p2 = await fresh.newPage();
+    const errors = watchErrors(p2);
+    await p2.goto(link);
+    await expect
+      .poll(() => p2.getByTestId('env-message').textContent(), { timeout: 30_000 })
+      .toContain(`Opened "${game.title}" from the link`);
+    expect(await p2.getByRole('heading', { name: /From link:/ }).count()).toBe(1);
+    await p2.goto(`${server.url}#panel=environments&set=1.AAAA<img src=x onerror=alert(1)>`);
+    await p2.reload();
+    await expect
+      .poll(() => p2.getByTestId('env-message').textContent(), { timeout: 30_000 })
+      .toMatch(/damaged|never has/);
+    expect(await p2.locator('img').count()).toBe(0);
+    expect(errors).toEqual([]);
+    await fresh.close();
+  });
+
+  it('imports an env set file and keeps it across a reload', async () => {
+    const file = resultPath('import-set.json');
+    writeFileSync(file, envSetToJson(makeEnvSet('Imported demo', [recordFromCode(FAKE_ENV)])));
+    const page = await browser.newPage();
+    await page.goto(`${server.url}#panel=environments`);
+    await page.getByTestId('import-file').setInputFiles(file);
+    await expect.poll(() => page.getByTestId('env-message').textContent()).toContain('Imported "Imported demo"');
+    await page.reload();
+    await expect.poll(() => page.getByRole('heading', { name: /Imported demo/ }).count()).toBe(1);
+    await page.close();
+  });
+});
