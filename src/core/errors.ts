@@ -38,6 +38,12 @@ export class SandboxMemoryError extends SpadeError {}
 export class SandboxRuntimeError extends SpadeError {}
 /** A worker died or stopped answering; it has been replaced. */
 export class WorkerCrashedError extends SpadeError {}
+/** A model failed to load (download, unsupported GPU, out of memory); the message suggests what to try. */
+export class ModelLoadError extends SpadeError {}
+/** A model call failed (server error, bad reply, timeout) after any retries. */
+export class ModelCallError extends SpadeError {}
+/** A replayed transcript has no recorded reply for this request. */
+export class ReplayMismatchError extends SpadeError {}
 /** Bad command-line usage (exit code 2). */
 export class UsageError extends SpadeError {}
 
@@ -54,6 +60,9 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   SandboxMemoryError,
   SandboxRuntimeError,
   WorkerCrashedError,
+  ModelLoadError,
+  ModelCallError,
+  ReplayMismatchError,
   UsageError,
 };
 
