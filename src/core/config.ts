@@ -91,6 +91,33 @@ export const CONFIG_SCHEMA = {
   designerTemperature: { kind: 'number', min: 0, max: 2, default: 0.6, why: 'paper: 0.6 for both roles' },
   hintTemperature: { kind: 'number', min: 0, max: 2, default: 0.3, why: 'hints should be focused, not creative' },
   agentTemperature: { kind: 'number', min: 0, max: 2, default: 0.6, why: 'paper: 0.6 for both roles' },
+  agentTokenBudget: {
+    kind: 'int',
+    min: 100,
+    max: 16000,
+    default: 2000,
+    why: 'paper: 8k tokens per episode; small models need far less',
+  },
+  designerMaxTokens: {
+    kind: 'int',
+    min: 500,
+    max: 16000,
+    default: 3000,
+    why: 'paper: 16k; a seed environment is ~1.5k tokens',
+  },
+  concurrency: {
+    kind: 'int',
+    min: 1,
+    max: 64,
+    default: 1,
+    why: 'one GPU in a tab serves one request at a time; raise it for a server',
+  },
+  llmValidator: {
+    kind: 'enum',
+    values: ['off', 'on'],
+    default: 'off',
+    why: 'an extra model call per environment; the checker catches most problems',
+  },
   excerptWords: {
     kind: 'int',
     min: 50,

@@ -2,7 +2,8 @@
 // server (streaming and not, errors, slow replies, 429s), and record → replay, identical twice.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roleOptions, type ChatMessage } from '../../src/core/llm/chat_model.ts';
-import { Limiter, OpenAIChatModel } from '../../src/core/llm/openai_model.ts';
+import { Limiter } from '../../src/core/limiter.ts';
+import { OpenAIChatModel } from '../../src/core/llm/openai_model.ts';
 import { RecordingChatModel, ReplayChatModel, parseReplay } from '../../src/core/llm/replay.ts';
 import { ModelCallError, ReplayMismatchError } from '../../src/core/errors.ts';
 import { startFakeOpenAI, type FakeServer } from '../helpers/fake_openai_server.ts';

@@ -7,6 +7,7 @@
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import { ModelCallError } from '../errors.ts';
+import { Limiter } from '../limiter.ts';
 import type {
   ChatMessage,
   ChatModel,
@@ -34,23 +35,6 @@ export interface OpenAIConfig {
   /** Whether the server returns log-probs (vLLM and OpenAI do; llama.cpp and Ollama vary). */
   logprobs?: boolean;
   fetch?: typeof fetch;
-}
-
-/** A counting semaphore for bounded concurrency. */
-export class Limiter {
-  private active = 0;
-  private readonly queue: (() => void)[] = [];
-  constructor(readonly max: number) {}
-  async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.active >= this.max) await new Promise<void>((r) => this.queue.push(r));
-    this.active++;
-    try {
-      return await fn();
-    } finally {
-      this.active--;
-      this.queue.shift()?.();
-    }
-  }
 }
 
 const FINISH: Record<string, FinishReason> = {

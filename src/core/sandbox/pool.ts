@@ -66,12 +66,32 @@ export class SandboxPool implements EnvRunner {
   ) {
     this.graceMs = opts.graceMs ?? 1500;
     this.checkMs = opts.checkMs ?? 60_000;
-    this.slots = Array.from({ length: Math.max(1, opts.size ?? 1) }, () => ({
-      handle: factory(),
-      generation: 0,
-      busy: 0,
-      live: 0,
-    }));
+    this.startMs = opts.startMs ?? 60_000;
+    this.slots = Array.from({ length: Math.max(1, opts.size ?? 1) }, () => {
+      const handle = factory();
+      return { handle, ready: this.started(handle), generation: 0, busy: 0, live: 0 };
+    });
+  }
+
+  /** Resolves when a new worker answers a ping: start-up is not charged to the first call's time limit. */
+  private started(handle: WorkerHandle): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const ready = Promise.race([
+      handle.api.ping().then(() => undefined),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () =>
+            reject(
+              new WorkerCrashedError(
+                `The sandbox worker did not start within ${this.startMs / 1000} s. Reload the page.`,
+              ),
+            ),
+          this.startMs,
+        );
+      }),
+    ]).finally(() => clearTimeout(timer));
+    ready.catch(() => undefined); // reported to the first caller, not as an unhandled rejection
+    return ready;
   }
 
   get size(): number {

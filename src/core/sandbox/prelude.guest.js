@@ -112,6 +112,12 @@
       this.stage = 0;
       this.done = false;
       this.instructions = Array.isArray(instructions) ? instructions.map(String) : [String(instructions)];
+      // the reference solution as of reset, revealed later even if the agent changed the state
+      try {
+        this.plan = this.solution();
+      } catch (e) {
+        this.plan = null;
+      }
       const tools = this.toolList()
         .map((t) => '- ' + t.name + ': ' + (t.description || ''))
         .join('\n');
@@ -134,12 +140,18 @@
       return false;
     }
     revealSolution() {
-      const s = this.solution();
+      const s = this.plan || this.solution();
       return Array.isArray(s) ? s.join('\n') : String(s);
     }
     finish(obs, reward, terminated, truncated) {
       if (terminated || truncated) this.done = true;
-      return [obs, reward, terminated, truncated, { turn: this.turn, instruction: this.stage + 1 }];
+      return [
+        obs,
+        reward,
+        terminated,
+        truncated,
+        { turn: this.turn, instruction: Math.min(this.stage + 1, this.instructions.length) },
+      ];
     }
     step(action) {
       if (this.done) return this.finish('The episode is over.', 0, true, false);
@@ -175,20 +187,46 @@
             .map((t) => t.name)
             .join(', ');
           return this.finish(
-            'Format error: unknown tool ' + show(name) + '. Available tools: ' + names + '.',
+            'Format error: unknown tool ' + stringify(name) + '. Available tools: ' + names + '.',
             -0.1,
             false,
             false,
           );
         }
-        const args = req.arguments && typeof req.arguments === 'object' ? req.arguments : {};
+        let args = req.arguments === undefined || req.arguments === null ? {} : req.arguments;
+        if (typeof args === 'string') {
+          // the OpenAI wire format sends arguments as a JSON string
+          try {
+            args = parse(args);
+          } catch (e) {
+            return this.finish(
+              'Format error: "arguments" is a string that is not valid JSON (' + e.message + ').',
+              -0.1,
+              false,
+              false,
+            );
+          }
+        }
+        if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+          return this.finish(
+            'Format error: "arguments" must be an object, e.g. {"name": "' + name + '", "arguments": {...}}.',
+            -0.1,
+            false,
+            false,
+          );
+        }
         let result;
         try {
           result = this[name](args);
         } catch (e) {
           return this.finish('Tool error (' + name + '): ' + (e && e.message ? e.message : String(e)), 0, false, false);
         }
-        return this.finish('Tool result (' + name + '): ' + show(result), 0, false, false);
+        return this.finish(
+          'Tool result (' + name + '): ' + (result === undefined ? '(no result)' : show(result)),
+          0,
+          false,
+          false,
+        );
       }
       if (answer) {
         const given = answer[1].trim();

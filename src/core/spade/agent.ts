@@ -1,0 +1,117 @@
+/**
+ * The Reasoning Agent's multi-turn loop: observation → model reply → step, until
+ * the episode ends, the turn limit is reached or the token budget is spent. The
+ * whole reply is the action: the environment extracts \boxed{} or <tool_call>.
+ * With a hint, it is appended to the first observation as "\n\nHINT: " + hint.
+ */
+import type { Setting } from '../config.ts';
+import type { EnvRunner } from '../env/checker.ts';
+import { extractBoxed } from '../env/contract.ts';
+import { roleOptions, type ChatMessage, type ChatModel } from '../llm/chat_model.ts';
+import { episodeReturn } from './estimators.ts';
+import { agentSystemPrompt, HINT_PREFIX } from './prompts.ts';
+
+export interface Turn {
+  action: string;
+  observation: string;
+  reward: number;
+  terminated: boolean;
+  truncated: boolean;
+  /** The reply had no \boxed{} (games) or no <tool_call>/<answer> (tool use). */
+  formatError: boolean;
+}
+
+export interface Episode {
+  seed: number;
+  hinted: boolean;
+  firstObservation: string;
+  turns: Turn[];
+  /** R: last reward clipped to [-1, 1] if terminated, else 0. */
+  return: number;
+  /** How it ended: terminated, truncated by the env, turn limit, token budget, or an env error. */
+  end: 'terminated' | 'truncated' | 'turn_limit' | 'token_budget' | 'env_error';
+  error?: { name: string; message: string };
+  tokens: number;
+}
+
+export interface EpisodeSpec {
+  runner: EnvRunner;
+  envId: string;
+  setting: Setting;
+  model: ChatModel;
+  seed: number;
+  hint: string | null;
+  maxTurns: number;
+  tokenBudget: number;
+  temperature: number;
+  /** Seed for the model's sampling (derived from the run seed). */
+  sampleSeed: number;
+  signal?: AbortSignal;
+  onTurn?: (t: Turn, index: number) => void;
+}
+
+export function isFormatError(setting: Setting, reply: string): boolean {
+  return setting === 'games'
+    ? extractBoxed(reply) === null
+    : !/<tool_call>[\s\S]*?<\/tool_call>|<answer>[\s\S]*?<\/answer>/.test(reply);
+}
+
+export async function playEpisode(s: EpisodeSpec): Promise<Episode> {
+  const [obs0] = await s.runner.reset(s.envId, s.seed);
+  const first = s.hint ? `${obs0}${HINT_PREFIX}${s.hint}` : obs0;
+  const messages: ChatMessage[] = [
+    { role: 'system', content: agentSystemPrompt(s.setting) },
+    { role: 'user', content: first },
+  ];
+  const ep: Episode = {
+    seed: s.seed,
+    hinted: Boolean(s.hint),
+    firstObservation: first,
+    turns: [],
+    return: 0,
+    end: 'turn_limit',
+    tokens: 0,
+  };
+  for (let t = 0; t < s.maxTurns; t++) {
+    const left = s.tokenBudget - ep.tokens;
+    if (left <= 0) {
+      ep.end = 'token_budget';
+      return ep;
+    }
+    const reply = await s.model.chat(
+      messages,
+      roleOptions('agent', {
+        temperature: s.temperature,
+        max_tokens: Math.min(400, left),
+        seed: s.sampleSeed + t,
+        signal: s.signal,
+      }),
+    );
+    ep.tokens += reply.usage.completionTokens || Math.ceil(reply.text.length / 4);
+    let r;
+    try {
+      r = await s.runner.step(s.envId, reply.text);
+    } catch (err) {
+      ep.end = 'env_error';
+      ep.error = { name: (err as Error).name, message: (err as Error).message };
+      return ep;
+    }
+    const turn: Turn = {
+      action: reply.text,
+      observation: r[0],
+      reward: r[1],
+      terminated: r[2],
+      truncated: r[3],
+      formatError: isFormatError(s.setting, reply.text),
+    };
+    ep.turns.push(turn);
+    s.onTurn?.(turn, t);
+    if (r[2] || r[3]) {
+      ep.end = r[2] ? 'terminated' : 'truncated';
+      ep.return = episodeReturn(r[1], r[2]);
+      return ep;
+    }
+    messages.push({ role: 'assistant', content: reply.text }, { role: 'user', content: r[0] });
+  }
+  return ep;
+}

@@ -1,0 +1,118 @@
+/**
+ * Regret and designer-reward estimators: one enum, one dispatcher, pure functions
+ * with hand-computed tests (tests/unit/estimators.test.ts). Inputs are episode
+ * returns R (clipped to [-1, 1]; 0 when truncated) of the agent's plays without
+ * and with the privileged hint, measured in the same cycle ("matched timing").
+ */
+import type { Estimator } from '../config.ts';
+
+export interface PlayStats {
+  /** Returns of the plays without the hint. */
+  noHint: number[];
+  /** Returns of the plays with the hint. */
+  withHint: number[];
+  /** Slow exponential moving average of this skill's win rate (learning potential). */
+  emaWinRate?: number;
+}
+
+export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+export const variance = (xs: number[]): number => {
+  if (xs.length === 0) return 0;
+  const m = mean(xs);
+  return mean(xs.map((x) => (x - m) ** 2));
+};
+const clip = (x: number, lo: number, hi: number): number => Math.min(hi, Math.max(lo, x));
+
+/** Episode return: the last reward clipped to [-1, 1] if the episode terminated, else 0. */
+export function episodeReturn(lastReward: number, terminated: boolean): number {
+  return terminated ? clip(lastReward, -1, 1) : 0;
+}
+
+/** Share of plays with R > 0. */
+export const winRate = (returns: number[]): number =>
+  returns.length ? returns.filter((r) => r > 0).length / returns.length : 0;
+
+/** Hint regret: mean return with the hint minus mean return without it. */
+export const regret = (s: PlayStats): number => mean(s.withHint) - mean(s.noHint);
+
+/** 1 on [0.4, 0.6], falling linearly to 0 over 0.25 outside the band. */
+export function plateau(w: number): number {
+  if (w >= 0.4 && w <= 0.6) return 1;
+  const d = w < 0.4 ? 0.4 - w : w - 0.6;
+  return clip(1 - d / 0.25, 0, 1);
+}
+
+/** Raw designer reward for one environment under the chosen estimator. */
+export function estimate(estimator: Estimator, s: PlayStats): number {
+  const w = winRate(s.noHint);
+  switch (estimator) {
+    case 'hint_regret':
+      return regret(s);
+    case 'floored_regret':
+      return Math.max(0, regret(s));
+    case 'solve_rate_plateau':
+      return plateau(w);
+    case 'paper_blend':
+      return 0.6 * plateau(w) + 0.4 * clip(Math.max(0, regret(s)) / 0.15, 0, 1);
+    case 'learning_potential':
+      return Math.abs(w - (s.emaWinRate ?? w));
+    case 'variance':
+      return Math.exp(-((variance(s.noHint) - 0.25) ** 2) / 0.02);
+    case 'azr_learnability':
+      return w > 0 && w < 1 ? 1 - w : 0;
+    case 'paired':
+      return (s.withHint.length ? Math.max(...s.withHint) : 0) - mean(s.noHint);
+  }
+}
+
+export const ESTIMATOR_INFO: Record<Estimator, string> = {
+  paper_blend: 'paper recipe: 0.6·plateau(win rate) + 0.4·clip(regret/0.15, 0, 1)',
+  hint_regret: 'mean return with hint − without',
+  floored_regret: 'hint regret, floored at 0 (pure-regret ablation)',
+  solve_rate_plateau: 'plateau(win rate) only (solve-rate ablation)',
+  learning_potential: '|win rate − slow EMA of win rate|',
+  variance: 'exp(−(Var(R) − 0.25)² / 0.02): highest when outcomes split evenly',
+  azr_learnability: 'AZR: 1 − p̂ when 0 < p̂ < 1, else 0',
+  paired: 'PAIRED-style: max hinted return − mean unhinted return',
+};
+
+/** Penalty for an environment whose step() timed out (it is also blacklisted). */
+export const TIMEOUT_PENALTY = -0.5;
+
+export interface RewardInput {
+  skill: string;
+  /** null when the environment never got valid (invalid first attempt → reward 0). */
+  raw: number | null;
+  timedOut?: boolean;
+}
+
+/**
+ * Final designer rewards for a batch: raw rewards centred on their skill's mean
+ * (no division by the std); invalid first attempts get 0; timeouts get −0.5.
+ */
+export function designerRewards(batch: RewardInput[]): number[] {
+  const bySkill = new Map<string, number[]>();
+  for (const b of batch) {
+    if (b.raw !== null && !b.timedOut) bySkill.set(b.skill, [...(bySkill.get(b.skill) ?? []), b.raw]);
+  }
+  return batch.map((b) => {
+    if (b.timedOut) return TIMEOUT_PENALTY;
+    if (b.raw === null) return 0;
+    return b.raw - mean(bySkill.get(b.skill)!);
+  });
+}
+
+/** Slow EMA update for learning potential (alpha 0.05: a few dozen environments of memory). */
+export function updateEma(prev: number | undefined, value: number, alpha = 0.05): number {
+  return prev === undefined ? value : (1 - alpha) * prev + alpha * value;
+}
+
+/**
+ * GRPO-style per-role advantages: returns centred on the group mean and divided by
+ * the group std (epsilon 1e-6). Used for the agent's plays of one environment.
+ */
+export function groupAdvantages(returns: number[]): number[] {
+  const m = mean(returns);
+  const sd = Math.sqrt(variance(returns));
+  return returns.map((r) => (r - m) / (sd + 1e-6));
+}

@@ -1,0 +1,169 @@
+/**
+ * Where a run keeps its progress. The loop saves state after every environment
+ * and writes each finished cycle once (writeCycle is idempotent per cycle), so a
+ * reload or a crash loses at most the environment in flight. Backends: StoreRunStore
+ * (here: over the generic Store — IndexedDB in the browser, memory in tests) and
+ * DirRunStore (Node run directory: config.json, archive.jsonl, rollouts.jsonl,
+ * metrics.jsonl, memory.json).
+ */
+import type { Config } from '../config.ts';
+import type { Store } from '../store.ts';
+import type { Episode } from './agent.ts';
+import type { Memory } from './memory.ts';
+
+export interface RunSpec {
+  config: Config;
+  /** Skills to rotate over (default: all six of the setting). */
+  skills: string[];
+  models: { designer: string; hint: string; agent: string };
+  corpus: string;
+  createdAt: string;
+}
+
+export interface Attempt {
+  reply: string;
+  code: string | null;
+  ok: boolean;
+  failures: string[];
+}
+
+export interface ArchiveRecord {
+  cycle: number;
+  index: number;
+  skill: string;
+  setting: 'games' | 'tool_use';
+  difficulty: string;
+  envId: string | null;
+  title: string;
+  code: string | null;
+  hint: string | null;
+  source: { title: string; ref: string } | null;
+  valid: boolean;
+  firstAttemptValid: boolean;
+  attempts: Attempt[];
+  validator: { accept: boolean; reason: string } | null;
+  stats: {
+    noHint: number[];
+    withHint: number[];
+    winRate: number;
+    winRateHinted: number;
+    regret: number;
+    raw: number | null;
+    designerReward: number | null;
+    timedOut: boolean;
+    blacklisted: boolean;
+  } | null;
+  leak: { values: string[]; suspicious: boolean } | null;
+}
+
+export interface RolloutRecord extends Episode {
+  cycle: number;
+  index: number;
+  skill: string;
+  envId: string;
+  play: number;
+}
+
+export interface MetricsRecord {
+  cycle: number;
+  skills: string[];
+  envs: number;
+  valid: number;
+  validityRate: number;
+  firstAttemptValidityRate: number;
+  meanRegret: number | null;
+  meanWinRate: number | null;
+  meanWinRateHinted: number | null;
+  meanDesignerReward: number | null;
+  timeouts: number;
+  leaks: number;
+  ms: number;
+  modelMs: number;
+}
+
+export interface PendingTask {
+  archive: ArchiveRecord;
+  rollouts: RolloutRecord[];
+  ms: number;
+  modelMs: number;
+}
+
+export interface RunState {
+  version: 1;
+  cycle: number;
+  memory: Memory;
+  /** Slow EMA of win rate per skill (learning-potential estimator). */
+  ema: Record<string, number>;
+  /** Code ids of environments whose step() timed out. */
+  blacklist: string[];
+  /** Finished tasks of the current cycle, by task index. */
+  pending: PendingTask[];
+}
+
+export interface RunStore {
+  readSpec(): Promise<RunSpec | null>;
+  writeSpec(spec: RunSpec): Promise<void>;
+  readState(): Promise<RunState | null>;
+  writeState(state: RunState): Promise<void>;
+  /** Write one finished cycle; writing the same cycle again replaces it. */
+  writeCycle(
+    cycle: number,
+    data: { archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord },
+  ): Promise<void>;
+  writeMemory(memory: Memory): Promise<void>;
+  readArchive(): Promise<ArchiveRecord[]>;
+  readMetrics(): Promise<MetricsRecord[]>;
+}
+
+/** A RunStore over the generic Store (collection "runs"), keys prefixed by the run id. */
+export class StoreRunStore implements RunStore {
+  constructor(
+    private readonly store: Store,
+    readonly runId: string,
+  ) {}
+  private key(k: string) {
+    return `${this.runId}.${k}`;
+  }
+  readSpec() {
+    return this.store.get<RunSpec>('runs', this.key('spec')).then((v) => v ?? null);
+  }
+  writeSpec(spec: RunSpec) {
+    return this.store.put('runs', this.key('spec'), spec);
+  }
+  readState() {
+    return this.store.get<RunState>('runs', this.key('state')).then((v) => v ?? null);
+  }
+  writeState(state: RunState) {
+    return this.store.put('runs', this.key('state'), state);
+  }
+  async writeCycle(
+    cycle: number,
+    data: { archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord },
+  ) {
+    await this.store.put('runs', this.key(`c${String(cycle).padStart(6, '0')}`), data);
+  }
+  writeMemory(memory: Memory) {
+    return this.store.put('runs', this.key('memory'), memory);
+  }
+  private async cycles(): Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord }[]> {
+    const keys = (await this.store.keys('runs')).filter((k) => k.startsWith(`${this.runId}.c`)).sort();
+    const out = [];
+    for (const k of keys)
+      out.push(
+        (await this.store.get<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord }>(
+          'runs',
+          k,
+        ))!,
+      );
+    return out;
+  }
+  async readArchive() {
+    return (await this.cycles()).flatMap((c) => c.archive);
+  }
+  async readMetrics() {
+    return (await this.cycles()).map((c) => c.metrics);
+  }
+  async readRollouts() {
+    return (await this.cycles()).flatMap((c) => c.rollouts);
+  }
+}

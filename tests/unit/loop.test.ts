@@ -1,0 +1,182 @@
+// The full SPADE loop in Node with recorded and replayed models: valid environments enter the
+// archive with the regret their plays imply, memory updates by the rules, a run killed mid-cycle
+// resumes losing only the environment in flight, and a hanging environment is penalised and
+// blacklisted without stopping the run.
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DEFAULTS, type Config } from '../../src/core/config.ts';
+import { RecordingChatModel, ReplayChatModel } from '../../src/core/llm/replay.ts';
+import type { ChatModel } from '../../src/core/llm/chat_model.ts';
+import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
+import { chunkText } from '../../src/core/spade/corpus.ts';
+import { mean } from '../../src/core/spade/estimators.ts';
+import { SpadeLoop, skillsForCycle, type LoopEvent } from '../../src/core/spade/loop.ts';
+import { StoreRunStore, type RunSpec } from '../../src/core/spade/run_store.ts';
+import { MemoryStore } from '../../src/core/store.ts';
+import { DirRunStore } from '../../src/platform/node/run_dir.ts';
+import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../helpers/scripted_roles.ts';
+
+const CONFIG: Config = { ...DEFAULTS, seed: 7, playsPerEnv: 2, maxTurns: 12 };
+const spec = (config = CONFIG): RunSpec => ({
+  config,
+  skills: [],
+  models: { designer: 'test double', hint: 'test double', agent: 'test double' },
+  corpus: 'test',
+  createdAt: '2026-11-30T00:00:00Z',
+});
+const corpus = chunkText(
+  'Binary search halves an interval.\n\nEach probe tells which half holds the target.',
+  'doc',
+  50,
+);
+const runner = createSandboxWorkerApi();
+
+async function record(iterations: number) {
+  const models = {
+    designer: new RecordingChatModel(scriptedDesigner()),
+    hint: new RecordingChatModel(scriptedHinter()),
+    agent: new RecordingChatModel(scriptedAgent()),
+  };
+  const store = new StoreRunStore(new MemoryStore(), 'rec');
+  await new SpadeLoop({ spec: spec(), models, runner, corpus, store }).run(iterations);
+  return {
+    store,
+    transcripts: { designer: models.designer.toJsonl(), hint: models.hint.toJsonl(), agent: models.agent.toJsonl() },
+  };
+}
+
+const replayModels = (
+  t: Record<'designer' | 'hint' | 'agent', string>,
+): Record<'designer' | 'hint' | 'agent', ChatModel> => ({
+  designer: new ReplayChatModel(t.designer),
+  hint: new ReplayChatModel(t.hint),
+  agent: new ReplayChatModel(t.agent),
+});
+
+describe('the SPADE loop', () => {
+  it('rotates skills 3 of 6', () => {
+    const s = ['a', 'b', 'c', 'd', 'e', 'f'];
+    expect(skillsForCycle(s, 0, 3)).toEqual(['a', 'b', 'c']);
+    expect(skillsForCycle(s, 1, 3)).toEqual(['d', 'e', 'f']);
+    expect(skillsForCycle(s, 2, 3)).toEqual(['a', 'b', 'c']);
+    expect(skillsForCycle(s, 1, 4)).toEqual(['e', 'f', 'a', 'b']);
+  });
+
+  it('replays a recorded run into a run directory with the regret the plays imply', async () => {
+    const { store: recStore, transcripts } = await record(2);
+    const dir = await mkdtemp(join(tmpdir(), 'spade-run-'));
+    const store = new DirRunStore(dir);
+    const events: LoopEvent[] = [];
+    await new SpadeLoop({
+      spec: spec(),
+      models: replayModels(transcripts),
+      runner,
+      corpus,
+      store,
+      onEvent: (e) => events.push(e),
+    }).run(2);
+
+    const archive = await store.readArchive();
+    expect(archive).toEqual(await recStore.readArchive()); // replay reproduces the recorded run exactly
+    expect(archive.map((a) => a.skill)).toEqual([
+      'mathematical',
+      'logical_deduction',
+      'spatial',
+      'pattern_recognition',
+      'optimisation',
+      'causal_reasoning',
+    ]);
+    const rollouts = await store.readRollouts();
+    for (const a of archive.filter((x) => x.stats && !x.stats.timedOut)) {
+      const mine = rollouts.filter((r) => r.cycle === a.cycle && r.index === a.index);
+      expect(mine).toHaveLength(4);
+      const implied =
+        mean(mine.filter((r) => r.hinted).map((r) => r.return)) -
+        mean(mine.filter((r) => !r.hinted).map((r) => r.return));
+      expect(a.stats!.regret).toBeCloseTo(implied);
+      expect(a.stats!.withHint).toEqual([1, 1]); // binary search with the hint always wins in 12 turns
+    }
+    // the broken first attempt for "spatial" was repaired: valid, but its designer sample earns 0
+    const spatial = archive.find((a) => a.skill === 'spatial')!;
+    expect(spatial.attempts.map((t) => t.ok)).toEqual([false, true]);
+    expect(spatial.attempts[0]!.failures[0]).toMatch(
+      /^reset: EnvContractError: reset\(seed\) must return \[observation, info\]/,
+    );
+    expect(spatial.valid && !spatial.firstAttemptValid).toBe(true);
+    expect(spatial.stats!.designerReward).toBe(0);
+    // the hanging environment: penalised, blacklisted, the run went on
+    const causal = archive.find((a) => a.skill === 'causal_reasoning')!;
+    expect(causal.stats).toMatchObject({ timedOut: true, blacklisted: true, designerReward: -0.5 });
+    const state = await store.readState();
+    expect(state!.blacklist).toEqual([causal.envId]);
+    expect(state!.cycle).toBe(2);
+    // memory: the seed library plus every valid, non-blacklisted environment, with its statistics
+    const memory = JSON.parse(await readFile(join(dir, 'memory.json'), 'utf8')) as {
+      skill: string;
+      win_rate: number | null;
+      regret: number | null;
+      code: string;
+    }[];
+    const played = memory.filter((m) => m.win_rate !== null);
+    expect(played.map((m) => m.skill).sort()).toEqual([
+      'logical_deduction',
+      'mathematical',
+      'optimisation',
+      'pattern_recognition',
+      'spatial',
+    ]);
+    for (const m of memory) expect(m.code.length).toBeLessThanOrEqual(2000);
+    // files a user expects
+    const metrics = await store.readMetrics();
+    expect(metrics.map((m) => m.cycle)).toEqual([0, 1]);
+    expect(metrics[0]!.validityRate).toBe(1);
+    expect(metrics[0]!.firstAttemptValidityRate).toBeCloseTo(2 / 3);
+    expect(metrics[1]!.timeouts).toBe(1);
+    expect(events.filter((e) => e.type === 'cycle_end')).toHaveLength(2);
+    expect(events.some((e) => e.type === 'rollout_turn')).toBe(true);
+  });
+
+  it('resumes a run killed mid-cycle, losing only the environment in flight', async () => {
+    const { transcripts } = await record(2);
+    const full = new StoreRunStore(new MemoryStore(), 'full');
+    await new SpadeLoop({ spec: spec(), models: replayModels(transcripts), runner, corpus, store: full }).run(2);
+
+    const dir = await mkdtemp(join(tmpdir(), 'spade-run-'));
+    const ac = new AbortController();
+    let scored = 0;
+    const killed = new SpadeLoop({
+      spec: spec(),
+      models: replayModels(transcripts),
+      runner,
+      corpus,
+      store: new DirRunStore(dir),
+      signal: ac.signal,
+      onEvent: (e) => {
+        if (e.type === 'env_scored' && e.cycle === 1 && ++scored === 1) ac.abort(); // kill during cycle 1
+      },
+    });
+    await killed.run(2);
+    const mid = await new DirRunStore(dir).readState();
+    expect(mid!.cycle).toBe(1);
+    expect(mid!.pending.length).toBeGreaterThanOrEqual(1); // finished environments of cycle 1 survived
+
+    const resumed = new DirRunStore(dir);
+    await new SpadeLoop({ spec: spec(), models: replayModels(transcripts), runner, corpus, store: resumed }).run(2);
+    expect(await resumed.readArchive()).toEqual(await full.readArchive());
+    expect((await resumed.readRollouts()).length).toBe((await full.readRollouts()).length);
+  });
+
+  it('writes a cycle idempotently', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'spade-run-'));
+    const s = new DirRunStore(dir);
+    await s.init();
+    const metrics = { cycle: 0 } as never;
+    await s.writeCycle(0, { archive: [{ cycle: 0 } as never], rollouts: [], metrics });
+    await s.writeCycle(0, { archive: [{ cycle: 0 } as never], rollouts: [], metrics });
+    await s.writeCycle(1, { archive: [{ cycle: 1 } as never], rollouts: [], metrics });
+    expect((await s.readArchive()).map((a) => a.cycle)).toEqual([0, 1]);
+    expect(await s.readMetrics()).toHaveLength(2);
+  });
+});
