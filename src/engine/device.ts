@@ -62,36 +62,6 @@ export class GpuContext {
     return p;
   }
 
-  /** A storage buffer holding `data`. */
-  upload(data: Float32Array | Uint32Array, usage = 0): GPUBuffer {
-    const buf = this.device.createBuffer({
-      size: Math.max(4, data.byteLength),
-      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST | usage,
-      mappedAtCreation: true,
-    });
-    const Ctor = data instanceof Float32Array ? Float32Array : Uint32Array;
-    new Ctor(buf.getMappedRange()).set(data);
-    buf.unmap();
-    return buf;
-  }
-
-  /** Copy a storage buffer back to the CPU as f32. */
-  async readF32(buf: GPUBuffer, length: number): Promise<Float32Array> {
-    this.throwIfLost();
-    const staging = this.device.createBuffer({
-      size: length * 4,
-      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
-    });
-    const enc = this.device.createCommandEncoder();
-    enc.copyBufferToBuffer(buf, 0, staging, 0, length * 4);
-    this.device.queue.submit([enc.finish()]);
-    await staging.mapAsync(GPUMapMode.READ);
-    const out = new Float32Array(staging.getMappedRange().slice(0));
-    staging.unmap();
-    staging.destroy();
-    return out;
-  }
-
   throwIfLost(): void {
     if (this.lostError) throw this.lostError;
   }

@@ -4,6 +4,7 @@ import { createRng } from '../../src/core/rng.ts';
 import { DeviceLostError } from '../../src/core/errors.ts';
 import type { GpuContext } from '../../src/engine/device.ts';
 import { vectorAdd, vectorAddCpu } from '../../src/engine/kernels/vector_add.ts';
+import { Engine } from '../../src/engine/runtime.ts';
 import { acquireNodeGpu } from '../../src/platform/node/gpu.ts';
 import { tryGpu } from './gpu_setup.ts';
 
@@ -23,15 +24,18 @@ describe.skipIf(!ctx)(`vector_add on WebGPU ${reason}`, () => {
     const rng = createRng(n);
     const a = new Float32Array(n).map(() => rng.next() * 200 - 100);
     const b = new Float32Array(n).map(() => rng.next() * 2e-3);
-    expect(await vectorAdd(gpu, a, b)).toEqual(vectorAddCpu(a, b));
+    const e = new Engine(gpu);
+    expect(await e.read(vectorAdd(e, e.tensor([n], a), e.tensor([n], b)))).toEqual(vectorAddCpu(a, b));
   });
 
   it('rejects mismatched lengths', async () => {
-    await expect(vectorAdd(gpu, new Float32Array(3), new Float32Array(4))).rejects.toThrow(/length mismatch 3 vs 4/);
+    const e = new Engine(gpu);
+    expect(() => vectorAdd(e, e.tensor([3]), e.tensor([4]))).toThrow(/length mismatch 3 vs 4/);
   });
 
   it('caches the pipeline per key and constants', async () => {
-    await vectorAdd(gpu, new Float32Array(4), new Float32Array(4));
+    const e = new Engine(gpu);
+    await e.read(vectorAdd(e, e.tensor([4]), e.tensor([4])));
     const p1 = gpu.pipeline('vector_add', 'unused', { WG: 64 });
     expect(gpu.pipeline('vector_add', 'unused', { WG: 64 })).toBe(p1);
   });

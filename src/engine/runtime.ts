@@ -1,0 +1,244 @@
+/**
+ * The engine's GPU runtime: tensors (a storage buffer with a shape), a buffer pool
+ * keyed by byte size, and a recorder that puts every dispatch of a step into one
+ * command encoder, submitted once (flush). Kernels (src/engine/kernels/<op>.ts)
+ * call `engine.run(...)` with their WGSL, injected constants, bound tensors and a
+ * small uniform block; they never submit on their own.
+ *
+ *   const e = new Engine(ctx);
+ *   const y = matmul(e, x, w);            // recorded
+ *   const out = await e.read(y);           // flushes, then maps
+ */
+import type { GpuContext } from './device.ts';
+
+export type DType = 'f32' | 'f16';
+
+export interface Tensor {
+  buffer: GPUBuffer;
+  shape: number[];
+  dtype: DType;
+  /** Number of elements (product of shape). */
+  size: number;
+}
+
+export const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
+const bytesOf = (size: number, dtype: DType) => Math.max(16, Math.ceil((size * (dtype === 'f16' ? 2 : 4)) / 16) * 16);
+
+export interface RunSpec {
+  /** Pipeline cache key (kernel name + variant). */
+  key: string;
+  code: string;
+  constants?: Record<string, number>;
+  /** Tensors in binding order (0, 1, 2, ...); the uniform block, if any, binds after them. */
+  bindings: Tensor[];
+  /** Up to 64 bytes of u32/f32 parameters, bound as a uniform at index bindings.length. */
+  uniforms?: ArrayBuffer;
+  workgroups: [number, number?, number?];
+}
+
+export class Engine {
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private readonly free = new Map<number, GPUBuffer[]>();
+  /** Buffers to return to the pool after the next flush (temporaries of this step). */
+  private readonly pendingRelease: GPUBuffer[] = [];
+  private readonly uniformsInFlight: GPUBuffer[] = [];
+  dispatches = 0;
+  submits = 0;
+  bytesAllocated = 0;
+
+  constructor(readonly ctx: GpuContext) {}
+
+  get device(): GPUDevice {
+    return this.ctx.device;
+  }
+  get f16(): boolean {
+    return this.ctx.report.features.shaderF16;
+  }
+
+  /** A new tensor (from the pool), optionally filled with `data`. */
+  tensor(shape: number[], data?: Float32Array | Uint16Array | Uint32Array, dtype: DType = 'f32'): Tensor {
+    const size = numel(shape);
+    const bytes = bytesOf(size, dtype);
+    let buffer = this.free.get(bytes)?.pop();
+    if (!buffer) {
+      buffer = this.device.createBuffer({ size: bytes, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+      this.bytesAllocated += bytes;
+    }
+    if (data) {
+      if (data.byteLength > bytes) throw new RangeError(`tensor data is ${data.byteLength} bytes, the shape ${JSON.stringify(shape)} holds ${bytes}`);
+      this.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
+    }
+    return { buffer, shape: [...shape], dtype, size };
+  }
+
+  /** A zero-filled tensor. */
+  zeros(shape: number[], dtype: DType = 'f32'): Tensor {
+    const t = this.tensor(shape, undefined, dtype);
+    this.endPass();
+    this.enc().clearBuffer(t.buffer);
+    return t;
+  }
+
+  /** Return a tensor's buffer to the pool (after the recorded work that uses it has been submitted). */
+  release(t: Tensor): void {
+    this.pendingRelease.push(t.buffer);
+  }
+
+  private enc(): GPUCommandEncoder {
+    this.ctx.throwIfLost();
+    this.encoder ??= this.device.createCommandEncoder();
+    return this.encoder;
+  }
+  private endPass(): void {
+    this.pass?.end();
+    this.pass = null;
+  }
+
+  /** Record one compute dispatch. */
+  run(spec: RunSpec): void {
+    const pipeline = this.ctx.pipeline(spec.key, spec.code, spec.constants);
+    const entries: GPUBindGroupEntry[] = spec.bindings.map((t, i) => ({ binding: i, resource: { buffer: t.buffer } }));
+    if (spec.uniforms) {
+      const ub = this.device.createBuffer({ size: Math.max(16, Math.ceil(spec.uniforms.byteLength / 16) * 16), usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      this.device.queue.writeBuffer(ub, 0, spec.uniforms);
+      this.uniformsInFlight.push(ub);
+      entries.push({ binding: spec.bindings.length, resource: { buffer: ub } });
+    }
+    const bind = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+    if (!this.pass) this.pass = this.enc().beginComputePass();
+    this.pass.setPipeline(pipeline);
+    this.pass.setBindGroup(0, bind);
+    const [x, y = 1, z = 1] = spec.workgroups;
+    this.pass.dispatchWorkgroups(x, y, z);
+    this.dispatches++;
+  }
+
+  /** Record a buffer copy (e.g. into the KV cache). */
+  copy(src: Tensor, srcOffsetElems: number, dst: Tensor, dstOffsetElems: number, elems: number): void {
+    this.endPass();
+    const b = src.dtype === 'f16' ? 2 : 4;
+    this.enc().copyBufferToBuffer(src.buffer, srcOffsetElems * b, dst.buffer, dstOffsetElems * b, elems * b);
+  }
+
+  /** Submit everything recorded so far (one submission per step). */
+  flush(): void {
+    this.endPass();
+    if (this.encoder) {
+      this.device.queue.submit([this.encoder.finish()]);
+      this.encoder = null;
+      this.submits++;
+    }
+    for (const u of this.uniformsInFlight.splice(0)) u.destroy();
+    for (const b of this.pendingRelease.splice(0)) {
+      const list = this.free.get(b.size) ?? [];
+      list.push(b);
+      this.free.set(b.size, list);
+    }
+  }
+
+  /** Flush, then copy a tensor back as f32 (f16 tensors are widened on the CPU). */
+  async read(t: Tensor): Promise<Float32Array> {
+    const bytes = t.size * (t.dtype === 'f16' ? 2 : 4);
+    const staging = this.device.createBuffer({ size: Math.ceil(bytes / 4) * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    this.endPass();
+    this.enc().copyBufferToBuffer(t.buffer, 0, staging, 0, Math.ceil(bytes / 4) * 4);
+    this.flush();
+    await staging.mapAsync(GPUMapMode.READ);
+    const raw = staging.getMappedRange().slice(0);
+    staging.unmap();
+    staging.destroy();
+    this.ctx.throwIfLost();
+    if (t.dtype === 'f32') return new Float32Array(raw, 0, t.size);
+    return f16ToF32(new Uint16Array(raw, 0, t.size));
+  }
+
+  /** Destroy pooled buffers (tensors still held by callers stay valid). */
+  trim(): void {
+    for (const list of this.free.values()) for (const b of list) b.destroy();
+    this.free.clear();
+  }
+}
+
+/** Uniform block builder: u32 and f32 fields, in order (std140-like 4-byte packing). */
+export function uniforms(...fields: ({ u32: number } | { f32: number })[]): ArrayBuffer {
+  const buf = new ArrayBuffer(Math.max(16, Math.ceil((fields.length * 4) / 16) * 16));
+  const dv = new DataView(buf);
+  fields.forEach((f, i) => {
+    if ('u32' in f) dv.setUint32(i * 4, f.u32 >>> 0, true);
+    else dv.setFloat32(i * 4, f.f32, true);
+  });
+  return buf;
+}
+
+// --- half precision helpers ----------------------------------------------------------------
+
+const f32buf = new Float32Array(1);
+const u32buf = new Uint32Array(f32buf.buffer);
+
+/** IEEE 754 binary16 → number. */
+export function halfToFloat(h: number): number {
+  const s = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 0x1f;
+  const f = h & 0x3ff;
+  if (e === 0) return s * f * 2 ** -24;
+  if (e === 31) return f ? NaN : s * Infinity;
+  return s * (1 + f / 1024) * 2 ** (e - 15);
+}
+
+/** number → IEEE 754 binary16 (round to nearest even). */
+export function floatToHalf(v: number): number {
+  f32buf[0] = v;
+  const x = u32buf[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  let mant = x & 0x7fffff;
+  if (exp === 255) return sign | 0x7c00 | (mant ? 0x200 : 0);
+  let e = exp - 127 + 15;
+  if (e >= 31) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    const shift = 14 - e;
+    let h = mant >> shift;
+    const rem = mant & ((1 << shift) - 1);
+    const half = 1 << (shift - 1);
+    if (rem > half || (rem === half && h & 1)) h++;
+    return sign | h;
+  }
+  let h = (e << 10) | (mant >> 13);
+  const rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h++;
+  return sign | h;
+}
+
+export function f16ToF32(src: Uint16Array): Float32Array {
+  const out = new Float32Array(src.length);
+  for (let i = 0; i < src.length; i++) out[i] = halfToFloat(src[i]!);
+  return out;
+}
+
+export function f32ToF16(src: Float32Array): Uint16Array {
+  const out = new Uint16Array(src.length);
+  for (let i = 0; i < src.length; i++) out[i] = floatToHalf(src[i]!);
+  return out;
+}
+
+/** bfloat16 (upper 16 bits of f32) → f32. */
+export function bf16ToF32(src: Uint16Array): Float32Array {
+  const out = new Uint32Array(src.length);
+  for (let i = 0; i < src.length; i++) out[i] = src[i]! << 16;
+  return new Float32Array(out.buffer);
+}
+
+/** f32 → bfloat16, round to nearest even. */
+export function f32ToBf16(src: Float32Array): Uint16Array {
+  const u = new Uint32Array(src.buffer, src.byteOffset, src.length);
+  const out = new Uint16Array(src.length);
+  for (let i = 0; i < src.length; i++) {
+    const x = u[i]!;
+    if ((x & 0x7f800000) === 0x7f800000 && x & 0x7fffff) out[i] = (x >>> 16) | 0x40;
+    else out[i] = (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
+  }
+  return out;
+}
