@@ -22,7 +22,7 @@ const steps = [
   { name: 'typecheck', cmd: ['npm', ['run', '--silent', 'typecheck']] },
   { name: 'unit', cmd: vitest('unit'), report: 'test-results/unit.json' },
   { name: 'gpu', cmd: vitest('gpu'), report: 'test-results/gpu.json' },
-  { name: 'build', cmd: ['npx', ['vite', 'build', '--logLevel', 'warn']] },
+  { name: 'build', cmd: ['npm', ['run', '--silent', 'build', '--', '--logLevel', 'warn']] },
   { name: 'e2e', cmd: vitest('e2e'), report: 'test-results/e2e.json' },
 ];
 const only = process.argv.slice(2);

@@ -1,4 +1,7 @@
 /**
+ * `spade bench loop [--json]` — the loop's own cost: one cycle replayed instantly (so the time is all
+ * outside model calls) vs the same cycle's model time if its replies streamed at 20 tokens/s.
+ *
  * `spade bench sandbox [--json]` — sandbox speed, all measured in one run:
  *   - host-driven steps/s of a trivial environment in QuickJS (what one worker sustains);
  *   - the same environment's steps/s run natively in V8 (benchmark only; never done with generated code);
@@ -14,6 +17,14 @@ import { UsageError } from '../core/errors.ts';
 import { SandboxHost } from '../core/sandbox/host.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
 import { parseArgs, type Io } from './spade.ts';
+import { DEFAULTS } from '../core/config.ts';
+import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
+import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../core/llm/doubles.ts';
+import { chunkText } from '../core/spade/corpus.ts';
+import { SpadeLoop } from '../core/spade/loop.ts';
+import { StoreRunStore, type RunSpec } from '../core/spade/run_store.ts';
+import { MemoryStore } from '../core/store.ts';
+import type { ChatMessage, ChatModel, ChatOptions, ChatResult } from '../core/llm/chat_model.ts';
 
 /** A trivial counter environment: the cost of a step is almost all call overhead. */
 export const TRIVIAL_ENV = `class CounterEnv {
@@ -44,8 +55,9 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 export async function bench(argv: string[], io: Io): Promise<number> {
   const [what, ...rest] = argv;
-  if (what !== 'sandbox') throw new UsageError('bench needs a target: sandbox');
   const json = parseArgs(rest, ['json']).flags.has('json');
+  if (what === 'loop') return benchLoop(io, json);
+  if (what !== 'sandbox') throw new UsageError('bench needs a target: sandbox or loop');
 
   // 1. sandbox, host-driven, in this thread (= one worker's view)
   const host = await SandboxHost.create();
@@ -124,4 +136,95 @@ export async function bench(argv: string[], io: Io): Promise<number> {
     );
   }
   return 0;
+}
+
+/** Counts tokens and model time of every call. */
+class Counted implements ChatModel {
+  tokens = 0;
+  ms = 0;
+  calls = 0;
+  constructor(private readonly inner: ChatModel) {}
+  get backend() {
+    return this.inner.backend;
+  }
+  get model() {
+    return this.inner.model;
+  }
+  get capabilities() {
+    return this.inner.capabilities;
+  }
+  async chat(m: ChatMessage[], o?: ChatOptions): Promise<ChatResult> {
+    const r = await this.inner.chat(m, o);
+    this.tokens += r.usage.completionTokens;
+    this.ms += r.ms;
+    this.calls++;
+    return r;
+  }
+}
+
+async function benchLoop(io: Io, json: boolean): Promise<number> {
+  const TOKENS_PER_SECOND = 20;
+  const spec: RunSpec = {
+    config: { ...DEFAULTS, seed: 3 },
+    skills: ['mathematical', 'logical_deduction', 'pattern_recognition'],
+    models: { designer: 'bench double', hint: 'bench double', agent: 'bench double' },
+    corpus: 'bench',
+    createdAt: new Date(0).toISOString(),
+  };
+  const corpus = chunkText('Binary search halves an interval at every probe.', 'bench', 50);
+  const pool = createNodeSandboxPool({ size: 1 });
+  try {
+    // 1. record one cycle with scripted doubles (every role's traffic in one transcript)
+    const designer = new RecordingChatModel(scriptedDesigner());
+    const hint = new RecordingChatModel(scriptedHinter());
+    const agent = new RecordingChatModel(scriptedAgent());
+    await new SpadeLoop({
+      spec,
+      models: { designer, hint, agent },
+      runner: pool,
+      corpus,
+      store: new StoreRunStore(new MemoryStore(), 'rec'),
+    }).run(1);
+    // 2. replay it instantly: wall time ≈ everything outside model calls
+    const models = {
+      designer: new Counted(new ReplayChatModel(designer.toJsonl())),
+      hint: new Counted(new ReplayChatModel(hint.toJsonl())),
+      agent: new Counted(new ReplayChatModel(agent.toJsonl())),
+    };
+    const t0 = performance.now();
+    await new SpadeLoop({
+      spec,
+      models,
+      runner: pool,
+      corpus,
+      store: new StoreRunStore(new MemoryStore(), 'replay'),
+    }).run(1);
+    const wallMs = performance.now() - t0;
+    const all = Object.values(models);
+    const modelMs = all.reduce((s, m) => s + m.ms, 0);
+    const tokens = all.reduce((s, m) => s + m.tokens, 0);
+    const calls = all.reduce((s, m) => s + m.calls, 0);
+    const overheadMs = wallMs - modelMs;
+    const pacedModelMs = (tokens / TOKENS_PER_SECOND) * 1000;
+    const share = overheadMs / (overheadMs + pacedModelMs);
+    const result = {
+      ok: share < 0.05,
+      overheadMs: +overheadMs.toFixed(1),
+      modelCalls: calls,
+      tokens,
+      pacedModelMs: Math.round(pacedModelMs),
+      tokensPerSecond: TOKENS_PER_SECOND,
+      overheadShare: +share.toFixed(4),
+    };
+    if (json) io.out(JSON.stringify(result));
+    else {
+      io.out(`one cycle (3 environments, 4+4 plays each): ${calls} model calls, ${tokens} tokens`);
+      io.out(`time outside model calls   ${result.overheadMs} ms`);
+      io.out(`model time at ${TOKENS_PER_SECOND} tokens/s    ${(pacedModelMs / 1000).toFixed(1)} s`);
+      io.out(`overhead share of a cycle  ${(share * 100).toFixed(2)}% (target < 5%)`);
+    }
+    return 0;
+  } finally {
+    await pool.terminate();
+  }
 }

@@ -17,6 +17,11 @@ Usage:
   spade share decode LINK [--out FILE] [--json]
                                              read a share link back into an env set
   spade bench sandbox [--json]               sandbox speed: QuickJS vs native V8 vs call floor, checker time
+  spade run --backend openai|replay ... --iterations N --out DIR [--resume] [--record FILE]
+                                             headless self-play into a run directory (see docs/loop.md)
+  spade chat --backend openai --base-url URL --model M "prompt"
+                                             stream one reply from a server
+  spade bench loop [--json]                  loop overhead outside model calls, replies paced at 20 tokens/s
   spade gpu [--json]                         report the WebGPU adapter Node sees
   spade help                                 this text
 
@@ -72,6 +77,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   validate: async () => (await import('./cmd_env.ts')).validate,
   play: async () => (await import('./cmd_env.ts')).play,
   share: async () => (await import('./cmd_share.ts')).share,
+  run: async () => (await import('./cmd_run.ts')).run,
+  chat: async () => (await import('./cmd_models.ts')).chat,
   bench: async () => (await import('./cmd_bench.ts')).bench,
 };
 

@@ -11,7 +11,6 @@ export class SpadeError extends Error {
   readonly data: ErrorData;
   constructor(message: string, data: ErrorData = {}) {
     super(message);
-    this.name = new.target.name;
     this.data = data;
   }
 }
@@ -65,6 +64,12 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   ReplayMismatchError,
   UsageError,
 };
+
+// Names live on the prototypes, from the registry's string keys, so they survive minification
+// (a bundler renames classes; `new.target.name` would then send "j" across a worker).
+for (const [name, Cls] of Object.entries(REGISTRY)) {
+  Object.defineProperty(Cls.prototype, 'name', { value: name, writable: true, configurable: true, enumerable: false });
+}
 
 export interface SerializedError {
   name: string;

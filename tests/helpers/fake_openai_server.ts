@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 
 export interface FakeBehaviour {
   /** Reply text for a request (default: echoes the last user message). */
-  reply?: (body: Record<string, unknown>) => string;
+  reply?: (body: Record<string, unknown>) => string | Promise<string>;
   /** Fail the first N requests with this status. */
   failFirst?: { count: number; status: number };
   /** Delay before answering, ms. */
@@ -52,7 +52,9 @@ export async function startFakeOpenAI(behaviour: FakeBehaviour = {}): Promise<Fa
     }
     if (b.delayMs) await new Promise((r) => setTimeout(r, b.delayMs));
     const messages = body.messages as { role: string; content: string }[];
-    const text = b.reply ? b.reply(body) : `echo: ${messages.filter((m) => m.role === 'user').pop()?.content ?? ''}`;
+    const text = b.reply
+      ? await b.reply(body)
+      : `echo: ${messages.filter((m) => m.role === 'user').pop()?.content ?? ''}`;
     const words = text.match(/\s*\S+/g) ?? [];
     const lp = (w: string, i: number) => ({ token: w, logprob: -0.1 * (i + 1), bytes: null, top_logprobs: [] });
     const usage = { prompt_tokens: 7, completion_tokens: words.length, total_tokens: 7 + words.length };

@@ -135,3 +135,13 @@ describe('url state', () => {
     ]);
   });
 });
+
+describe('error names survive minification', () => {
+  it('reads names from the prototype, not the (renamable) class name', async () => {
+    const { ConfigError: C } = await import('../../src/core/errors.ts');
+    const renamed = { [`x${'y'}`]: class extends C {} }; // a subclass the bundler might name anything
+    expect(new C('m').name).toBe('ConfigError');
+    expect(Object.getOwnPropertyDescriptor(C.prototype, 'name')?.value).toBe('ConfigError');
+    expect(new renamed.xy('m').name).toBe('ConfigError');
+  });
+});

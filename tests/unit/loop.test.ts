@@ -16,7 +16,7 @@ import { SpadeLoop, skillsForCycle, type LoopEvent } from '../../src/core/spade/
 import { StoreRunStore, type RunSpec } from '../../src/core/spade/run_store.ts';
 import { MemoryStore } from '../../src/core/store.ts';
 import { DirRunStore } from '../../src/platform/node/run_dir.ts';
-import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../helpers/scripted_roles.ts';
+import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../../src/core/llm/doubles.ts';
 
 const CONFIG: Config = { ...DEFAULTS, seed: 7, playsPerEnv: 2, maxTurns: 12 };
 const spec = (config = CONFIG): RunSpec => ({

@@ -122,10 +122,15 @@ describe('catalog', () => {
       'Llama-3.2-1B-Instruct-q4f32_1-MLC',
       'Qwen2.5-0.5B-Instruct-q4f32_1-MLC',
     ]);
-    // an f16 model failed, so the adapter has shader-f16: f16 builds are fair suggestions
+    // an f16 model failed, so the adapter has shader-f16: the (smaller) f16 builds are suggested;
+    // the 1.5B instruct and coder builds need the same VRAM and count once
     expect(smallerModels('Phi-3.5-mini-instruct-q4f16_1-MLC').map((e) => e.id)).toEqual([
-      'Qwen3-0.6B-q4f32_1-MLC',
-      'Qwen2.5-1.5B-Instruct-q4f32_1-MLC',
+      'Qwen2.5-1.5B-Instruct-q4f16_1-MLC',
+      'Qwen3-0.6B-q4f16_1-MLC',
+    ]);
+    // Llama 1B f32 (1129 MB): Qwen2.5-0.5B f32 (1060 MB) is not clearly smaller
+    expect(smallerModels('Llama-3.2-1B-Instruct-q4f32_1-MLC').map((e) => e.id)).toEqual([
+      'SmolLM2-360M-Instruct-q4f32_1-MLC',
     ]);
     expect(smallerModels('SmolLM2-360M-Instruct-q4f16_1-MLC')).toEqual([]);
     expect(smallerModels('my-custom-model').map((e) => e.id)).toEqual([
@@ -382,7 +387,7 @@ describe('error mapping', () => {
     const e = mapWebLlmError(WEBLLM.deviceLost, { phase: 'load', modelId: 'Qwen2.5-1.5B-Instruct-q4f16_1-MLC' });
     expect(e).toBeInstanceOf(DeviceLostError);
     expect(e.message).toBe(
-      'The GPU device was lost while loading Qwen2.5-1.5B-Instruct-q4f16_1-MLC, usually because it ran out of GPU memory. Reload the page and pick a smaller model such as Qwen2.5-0.5B-Instruct-q4f32_1-MLC (~1060 MB) or Qwen2.5-0.5B-Instruct-q4f16_1-MLC (~945 MB).',
+      'The GPU device was lost while loading Qwen2.5-1.5B-Instruct-q4f16_1-MLC, usually because it ran out of GPU memory. Reload the page and pick a smaller model such as Qwen2.5-0.5B-Instruct-q4f16_1-MLC (~945 MB) or Llama-3.2-1B-Instruct-q4f16_1-MLC (~879 MB).',
     );
     expect(e.data).toMatchObject({
       category: 'device_lost',
@@ -398,7 +403,7 @@ describe('error mapping', () => {
     });
     expect(e).toBeInstanceOf(DeviceLostError);
     expect(e.message).toBe(
-      'The GPU device was lost while Llama-3.2-1B-Instruct-q4f32_1-MLC was generating (driver reset, tab in the background, or out of memory). Load the model again to continue; if it happens again, pick a smaller model such as Qwen2.5-0.5B-Instruct-q4f32_1-MLC (~1060 MB) or SmolLM2-360M-Instruct-q4f32_1-MLC (~580 MB).',
+      'The GPU device was lost while Llama-3.2-1B-Instruct-q4f32_1-MLC was generating (driver reset, tab in the background, or out of memory). Load the model again to continue; if it happens again, pick a smaller model such as SmolLM2-360M-Instruct-q4f32_1-MLC (~580 MB).',
     );
   });
 
@@ -426,7 +431,7 @@ describe('error mapping', () => {
     const quota = mapWebLlmError(WEBLLM.quotaStore, { phase: 'load', modelId: id });
     expect(quota).toBeInstanceOf(ModelLoadError);
     expect(quota.message).toBe(
-      'Browser storage is full (Qwen3-0.6B-q4f32_1-MLC needs about 1925 MB). Delete cached models you no longer use, free disk space, or pick a smaller model such as Qwen2.5-0.5B-Instruct-q4f32_1-MLC (~1060 MB) or Llama-3.2-1B-Instruct-q4f32_1-MLC (~1129 MB).',
+      'Browser storage is full, so Qwen3-0.6B-q4f32_1-MLC could not be cached. Delete cached models you no longer use, free disk space, or pick a smaller model such as Llama-3.2-1B-Instruct-q4f32_1-MLC (~1129 MB) or Qwen2.5-0.5B-Instruct-q4f32_1-MLC (~1060 MB).',
     );
     const oom = mapWebLlmError(new Error('Out of memory'), { phase: 'load', modelId: id });
     expect(oom).toBeInstanceOf(ModelLoadError);

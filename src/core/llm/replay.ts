@@ -177,32 +177,3 @@ export class RecordingChatModel implements ChatModel {
     return [this.header(), ...this.entries].map((e) => JSON.stringify(e)).join('\n') + '\n';
   }
 }
-
-/**
- * A test double: answers with `respond(messages, options)`. Used by tests to make
- * transcripts (wrapped in RecordingChatModel); never offered to users as a model.
- */
-export class ScriptedChatModel implements ChatModel {
-  readonly backend = 'scripted';
-  readonly capabilities: ModelCapabilities = {
-    streaming: true,
-    logprobs: false,
-    trainable: false,
-    contextWindow: 8192,
-  };
-  constructor(
-    readonly model: string,
-    private readonly respond: (messages: ChatMessage[], options: ChatOptions) => string,
-  ) {}
-  async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
-    throwIfAborted(options.signal);
-    const text = this.respond(messages, options);
-    options.onToken?.(text);
-    return {
-      text,
-      finishReason: 'stop',
-      usage: { promptTokens: 0, completionTokens: text.split(/\s+/).length },
-      ms: 0,
-    };
-  }
-}

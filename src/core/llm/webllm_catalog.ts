@@ -536,13 +536,11 @@ export function mapWebLlmError(err: unknown, ctx: WebLlmErrorContext): SpadeErro
         `This GPU's WebGPU limits are too small to run ${model}: ${withPeriod(message)} Try another browser or GPU, or use an OpenAI-compatible server.`,
         data,
       );
-    case 'quota': {
-      const need = entry ? ` (${model} needs about ${Math.round(entry.vramRequiredMB)} MB)` : '';
+    case 'quota':
       return new ModelLoadError(
-        `Browser storage is full${need}. Delete cached models you no longer use, free disk space, or ${smaller}.`,
+        `Browser storage is full, so ${model} could not be cached. Delete cached models you no longer use, free disk space, or ${smaller}.`,
         data,
       );
-    }
     case 'out_of_memory':
       return load
         ? new ModelLoadError(

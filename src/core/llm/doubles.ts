@@ -1,11 +1,37 @@
 /**
- * Test doubles for the loop: a designer that answers with known environments, a
- * hint writer, and an agent that plays well only when it sees the hint. Wrapped in
- * RecordingChatModel they produce replay transcripts; never offered as models.
+ * Test and benchmark doubles — scripted stand-ins for a model. They make replay
+ * transcripts for the loop's tests and for `spade bench loop`. They are never
+ * offered in the UI or as a --backend, and never presented as a model.
  */
-import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
-import { ScriptedChatModel } from '../../src/core/llm/replay.ts';
-import { FAKE_ENV } from '../../src/core/env/hostile.ts';
+import { FAKE_ENV } from '../env/hostile.ts';
+import type { ChatMessage, ChatModel, ChatOptions, ChatResult, ModelCapabilities } from './chat_model.ts';
+import { throwIfAborted } from './chat_model.ts';
+
+/** Answers with `respond(messages, options)`. */
+export class ScriptedChatModel implements ChatModel {
+  readonly backend = 'scripted';
+  readonly capabilities: ModelCapabilities = {
+    streaming: true,
+    logprobs: false,
+    trainable: false,
+    contextWindow: 8192,
+  };
+  constructor(
+    readonly model: string,
+    private readonly respond: (messages: ChatMessage[], options: ChatOptions) => string,
+  ) {}
+  async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+    throwIfAborted(options.signal);
+    const text = this.respond(messages, options);
+    options.onToken?.(text);
+    return {
+      text,
+      finishReason: 'stop',
+      usage: { promptTokens: 0, completionTokens: text.split(/\s+/).length },
+      ms: 0,
+    };
+  }
+}
 
 /** Like FAKE_ENV, but step() hangs on the command "hang" (the checker's probes never send it). */
 export const HANGING_ENV = FAKE_ENV.replace('class FakeHuntEnv', 'class HangHuntEnv')
@@ -13,9 +39,13 @@ export const HANGING_ENV = FAKE_ENV.replace('class FakeHuntEnv', 'class HangHunt
   .replace('Find my number', 'Find my hanging number')
   .replace('const b = extractBoxed(action);', "const b = extractBoxed(action);\n    if (b === 'hang') { for (;;) {} }");
 
-/** designer: first attempt for "spatial" is broken (repair turn fixes it); "causal_reasoning" gets the hanging env. */
+/**
+ * Designer double: answers every request with FAKE_ENV (tagged with the skill), except that the
+ * first attempt for "spatial" is broken (so a repair turn fixes it) and "causal reasoning" gets
+ * HANGING_ENV.
+ */
 export function scriptedDesigner(): ScriptedChatModel {
-  return new ScriptedChatModel('designer-double', (messages: ChatMessage[]) => {
+  return new ScriptedChatModel('designer-double', (messages) => {
     const ask = messages[1]!.content;
     const repairing = messages.length > 2;
     if (ask.includes('"spatial"') && !repairing)
@@ -30,14 +60,14 @@ export function scriptedHinter(): ScriptedChatModel {
   return new ScriptedChatModel('hint-double', () => 'Halve the remaining range with every guess.');
 }
 
-/** Plays binary search when the first observation has a HINT, otherwise guesses 20 every time. */
+/** Agent double: binary search when the first observation has a HINT; otherwise guesses 20 every time. */
 export function scriptedAgent(): ScriptedChatModel {
-  return new ScriptedChatModel('agent-double', (messages: ChatMessage[]) => {
+  return new ScriptedChatModel('agent-double', (messages) => {
     const first = messages[1]!.content;
     if (first.includes('hanging')) return '\\boxed{hang}';
     if (!first.includes('HINT:')) return 'I will guess \\boxed{20}';
-    let lo = 1,
-      hi = 20;
+    let lo = 1;
+    let hi = 20;
     const guesses = messages
       .filter((m) => m.role === 'assistant')
       .map((m) => Number(/\\boxed\{(\d+)\}/.exec(m.content)?.[1]));

@@ -1,0 +1,35 @@
+/**
+ * `spade chat --backend openai --base-url URL --model M [--api-key K] [--temperature T] [--max-tokens N] "prompt"`
+ *   — stream one reply: a quick way to check a server.
+ */
+import { UsageError } from '../core/errors.ts';
+import { modelFromFlags } from './cmd_run.ts';
+import { parseArgs, type Io } from './spade.ts';
+
+export async function chat(argv: string[], io: Io): Promise<number> {
+  const a = parseArgs(argv, ['json']);
+  const prompt = a.positional.join(' ').trim();
+  if (!prompt)
+    throw new UsageError('chat needs a prompt, e.g. spade chat --backend openai --base-url URL --model M "Hello"');
+  const model = await modelFromFlags(a);
+  const json = a.flags.has('json');
+  const temperature = Number(a.flags.get('temperature')?.[0] ?? 0.6);
+  const max_tokens = Number(a.flags.get('max-tokens')?.[0] ?? 256);
+  const r = await model.chat([{ role: 'user', content: prompt }], {
+    temperature,
+    max_tokens,
+    onToken: json ? undefined : (d) => process.stdout.write(d),
+  });
+  if (json)
+    io.out(
+      JSON.stringify({ ok: true, text: r.text, finishReason: r.finishReason, usage: r.usage, ms: Math.round(r.ms) }),
+    );
+  else {
+    process.stdout.write('\n');
+    const tps = r.usage.completionTokens / (r.ms / 1000);
+    io.err(
+      `[${r.finishReason}, ${r.usage.completionTokens} tokens in ${(r.ms / 1000).toFixed(1)} s, ${tps.toFixed(1)} tokens/s]`,
+    );
+  }
+  return 0;
+}

@@ -1,0 +1,201 @@
+/**
+ * `spade run` — headless self-play into a run directory.
+ *
+ *   spade run --backend openai --base-url http://127.0.0.1:8000/v1 --model M [--api-key K]
+ *             --iterations N --out DIR [--resume] [--record FILE] [--corpus default|none|FILE]
+ *             [--skills a,b,c] [--config FILE.json] [--set key=value ...] [--json]
+ *   spade run --backend replay --replay FILE --iterations N --out DIR
+ *
+ * Writes DIR/config.json, archive.jsonl, rollouts.jsonl, metrics.jsonl, memory.json (and state.json
+ * for --resume), with a progress bar on stderr.
+ */
+import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseConfig, type Config } from '../core/config.ts';
+import { UsageError } from '../core/errors.ts';
+import type { ChatModel } from '../core/llm/chat_model.ts';
+import { OpenAIChatModel } from '../core/llm/openai_model.ts';
+import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
+import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
+import type { RunSpec } from '../core/spade/run_store.ts';
+import { loadCorpus } from '../platform/node/corpus.ts';
+import { DirRunStore } from '../platform/node/run_dir.ts';
+import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
+import { intFlag, parseArgs, type Args, type Io } from './spade.ts';
+
+const flag = (a: Args, name: string): string | undefined => a.flags.get(name)?.[0];
+
+/** Build the model for all three roles from the flags. */
+export async function modelFromFlags(a: Args): Promise<ChatModel> {
+  const backend = flag(a, 'backend');
+  if (backend === 'openai') {
+    const baseURL = flag(a, 'base-url');
+    const model = flag(a, 'model');
+    if (!baseURL || !model) throw new UsageError('--backend openai needs --base-url URL and --model NAME');
+    return new OpenAIChatModel({
+      baseURL,
+      model,
+      apiKey: flag(a, 'api-key') ?? process.env.OPENAI_API_KEY,
+      maxConcurrency: intFlag(a, 'max-concurrency', 4),
+    });
+  }
+  if (backend === 'replay') {
+    const file = flag(a, 'replay');
+    if (!file) throw new UsageError('--backend replay needs --replay FILE (a transcript recorded with --record)');
+    return new ReplayChatModel(await readFile(file, 'utf8'), { tokensPerSecond: intFlag(a, 'tokens-per-second', 0) });
+  }
+  throw new UsageError(
+    `--backend must be openai or replay${backend ? `; got "${backend}"` : ''} (the local engine backend is used from the browser)`,
+  );
+}
+
+async function configFromFlags(a: Args): Promise<Config> {
+  let base: Record<string, unknown> = {};
+  const file = flag(a, 'config');
+  if (file) base = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+  for (const kv of a.flags.get('set') ?? []) {
+    const eq = kv.indexOf('=');
+    if (eq < 0) throw new UsageError(`--set takes key=value; got "${kv}"`);
+    const k = kv.slice(0, eq);
+    const v = kv.slice(eq + 1);
+    base[k] = /^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v;
+  }
+  if (a.flags.has('seed')) base.seed = intFlag(a, 'seed', 1);
+  try {
+    return parseConfig(base);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+/** A one-line progress bar on stderr (redrawn in place on a terminal, one line per cycle otherwise). */
+function progress(io: Io, iterations: number, perCycle: number) {
+  const tty = process.stderr.isTTY;
+  let cycle = 0;
+  let done = 0;
+  let stage = 'starting';
+  const draw = (final = false) => {
+    const total = iterations * perCycle;
+    const finished = cycle * perCycle + done;
+    const width = 24;
+    const fill = Math.round((finished / Math.max(1, total)) * width);
+    const line = `[${'█'.repeat(fill)}${'░'.repeat(width - fill)}] cycle ${Math.min(cycle + 1, iterations)}/${iterations} · env ${Math.min(done + 1, perCycle)}/${perCycle} · ${stage}`;
+    if (tty) process.stderr.write(`\r${line.padEnd(100)}${final ? '\n' : ''}`);
+    else if (final) io.err(line);
+  };
+  return (e: LoopEvent) => {
+    switch (e.type) {
+      case 'cycle_start':
+        cycle = e.cycle;
+        done = 0;
+        stage = `skills ${e.skills.join(', ')}`;
+        break;
+      case 'designer_output':
+        stage = `designed (attempt ${e.attempt + 1})`;
+        break;
+      case 'checks':
+        stage = e.ok ? 'checks pass' : `checks fail: ${e.failures.length}`;
+        break;
+      case 'hint':
+        stage = 'playing';
+        break;
+      case 'rollout_end':
+        stage = `played ${e.hinted ? 'with' : 'without'} hint → ${e.return}`;
+        break;
+      case 'env_scored':
+        done++;
+        stage = e.record.stats ? `regret ${e.record.stats.regret.toFixed(2)}` : 'invalid';
+        break;
+      case 'cycle_end':
+        stage = `cycle done: validity ${(e.metrics.validityRate * 100).toFixed(0)}%, mean regret ${e.metrics.meanRegret?.toFixed(2) ?? '–'}`;
+        draw(true);
+        return;
+      case 'error':
+        stage = `error: ${e.message}`;
+        break;
+      default:
+        return;
+    }
+    draw();
+  };
+}
+
+export async function run(argv: string[], io: Io): Promise<number> {
+  const a = parseArgs(argv, ['json', 'resume'], ['set']);
+  const out = flag(a, 'out');
+  if (!out) throw new UsageError('run needs --out DIR');
+  const iterations = intFlag(a, 'iterations', 1);
+  if (iterations < 1) throw new UsageError('--iterations must be at least 1');
+  const store = new DirRunStore(out);
+  const existing = await store.readSpec();
+  if (existing && !a.flags.has('resume'))
+    throw new UsageError(`${out} already holds a run; pass --resume to continue it, or choose another --out`);
+  if (!existing && a.flags.has('resume')) throw new UsageError(`${out} holds no run to resume`);
+
+  let spec: RunSpec;
+  const model = await modelFromFlags(a);
+  if (existing) spec = existing;
+  else {
+    const config = await configFromFlags(a);
+    const skills =
+      flag(a, 'skills')
+        ?.split(',')
+        .map((s) => s.trim())
+        .filter(Boolean) ?? [];
+    const valid = defaultSkills(config.setting);
+    for (const s of skills)
+      if (!valid.includes(s))
+        throw new UsageError(`unknown ${config.setting} skill "${s}"; choose from ${valid.join(', ')}`);
+    spec = {
+      config,
+      skills,
+      models: { designer: model.model, hint: model.model, agent: model.model },
+      corpus: flag(a, 'corpus') ?? 'default',
+      createdAt: new Date().toISOString(),
+    };
+  }
+  const corpus = await loadCorpus(spec.corpus);
+  const recordFile = flag(a, 'record');
+  let used: ChatModel = model;
+  if (recordFile) {
+    if (!existsSync(recordFile) || !a.flags.has('resume')) writeFileSync(recordFile, '');
+    used = new RecordingChatModel(model, (line) => appendFileSync(recordFile, `${line}\n`));
+  }
+  const pool = createNodeSandboxPool({ size: Math.min(4, Math.max(1, spec.config.concurrency)) });
+  const ac = new AbortController();
+  const onSig = () => ac.abort();
+  process.once('SIGINT', onSig);
+  const bar = progress(io, iterations, spec.config.skillsPerCycle);
+  try {
+    const loop = new SpadeLoop({
+      spec,
+      models: { designer: used, hint: used, agent: used },
+      runner: pool,
+      corpus,
+      store,
+      signal: ac.signal,
+      onEvent: bar,
+    });
+    const state = await loop.run(iterations);
+    const metrics = await store.readMetrics();
+    const summary = {
+      ok: true,
+      out,
+      cycles: state.cycle,
+      environments: (await store.readArchive()).length,
+      memory: state.memory.records.length,
+      lastMetrics: metrics[metrics.length - 1] ?? null,
+      stopped: ac.signal.aborted,
+    };
+    if (a.flags.has('json')) io.out(JSON.stringify(summary));
+    else
+      io.out(
+        `${ac.signal.aborted ? 'stopped' : 'done'}: ${summary.cycles} cycles, ${summary.environments} environments → ${join(out, 'archive.jsonl')}`,
+      );
+    return 0;
+  } finally {
+    process.off('SIGINT', onSig);
+    await pool.terminate();
+  }
+}

@@ -1,0 +1,28 @@
+/** Loading a grounding corpus in Node: the bundled default (built on demand) or a user's .jsonl/.txt/.md file. */
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { UsageError } from '../../core/errors.ts';
+import { chunkText, parseCorpusJsonl, type CorpusDoc } from '../../core/spade/corpus.ts';
+
+const DEFAULT = new URL('../../../public/corpus/default.jsonl', import.meta.url);
+
+export async function loadCorpus(spec: string): Promise<CorpusDoc[]> {
+  if (spec === 'none') return [];
+  if (spec === 'default') {
+    if (!existsSync(DEFAULT)) await import('../../../scripts/build_corpus.js' as string);
+    return parseCorpusJsonl(await readFile(fileURLToPath(DEFAULT), 'utf8'), 'default');
+  }
+  let text: string;
+  try {
+    text = await readFile(spec, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read the corpus ${spec}: ${(err as Error).message}`);
+  }
+  try {
+    return spec.endsWith('.jsonl') ? parseCorpusJsonl(text, basename(spec)) : chunkText(text, basename(spec), 400);
+  } catch (err) {
+    throw new UsageError(`${spec}: ${(err as Error).message}`);
+  }
+}

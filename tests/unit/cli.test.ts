@@ -1,0 +1,184 @@
+// The `spade` command's black-box contracts: exit codes 0/1/2, --json's last line is one JSON
+// object; validate, play, share, chat and run (record with a server, replay, resume).
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/spade.ts';
+import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
+import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../../src/core/llm/doubles.ts';
+import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
+import { startFakeOpenAI, type FakeServer } from '../helpers/fake_openai_server.ts';
+
+async function spade(...argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(argv, { out: (l) => out.push(l), err: (l) => err.push(l) });
+  return { code, out, err, json: () => JSON.parse(out[out.length - 1]!) };
+}
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'spade-cli-'));
+  await writeFile(join(dir, 'good.js'), FAKE_ENV);
+  await writeFile(join(dir, 'hang.js'), HOSTILE.find((h) => h.name === 'infinite loop in step')!.code);
+});
+
+describe('spade CLI', () => {
+  it('exits 2 with usage on bad commands and flags', async () => {
+    expect((await spade()).code).toBe(2);
+    expect((await spade('nope')).code).toBe(2);
+    expect((await spade('validate')).code).toBe(2);
+    expect((await spade('play', 'a.js', 'b.js')).code).toBe(2);
+    const r = await spade('run', '--out');
+    expect(r.code).toBe(2);
+    expect(r.err.join('\n')).toContain('--out needs a value');
+  });
+
+  it('validate: 0 when all pass, 1 with an actionable message when one fails, --json last line', async () => {
+    const ok = await spade('validate', join(dir, 'good.js'), '--json');
+    expect(ok.code).toBe(0);
+    expect(ok.json()).toMatchObject({ ok: true, files: [{ ok: true, className: 'FakeHuntEnv' }] });
+    const bad = await spade('validate', join(dir, 'good.js'), join(dir, 'hang.js'));
+    expect(bad.code).toBe(1);
+    expect(bad.out.join('\n')).toMatch(
+      /FAIL .*hang\.js[\s\S]*✗ step: SandboxTimeoutError: step ran past its 250 ms limit/,
+    );
+    expect(bad.out.at(-1)).toBe('1 of 2 passed');
+  });
+
+  it('play: runs given actions and the solution, deterministically per seed', async () => {
+    const a = await spade('play', join(dir, 'good.js'), '--seed', '3', '--solution', '--json');
+    expect(a.code).toBe(0);
+    expect(a.json().return).toBe(1);
+    const b = await spade(
+      'play',
+      join(dir, 'good.js'),
+      '--seed',
+      '3',
+      '--actions',
+      '\\boxed{5}',
+      '\\boxed{oops}',
+      '--json',
+    );
+    expect(b.json().transcript.map((t: { action: string | null }) => t.action)).toEqual([
+      null,
+      '\\boxed{5}',
+      '\\boxed{oops}',
+    ]);
+    expect(
+      (await spade('play', join(dir, 'good.js'), '--seed', '3', '--actions', '\\boxed{5}', '--json')).json()
+        .transcript[1],
+    ).toEqual(b.json().transcript[1]);
+  });
+
+  it('share: encode → decode round trip; a hostile link exits 1 with a message', async () => {
+    const enc = await spade('share', 'encode', join(dir, 'good.js'), '--json');
+    expect(enc.code).toBe(0);
+    const link = enc.json().link as string;
+    const dec = await spade('share', 'decode', link, '--out', join(dir, 'set.json'), '--json');
+    expect(dec.json().set.envs[0].code).toBe(FAKE_ENV);
+    expect(JSON.parse(await readFile(join(dir, 'set.json'), 'utf8')).envs).toHaveLength(1);
+    const bad = await spade('share', 'decode', 'http://x/#set=1.%%%', '--json');
+    expect(bad.code).toBe(1);
+    expect(bad.json()).toMatchObject({ ok: false, error: { name: 'ShareLinkError' } });
+  });
+});
+
+describe('spade chat / run against a local chat-completions server', () => {
+  let server: FakeServer;
+  beforeAll(async () => {
+    // the server answers like the test doubles: designer, hint writer or agent by the system prompt
+    const roles = { designer: scriptedDesigner(), hint: scriptedHinter(), agent: scriptedAgent() };
+    server = await startFakeOpenAI({
+      reply: async (body) => {
+        const messages = body.messages as ChatMessage[];
+        if (messages.length < 2) return `echo: ${messages[0]?.content ?? ''}`;
+        const sys = messages[0]!.content;
+        const role = sys.startsWith('You design')
+          ? roles.designer
+          : sys.startsWith('You write short strategy hints')
+            ? roles.hint
+            : roles.agent;
+        return (await role.chat(messages)).text;
+      },
+    });
+  });
+  afterAll(() => server.close());
+
+  it('chat streams a reply', async () => {
+    const r = await spade(
+      'chat',
+      '--backend',
+      'openai',
+      '--base-url',
+      server.url,
+      '--model',
+      'tiny',
+      'Hello',
+      '--json',
+    );
+    expect(r.code).toBe(0);
+    expect(r.json()).toMatchObject({ ok: true, finishReason: 'stop' });
+  });
+
+  it('run records a run, replays it identically, refuses to overwrite, resumes', async () => {
+    const rec = join(dir, 'run.jsonl');
+    const common = [
+      '--iterations',
+      '1',
+      '--set',
+      'playsPerEnv=1',
+      '--corpus',
+      'none',
+      '--skills',
+      'mathematical,logical_deduction',
+      '--set',
+      'skillsPerCycle=2',
+    ];
+    const a = await spade(
+      'run',
+      '--backend',
+      'openai',
+      '--base-url',
+      server.url,
+      '--model',
+      'tiny',
+      '--out',
+      join(dir, 'A'),
+      '--record',
+      rec,
+      ...common,
+      '--json',
+    );
+    expect(a.code, a.err.join('\n')).toBe(0);
+    expect(a.json()).toMatchObject({ ok: true, cycles: 1, environments: 2 });
+    const b = await spade('run', '--backend', 'replay', '--replay', rec, '--out', join(dir, 'B'), ...common, '--json');
+    expect(b.code, b.err.join('\n')).toBe(0);
+    const archive = async (d: string) =>
+      (await readFile(join(dir, d, 'archive.jsonl'), 'utf8'))
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+    expect(await archive('B')).toEqual(await archive('A'));
+    for (const f of ['config.json', 'rollouts.jsonl', 'metrics.jsonl', 'memory.json'])
+      expect((await readFile(join(dir, 'B', f), 'utf8')).length).toBeGreaterThan(2);
+    const again = await spade('run', '--backend', 'replay', '--replay', rec, '--out', join(dir, 'B'), ...common);
+    expect(again.code).toBe(2);
+    expect(again.err.join('\n')).toContain('already holds a run; pass --resume');
+    const more = await spade(
+      'run',
+      '--backend',
+      'replay',
+      '--replay',
+      rec,
+      '--out',
+      join(dir, 'B'),
+      '--resume',
+      '--iterations',
+      '1',
+      '--json',
+    );
+    expect(more.json()).toMatchObject({ cycles: 1 });
+  });
+});
