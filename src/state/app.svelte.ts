@@ -22,7 +22,7 @@ export class AppState {
   }
 
   /** Read saved settings, then let the URL override the fields it lists. */
-  async load(hash: string): Promise<void> {
+  async load(readHash: () => string): Promise<void> {
     try {
       const saved = await this.store.get<Partial<Config>>('settings', 'config');
       if (saved) {
@@ -35,7 +35,7 @@ export class AppState {
     } catch (err) {
       this.notices.push((err as Error).message);
     }
-    this.applyHash(hash);
+    this.applyHash(readHash()); // read after the awaits: the hash may have changed meanwhile
   }
 
   applyHash(hash: string): void {

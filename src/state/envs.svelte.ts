@@ -48,6 +48,8 @@ export function sandboxPool(): SandboxPool {
 export class EnvLibrary {
   imported = $state<EnvSet[]>([]);
   shared = $state<EnvSet | null>(null);
+  /** Environments produced by the current run (set by the app from RunState). */
+  runEnvs = $state<EnvRecord[]>([]);
   selectedId = $state<string | null>(null);
   reports = $state<Record<string, CheckReport | { error: string } | 'running'>>({});
   message = $state<{ kind: 'ok' | 'error'; text: string } | null>(null);
@@ -65,6 +67,7 @@ export class EnvLibrary {
     this.imported.forEach((set, i) =>
       g.push({ key: `imported-${i}`, title: set.title, envs: set.envs, removable: true }),
     );
+    if (this.runEnvs.length) g.push({ key: 'run', title: 'Made in this run', envs: this.runEnvs, removable: false });
     g.push({ key: 'seeds', title: 'Seed library', envs: SEED_ENVS, removable: false });
     g.push({ key: 'hostile', title: 'Contained failures (demos)', envs: HOSTILE_RECORDS, removable: false });
     return g;

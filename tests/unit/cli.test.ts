@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/spade.ts';
 import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
-import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/doubles.ts';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { startFakeOpenAI, type FakeServer } from '../helpers/fake_openai_server.ts';
 
@@ -89,20 +89,8 @@ describe('spade chat / run against a local chat-completions server', () => {
   let server: FakeServer;
   beforeAll(async () => {
     // the server answers like the test doubles: designer, hint writer or agent by the system prompt
-    const roles = { designer: scriptedDesigner(), hint: scriptedHinter(), agent: scriptedAgent() };
-    server = await startFakeOpenAI({
-      reply: async (body) => {
-        const messages = body.messages as ChatMessage[];
-        if (messages.length < 2) return `echo: ${messages[0]?.content ?? ''}`;
-        const sys = messages[0]!.content;
-        const role = sys.startsWith('You design')
-          ? roles.designer
-          : sys.startsWith('You write short strategy hints')
-            ? roles.hint
-            : roles.agent;
-        return (await role.chat(messages)).text;
-      },
-    });
+    const trio = scriptedTrio();
+    server = await startFakeOpenAI({ reply: async (body) => (await trio.chat(body.messages as ChatMessage[])).text });
   });
   afterAll(() => server.close());
 

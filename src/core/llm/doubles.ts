@@ -45,40 +45,57 @@ export const HANGING_ENV = FAKE_ENV.replace('class FakeHuntEnv', 'class HangHunt
  * HANGING_ENV.
  */
 export function scriptedDesigner(): ScriptedChatModel {
-  return new ScriptedChatModel('designer-double', (messages) => {
-    const ask = messages[1]!.content;
-    const repairing = messages.length > 2;
-    if (ask.includes('"spatial"') && !repairing)
-      return 'Here you go:\n```javascript\nclass BrokenEnv { reset() { return "oops"; } }\n```';
-    const code = ask.includes('"causal reasoning"') ? HANGING_ENV : FAKE_ENV;
-    const skill = /trains the skill "([^"]+)"/.exec(ask)?.[1] ?? '?';
-    return `\`\`\`javascript\n${code}\n// designed for the ${skill} task\n\`\`\``;
-  });
+  return new ScriptedChatModel('designer-double', designerReply);
 }
 
+function designerReply(messages: ChatMessage[]): string {
+  const ask = messages[1]!.content;
+  const repairing = messages.length > 2;
+  if (ask.includes('"spatial"') && !repairing)
+    return 'Here you go:\n```javascript\nclass BrokenEnv { reset() { return "oops"; } }\n```';
+  const code = ask.includes('"causal reasoning"') ? HANGING_ENV : FAKE_ENV;
+  const skill = /trains the skill "([^"]+)"/.exec(ask)?.[1] ?? '?';
+  return `\`\`\`javascript\n${code}\n// designed for the ${skill} task\n\`\`\``;
+}
+
+const hintReply = (): string => 'Halve the remaining range with every guess.';
+
 export function scriptedHinter(): ScriptedChatModel {
-  return new ScriptedChatModel('hint-double', () => 'Halve the remaining range with every guess.');
+  return new ScriptedChatModel('hint-double', hintReply);
 }
 
 /** Agent double: binary search when the first observation has a HINT; otherwise guesses 20 every time. */
 export function scriptedAgent(): ScriptedChatModel {
-  return new ScriptedChatModel('agent-double', (messages) => {
-    const first = messages[1]!.content;
-    if (first.includes('hanging')) return '\\boxed{hang}';
-    if (!first.includes('HINT:')) return 'I will guess \\boxed{20}';
-    let lo = 1;
-    let hi = 20;
-    const guesses = messages
-      .filter((m) => m.role === 'assistant')
-      .map((m) => Number(/\\boxed\{(\d+)\}/.exec(m.content)?.[1]));
-    const feedback = messages
-      .filter((m) => m.role === 'user')
-      .slice(1)
-      .map((m) => m.content);
-    guesses.forEach((g, i) => {
-      if (feedback[i]?.startsWith('Higher')) lo = g + 1;
-      else if (feedback[i]?.startsWith('Lower')) hi = g - 1;
-    });
-    return `\\boxed{${(lo + hi) >> 1}}`;
+  return new ScriptedChatModel('agent-double', agentReply);
+}
+
+function agentReply(messages: ChatMessage[]): string {
+  const first = messages[1]!.content;
+  if (first.includes('hanging')) return '\\boxed{hang}';
+  if (!first.includes('HINT:')) return 'I will guess \\boxed{20}';
+  let lo = 1;
+  let hi = 20;
+  const guesses = messages
+    .filter((m) => m.role === 'assistant')
+    .map((m) => Number(/\\boxed\{(\d+)\}/.exec(m.content)?.[1]));
+  const feedback = messages
+    .filter((m) => m.role === 'user')
+    .slice(1)
+    .map((m) => m.content);
+  guesses.forEach((g, i) => {
+    if (feedback[i]?.startsWith('Higher')) lo = g + 1;
+    else if (feedback[i]?.startsWith('Lower')) hi = g - 1;
+  });
+  return `\\boxed{${(lo + hi) >> 1}}`;
+}
+
+/** One double for all three roles, dispatching on the system prompt (like one model serving every role). */
+export function scriptedTrio(): ScriptedChatModel {
+  return new ScriptedChatModel('trio-double', (messages) => {
+    if (messages.length < 2) return `echo: ${messages[0]?.content ?? ''}`;
+    const sys = messages[0]!.content;
+    if (sys.startsWith('You design')) return designerReply(messages);
+    if (sys.startsWith('You write short strategy hints')) return hintReply();
+    return agentReply(messages);
   });
 }

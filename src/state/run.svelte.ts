@@ -1,0 +1,271 @@
+/**
+ * A self-play run in the browser, as a rune class: configure, start, pause,
+ * resume, stop; the current cycle live (document, designer output as it streams,
+ * checks, hint, rollouts, regret); metrics across cycles; the environments made.
+ * Progress is saved in IndexedDB after every environment, so a reload resumes the
+ * run and loses at most the environment in flight.
+ */
+import { DEFAULTS, type Config } from '../core/config.ts';
+import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
+import { serializeError } from '../core/errors.ts';
+import type { ChatModel, ModelRole } from '../core/llm/chat_model.ts';
+import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
+import type { Memory } from '../core/spade/memory.ts';
+import { StoreRunStore, type ArchiveRecord, type MetricsRecord, type RunSpec } from '../core/spade/run_store.ts';
+import type { Store } from '../core/store.ts';
+import type { CorpusDoc } from '../core/spade/corpus.ts';
+import { sandboxPool } from './envs.svelte.ts';
+
+export interface PlayView {
+  play: number;
+  hinted: boolean;
+  turns: { action: string; observation: string; reward: number }[];
+  result: number | null;
+  end: string | null;
+}
+
+export interface TaskView {
+  index: number;
+  skill: string;
+  source: string | null;
+  excerpt: string | null;
+  designer: string;
+  attempts: { ok: boolean; failures: string[] }[];
+  hint: string | null;
+  plays: PlayView[];
+  record: ArchiveRecord | null;
+}
+
+interface ActiveRun {
+  runId: string;
+  iterations: number;
+}
+
+const MAX_STREAM_CHARS = 20_000;
+
+export class RunState {
+  status = $state<'idle' | 'running' | 'paused' | 'done' | 'stopped' | 'error'>('idle');
+  error = $state<string | null>(null);
+  runId = $state<string | null>(null);
+  iterations = $state(3);
+  skills = $state<string[]>([]);
+  cycle = $state(0);
+  tasks = $state<TaskView[]>([]);
+  metrics = $state<MetricsRecord[]>([]);
+  archive = $state<ArchiveRecord[]>([]);
+  memory = $state<Memory | null>(null);
+  resumable = $state<ActiveRun | null>(null);
+
+  private loop: SpadeLoop | null = null;
+  private abort: AbortController | null = null;
+
+  constructor(private readonly store: Store) {}
+
+  /** Environments this run produced, as env records (playable and shareable in the Environments panel). */
+  envRecords = $derived(
+    this.archive
+      .filter((a) => a.valid && a.code)
+      .map((a): EnvRecord =>
+        recordFromCode(a.code!, {
+          title: a.title,
+          setting: a.setting,
+          skill: a.skill,
+          hint: a.hint ?? '',
+          source: a.source,
+          stats: a.stats
+            ? {
+                plays: a.stats.noHint.length * 2,
+                winRate: a.stats.winRate,
+                winRateHinted: a.stats.winRateHinted,
+                regret: a.stats.regret,
+                designerReward: a.stats.designerReward ?? undefined,
+                checked: true,
+              }
+            : {},
+        }),
+      ),
+  );
+
+  /** Look for an unfinished run saved before a reload. */
+  async load(): Promise<void> {
+    const active = await this.store.get<ActiveRun>('settings', 'activeRun').catch(() => undefined);
+    if (!active) return;
+    const rs = new StoreRunStore(this.store, active.runId);
+    const state = await rs.readState();
+    this.runId = active.runId;
+    this.iterations = active.iterations;
+    this.archive = await rs.readArchive();
+    this.metrics = await rs.readMetrics();
+    this.memory = state?.memory ?? null;
+    this.cycle = state?.cycle ?? 0;
+    if (state && state.cycle < active.iterations) {
+      this.resumable = active;
+      this.status = 'stopped';
+    } else this.status = this.archive.length ? 'done' : 'idle';
+  }
+
+  private onEvent = (e: LoopEvent) => {
+    const task = (i: number) => this.tasks.find((t) => t.index === i);
+    switch (e.type) {
+      case 'cycle_start':
+        this.cycle = e.cycle;
+        this.tasks = e.skills.map((skill, index) => ({
+          index,
+          skill,
+          source: null,
+          excerpt: null,
+          designer: '',
+          attempts: [],
+          hint: null,
+          plays: [],
+          record: null,
+        }));
+        break;
+      case 'document': {
+        const t = task(e.index);
+        if (t) Object.assign(t, { source: e.source, excerpt: e.excerpt });
+        break;
+      }
+      case 'designer_token': {
+        const t = task(e.index);
+        if (t && t.designer.length < MAX_STREAM_CHARS) t.designer += e.delta;
+        break;
+      }
+      case 'designer_output': {
+        const t = task(e.index);
+        if (t) t.designer = e.text.slice(0, MAX_STREAM_CHARS);
+        break;
+      }
+      case 'checks': {
+        const t = task(e.index);
+        if (t) t.attempts.push({ ok: e.ok, failures: e.failures });
+        break;
+      }
+      case 'hint': {
+        const t = task(e.index);
+        if (t) t.hint = e.hint;
+        break;
+      }
+      case 'rollout_turn': {
+        const t = task(e.index);
+        if (!t) break;
+        let p = t.plays.find((x) => x.play === e.play && x.hinted === e.hinted);
+        if (!p) {
+          p = { play: e.play, hinted: e.hinted, turns: [], result: null, end: null };
+          t.plays.push(p);
+        }
+        p.turns.push({
+          action: e.data.action.slice(0, 2000),
+          observation: e.data.observation.slice(0, 2000),
+          reward: e.data.reward,
+        });
+        break;
+      }
+      case 'rollout_end': {
+        const p = task(e.index)?.plays.find((x) => x.play === e.play && x.hinted === e.hinted);
+        if (p) Object.assign(p, { result: e.return, end: e.end });
+        break;
+      }
+      case 'env_scored': {
+        const t = task(e.index);
+        if (t) t.record = e.record;
+        break;
+      }
+      case 'cycle_end':
+        this.metrics = [...this.metrics, e.metrics];
+        this.archive = [...this.archive, ...e.archive];
+        break;
+      case 'error':
+        this.error = e.message;
+        break;
+      case 'paused':
+        this.status = 'paused';
+        break;
+      case 'resumed':
+        this.status = 'running';
+        break;
+    }
+  };
+
+  async start(
+    config: Config,
+    skills: string[],
+    models: Record<ModelRole, ChatModel>,
+    describe: Record<ModelRole, string>,
+    corpus: CorpusDoc[],
+    corpusName: string,
+    resume = false,
+  ): Promise<void> {
+    if (this.status === 'running' || this.status === 'paused') return;
+    this.error = null;
+    let runId = this.runId;
+    if (!resume || !runId) {
+      runId = `run-${Date.now().toString(36)}`;
+      this.archive = [];
+      this.metrics = [];
+      this.tasks = [];
+    }
+    this.runId = runId;
+    await this.store.put('settings', 'activeRun', { runId, iterations: this.iterations });
+    const store = new StoreRunStore(this.store, runId);
+    const spec: RunSpec = (await store.readSpec()) ?? {
+      config: { ...DEFAULTS, ...config },
+      skills: skills.length ? skills : defaultSkills(config.setting),
+      models: describe,
+      corpus: corpusName,
+      createdAt: new Date().toISOString(),
+    };
+    this.abort = new AbortController();
+    this.loop = new SpadeLoop({
+      spec,
+      models,
+      runner: sandboxPool(),
+      corpus,
+      store,
+      onEvent: this.onEvent,
+      signal: this.abort.signal,
+    });
+    this.status = 'running';
+    this.resumable = null;
+    try {
+      const state = await this.loop.run(this.iterations);
+      this.memory = state.memory;
+      this.status = this.abort.signal.aborted ? 'stopped' : 'done';
+      if (this.status === 'stopped') this.resumable = { runId, iterations: this.iterations };
+    } catch (err) {
+      this.status = 'error';
+      this.error = serializeError(err).message;
+      this.resumable = { runId, iterations: this.iterations };
+    } finally {
+      this.loop = null;
+    }
+  }
+
+  pause(): void {
+    this.loop?.pause();
+  }
+  resume(): void {
+    this.loop?.resume();
+  }
+  stop(): void {
+    this.loop?.resume();
+    this.abort?.abort();
+  }
+
+  /** The whole run as one JSON document. */
+  async exportJson(): Promise<string> {
+    if (!this.runId) return '{}';
+    const rs = new StoreRunStore(this.store, this.runId);
+    return JSON.stringify(
+      {
+        spec: await rs.readSpec(),
+        archive: await rs.readArchive(),
+        metrics: await rs.readMetrics(),
+        rollouts: await rs.readRollouts(),
+        state: await rs.readState(),
+      },
+      null,
+      1,
+    );
+  }
+}

@@ -1,0 +1,132 @@
+// A full SPADE loop in Chromium with the replay backend: a transcript recorded in Node replays
+// in the browser to the same archive (same prompts, same seeds, same corpus), environments land
+// in the Environments panel, charts and memory update, and a run interrupted by a reload resumes.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { DEFAULTS } from '../../src/core/config.ts';
+import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { RecordingChatModel } from '../../src/core/llm/replay.ts';
+import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
+import { parseCorpusJsonl } from '../../src/core/spade/corpus.ts';
+import { defaultSkills, SpadeLoop } from '../../src/core/spade/loop.ts';
+import { StoreRunStore, type ArchiveRecord, type RunSpec } from '../../src/core/spade/run_store.ts';
+import { MemoryStore } from '../../src/core/store.ts';
+import { launchChromium, resultPath, serveDist, watchErrors } from './browser.ts';
+
+const CYCLES = 2;
+let transcript: string;
+let expected: ArchiveRecord[];
+
+async function recordInNode() {
+  const spec: RunSpec = {
+    config: { ...DEFAULTS, seed: 5, playsPerEnv: 2 },
+    skills: defaultSkills('games'),
+    models: { designer: 'x', hint: 'x', agent: 'x' },
+    corpus: 'default',
+    createdAt: '',
+  };
+  const model = new RecordingChatModel(scriptedTrio());
+  const store = new StoreRunStore(new MemoryStore(), 'r');
+  const corpus = parseCorpusJsonl(readFileSync('dist/corpus/default.jsonl', 'utf8'), 'default');
+  await new SpadeLoop({
+    spec,
+    models: { designer: model, hint: model, agent: model },
+    runner: createSandboxWorkerApi(),
+    corpus,
+    store,
+  }).run(CYCLES);
+  transcript = model.toJsonl();
+  expected = await store.readArchive();
+}
+
+async function useTranscript(page: Page) {
+  await page.goto(`${server.url}#panel=models`);
+  for (const role of ['designer', 'hint', 'agent']) await page.getByTestId(`source-${role}`).selectOption('replay');
+  const file = resultPath('transcript.jsonl');
+  writeFileSync(file, transcript);
+  await page.getByTestId('replay-file').setInputFiles(file);
+  await expect.poll(() => page.getByTestId('replay-name').textContent()).toBe('loaded transcript.jsonl');
+}
+
+let server: Awaited<ReturnType<typeof serveDist>>;
+let browser: Browser;
+
+describe('the SPADE loop in Chromium (replay backend)', () => {
+  beforeAll(async () => {
+    await recordInNode();
+    server = await serveDist();
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it('replays a recorded run to the same archive, live, with charts, environments and memory', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+    const errors = watchErrors(page);
+    await useTranscript(page);
+    await page.goto(`${server.url}#panel=run&seed=5&playsPerEnv=2`);
+    await page.getByTestId('iterations').fill('1');
+    await page.getByTestId('start').click();
+    await expect
+      .poll(() => page.getByTestId('run-status').textContent(), { timeout: 120_000, interval: 500 })
+      .toBe('status: done');
+    expect(await page.getByTestId('run-error').count()).toBe(0);
+    // the cycle's three environments, scored with the regret the recorded plays imply
+    for (const a of expected.filter((x) => x.cycle === 0)) {
+      const score = await page.getByTestId(`score-${a.index}`).textContent();
+      expect(score).toContain(`regret ${a.stats!.regret.toFixed(2)}`);
+    }
+    expect(await page.getByTestId('charts').locator('.chart').count()).toBe(4);
+    await page.screenshot({ path: resultPath('run-panel.png'), fullPage: true });
+    // every environment produced is in the Environments panel, playable
+    await page.getByRole('tab', { name: 'Environments' }).click();
+    await expect.poll(() => page.getByRole('heading', { name: /Made in this run/ }).count()).toBe(1);
+    // memory grew by the played environments, with statistics
+    await page.getByRole('tab', { name: 'Memory' }).click();
+    const rows = await page.getByTestId('memory-table').locator('tbody tr').allTextContents();
+    expect(rows.filter((r) => /Fake Hunt/.test(r) && /\d\.\d\d/.test(r)).length).toBe(3);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('resumes after a reload mid-run, losing at most the environment in flight', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+    const page = await context.newPage();
+    await useTranscript(page);
+    await page.goto(`${server.url}#panel=run&seed=5&playsPerEnv=2`);
+    await page.getByTestId('iterations').fill(String(CYCLES));
+    await page.getByTestId('start').click();
+    // wait until cycle 2 has scored its first environment, then reload
+    await expect
+      .poll(() => page.locator('[data-testid^=score-]').count(), { timeout: 120_000, interval: 200 })
+      .toBeGreaterThan(0);
+    await expect
+      .poll(async () => (await page.getByTestId('run-status').textContent()) ?? '', { timeout: 120_000, interval: 200 })
+      .toMatch(/cycle 2 of 2/);
+    await expect
+      .poll(() => page.locator('[data-testid^=score-]').count(), { timeout: 120_000, interval: 200 })
+      .toBeGreaterThan(0);
+    await page.reload(); // the models, the transcript and the run's progress come back from IndexedDB
+    await page.getByTestId('resume-run').click();
+    await expect
+      .poll(() => page.getByTestId('run-status').textContent(), { timeout: 120_000, interval: 500 })
+      .toBe('status: done');
+    const exported = await page.evaluate(async () => {
+      const req = indexedDB.open('spade-playground');
+      const db: IDBDatabase = await new Promise((r) => (req.onsuccess = () => r(req.result)));
+      const tx = db.transaction('runs');
+      const all: IDBRequest<string[]> = tx.objectStore('runs').getAll() as IDBRequest<string[]>;
+      const keys = tx.objectStore('runs').getAllKeys();
+      await new Promise((r) => (tx.oncomplete = r));
+      return keys.result.map((k, i) => [String(k), all.result[i]!] as const).filter(([k]) => /\.c\d+$/.test(k));
+    });
+    const archive = exported.flatMap(([, v]) => (JSON.parse(v) as { archive: ArchiveRecord[] }).archive);
+    expect(archive.map((a) => [a.cycle, a.skill, a.stats?.regret])).toEqual(
+      expected.map((a) => [a.cycle, a.skill, a.stats?.regret]),
+    );
+    await context.close();
+  });
+});
