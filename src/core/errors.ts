@@ -39,6 +39,12 @@ export class SandboxRuntimeError extends SpadeError {}
 export class WorkerCrashedError extends SpadeError {}
 /** A model failed to load (download, unsupported GPU, out of memory); the message suggests what to try. */
 export class ModelLoadError extends SpadeError {}
+/** A safetensors file is malformed, truncated or hostile (data.code says which). */
+export class SafetensorsError extends ModelLoadError {
+  get code(): string {
+    return String(this.data.code);
+  }
+}
 /** A model call failed (server error, bad reply, timeout) after any retries. */
 export class ModelCallError extends SpadeError {}
 /** A replayed transcript has no recorded reply for this request. */
@@ -60,6 +66,7 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   SandboxRuntimeError,
   WorkerCrashedError,
   ModelLoadError,
+  SafetensorsError,
   ModelCallError,
   ReplayMismatchError,
   UsageError,

@@ -1,0 +1,224 @@
+/**
+ * attention: causal scaled-dot-product attention with grouped-query heads and a KV-cache prefix.
+ *
+ *   q: (T, Hq, D)   k, v: (S, Hkv, D), S >= T   →   out: (T, Hq, D), lse: (Hq, T)
+ *
+ * The T queries are the last T positions of the S keys: query t sees keys 0 ..= S - T + t (so
+ * T = 1, S = n is a decode step against n - 1 cached tokens, T = S is a plain prefill). Query head
+ * h uses KV head h / (Hq / Hkv). Scores are q.k / sqrt(D).
+ *
+ * What the backward keeps: only lse[h, t] = log(sum_j exp(score_j)), the softmax row's
+ * log-sum-exp (Hq * T floats). The backward recomputes p = exp(score - lse) from q and k instead
+ * of storing the (Hq, T, S) probabilities, so memory stays linear in S (flash-attention style);
+ * it also needs the forward's `out` (for delta = rowsum(dout * out)).
+ *
+ * GPU: the forward is one workgroup per (head, query) with an online softmax over key chunks,
+ * fine for decode and modest prefill lengths; the backward is two dispatches, dq (+ delta) per
+ * (head, query) and dk/dv per (kv head, key), with no atomics. f32 tensors only, D ≤ 256.
+ */
+import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import shader from './attention.wgsl?raw';
+import backwardShader from './attention_backward.wgsl?raw';
+import dkvShader from './attention_backward_dkv.wgsl?raw';
+
+const WG = 64;
+const MAX_D = 256;
+const MAX_GROUPS = 65535;
+
+export interface AttentionDims {
+  /** Queries (new tokens). */
+  T: number;
+  /** Keys/values, cache prefix included (S ≥ T). */
+  S: number;
+  /** Query heads, a multiple of Hkv. */
+  Hq: number;
+  /** Key/value heads. */
+  Hkv: number;
+  /** Head dimension. */
+  D: number;
+}
+
+function checkDims({ T, S, Hq, Hkv, D }: AttentionDims): void {
+  for (const [name, n] of Object.entries({ T, S, Hq, Hkv, D })) {
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`attention: ${name} must be a whole number ≥ 1, got ${n}`);
+  }
+  if (S < T) throw new RangeError(`attention: S=${S} keys cannot be fewer than T=${T} queries`);
+  if (Hq % Hkv !== 0) throw new RangeError(`attention: Hq=${Hq} is not a multiple of Hkv=${Hkv}`);
+}
+
+function checkLen(what: string, got: number, want: number): void {
+  if (got !== want) throw new RangeError(`attention: ${what} has ${got} values, expected ${want}`);
+}
+
+/** Causally visible scores of one query row, scaled, with their log-sum-exp. */
+function scoreRow(q: Float32Array, k: Float32Array, dims: AttentionDims, t: number, h: number) {
+  const { T, S, Hq, Hkv, D } = dims;
+  const kvh = Math.floor(h / (Hq / Hkv));
+  const nKeys = S - T + t + 1;
+  const scale = 1 / Math.sqrt(D);
+  const s = new Float64Array(nKeys);
+  for (let j = 0; j < nKeys; j++) {
+    let dot = 0;
+    for (let d = 0; d < D; d++) dot += q[(t * Hq + h) * D + d]! * k[(j * Hkv + kvh) * D + d]!;
+    s[j] = dot * scale;
+  }
+  let m = -Infinity;
+  for (const x of s) m = Math.max(m, x);
+  let sum = 0;
+  for (let j = 0; j < nKeys; j++) sum += Math.exp(s[j]! - m);
+  return { s, lse: m + Math.log(sum), kvh, scale };
+}
+
+/** CPU reference. q: (T, Hq, D), k, v: (S, Hkv, D) → out: (T, Hq, D), lse: (Hq, T). */
+export function attentionCpu(
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  dims: AttentionDims,
+): { out: Float32Array; lse: Float32Array } {
+  const { T, S, Hq, Hkv, D } = dims;
+  checkDims(dims);
+  checkLen('q', q.length, T * Hq * D);
+  checkLen('k', k.length, S * Hkv * D);
+  checkLen('v', v.length, S * Hkv * D);
+  const out = new Float32Array(T * Hq * D);
+  const lse = new Float32Array(Hq * T);
+  for (let t = 0; t < T; t++) {
+    for (let h = 0; h < Hq; h++) {
+      const row = scoreRow(q, k, dims, t, h);
+      lse[h * T + t] = row.lse;
+      for (let d = 0; d < D; d++) {
+        let acc = 0;
+        for (let j = 0; j < row.s.length; j++) acc += Math.exp(row.s[j]! - row.lse) * v[(j * Hkv + row.kvh) * D + d]!;
+        out[(t * Hq + h) * D + d] = acc;
+      }
+    }
+  }
+  return { out, lse };
+}
+
+/** CPU reference of the backward. q, dout: (T, Hq, D), k, v: (S, Hkv, D) → dq, dk, dv. */
+export function attentionBackwardCpu(
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  dout: Float32Array,
+  dims: AttentionDims,
+): { dq: Float32Array; dk: Float32Array; dv: Float32Array } {
+  const { T, S, Hq, Hkv, D } = dims;
+  checkDims(dims);
+  checkLen('q', q.length, T * Hq * D);
+  checkLen('k', k.length, S * Hkv * D);
+  checkLen('v', v.length, S * Hkv * D);
+  checkLen('dout', dout.length, T * Hq * D);
+  const dq = new Float64Array(q.length);
+  const dk = new Float64Array(k.length);
+  const dv = new Float64Array(v.length);
+  for (let t = 0; t < T; t++) {
+    for (let h = 0; h < Hq; h++) {
+      const { s, lse, kvh, scale } = scoreRow(q, k, dims, t, h);
+      const qRow = (t * Hq + h) * D;
+      const p = s.map((x) => Math.exp(x - lse));
+      // dp_j = dout . v_j; softmax backward: ds_j = p_j (dp_j - sum_i p_i dp_i)
+      const dp = p.map((_, j) => {
+        let acc = 0;
+        for (let d = 0; d < D; d++) acc += dout[qRow + d]! * v[(j * Hkv + kvh) * D + d]!;
+        return acc;
+      });
+      let pdp = 0;
+      for (let j = 0; j < p.length; j++) pdp += p[j]! * dp[j]!;
+      for (let j = 0; j < p.length; j++) {
+        const ds = p[j]! * (dp[j]! - pdp);
+        const kvRow = (j * Hkv + kvh) * D;
+        for (let d = 0; d < D; d++) {
+          dv[kvRow + d] += p[j]! * dout[qRow + d]!;
+          dq[qRow + d] += ds * scale * k[kvRow + d]!;
+          dk[kvRow + d] += ds * scale * q[qRow + d]!;
+        }
+      }
+    }
+  }
+  return { dq: Float32Array.from(dq), dk: Float32Array.from(dk), dv: Float32Array.from(dv) };
+}
+
+/** Dims from tensor shapes, checked for the GPU kernels. */
+function dimsOf(q: Tensor, k: Tensor, v: Tensor): AttentionDims {
+  for (const t of [q, k, v]) {
+    if (t.dtype !== 'f32') throw new TypeError(`attention: f32 tensors only, got ${t.dtype}`);
+    if (t.shape.length !== 3)
+      throw new RangeError(`attention: expected (rows, heads, D) shapes, got ${JSON.stringify(t.shape)}`);
+  }
+  const [T, Hq, D] = q.shape as [number, number, number];
+  const [S, Hkv, Dk] = k.shape as [number, number, number];
+  if (Dk !== D || v.shape.join() !== k.shape.join()) {
+    throw new RangeError(
+      `attention: q ${JSON.stringify(q.shape)}, k ${JSON.stringify(k.shape)}, v ${JSON.stringify(v.shape)} do not fit`,
+    );
+  }
+  const dims = { T, S, Hq, Hkv, D };
+  checkDims(dims);
+  if (D > MAX_D) throw new RangeError(`attention: D=${D} exceeds ${MAX_D}`);
+  if (S > MAX_GROUPS || Hq > MAX_GROUPS) throw new RangeError(`attention: S=${S}, Hq=${Hq} exceed ${MAX_GROUPS}`);
+  return dims;
+}
+
+const params = ({ T, S, Hq, Hkv, D }: AttentionDims) =>
+  uniforms({ u32: T }, { u32: S }, { u32: Hq }, { u32: Hkv }, { u32: D }, { f32: 1 / Math.sqrt(D) });
+
+/** GPU forward, recorded on `e`. q: (T, Hq, D), k, v: (S, Hkv, D) → out: (T, Hq, D), lse: (Hq, T). */
+export function attention(e: Engine, q: Tensor, k: Tensor, v: Tensor): { out: Tensor; lse: Tensor } {
+  const dims = dimsOf(q, k, v);
+  const out = e.tensor([dims.T, dims.Hq, dims.D]);
+  const lse = e.tensor([dims.Hq, dims.T]);
+  e.run({
+    key: 'attention',
+    code: shader,
+    constants: { WG },
+    bindings: [q, k, v, out, lse],
+    uniforms: params(dims),
+    workgroups: [dims.Hq, dims.T],
+  });
+  return { out, lse };
+}
+
+/**
+ * GPU backward, recorded on `e`. q: (T, Hq, D), k, v: (S, Hkv, D), and from the forward out:
+ * (T, Hq, D) and lse: (Hq, T); dout: (T, Hq, D) → dq: (T, Hq, D), dk, dv: (S, Hkv, D).
+ */
+export function attentionBackward(
+  e: Engine,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  out: Tensor,
+  lse: Tensor,
+  dout: Tensor,
+): { dq: Tensor; dk: Tensor; dv: Tensor } {
+  const dims = dimsOf(q, k, v);
+  checkLen('out', out.size, q.size);
+  checkLen('dout', dout.size, q.size);
+  checkLen('lse', lse.size, dims.Hq * dims.T);
+  const dq = e.tensor(q.shape);
+  const dk = e.tensor(k.shape);
+  const dv = e.tensor(v.shape);
+  const delta = e.tensor([dims.Hq, dims.T]);
+  const u = params(dims);
+  e.run({
+    key: 'attention_backward',
+    code: backwardShader,
+    constants: { WG },
+    bindings: [q, k, v, out, dout, lse, delta, dq],
+    uniforms: u,
+    workgroups: [dims.Hq, dims.T],
+  });
+  e.run({
+    key: 'attention_backward_dkv',
+    code: dkvShader,
+    constants: { WG },
+    bindings: [q, k, v, dout, lse, delta, dk, dv],
+    uniforms: u,
+    workgroups: [dims.Hkv, dims.S],
+  });
+  e.release(delta);
+  return { dq, dk, dv };
+}

@@ -1,0 +1,109 @@
+// attention: causal scaled-dot-product attention with grouped-query heads and a KV-cache prefix.
+// Query t (0-based, of T) sits at position S - T + t and sees keys 0 ..= S - T + t.
+// Query head h reads KV head h / (Hq / Hkv). Scores are scale * q.k (scale = 1/sqrt(D)).
+// Outputs the attention result and, for the backward, the log-sum-exp of each score row:
+//   lse[h, t] = log(sum_j exp(s_j)), so that p_j = exp(s_j - lse).
+// One workgroup per (query head, query): a single pass over the keys in chunks of WG with an
+// online softmax (running max m and per-invocation running sums). In each chunk, invocation i
+// scores key j0 + i; then invocation i accumulates output dims d = i, i + WG, ... over the chunk.
+// Constants (overrides): WG = workgroup size, a power of two (default 64). D <= MAX_D.
+// Dispatch: (Hq, T) workgroups.
+
+override WG: u32 = 64u;
+const MAX_D: u32 = 256u;
+const NEG_BIG: f32 = -3.0e38;
+
+struct Params {
+  T: u32,
+  S: u32,
+  Hq: u32,
+  Hkv: u32,
+  D: u32,
+  scale: f32,
+}
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;         // (T, Hq, D)
+@group(0) @binding(1) var<storage, read> k: array<f32>;         // (S, Hkv, D)
+@group(0) @binding(2) var<storage, read> v: array<f32>;         // (S, Hkv, D)
+@group(0) @binding(3) var<storage, read_write> out: array<f32>; // (T, Hq, D)
+@group(0) @binding(4) var<storage, read_write> lse: array<f32>; // (Hq, T)
+@group(0) @binding(5) var<uniform> p: Params;
+
+var<workgroup> qs: array<f32, MAX_D>;  // q row, pre-scaled
+var<workgroup> acc: array<f32, MAX_D>; // unnormalised output row
+var<workgroup> probs: array<f32, WG>;  // exp(s - m) for the chunk's keys
+var<workgroup> red: array<f32, WG>;    // reduction scratch
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let h = wid.x;
+  let t = wid.y;
+  let D = p.D;
+  let kvh = h / (p.Hq / p.Hkv);
+  let kvStride = p.Hkv * D;
+  let qBase = (t * p.Hq + h) * D;
+  for (var d = lid; d < D; d += WG) {
+    qs[d] = q[qBase + d] * p.scale;
+    acc[d] = 0.0;
+  }
+  workgroupBarrier();
+
+  let nKeys = p.S - p.T + t + 1u;
+  var m = NEG_BIG; // running max (the same in every invocation)
+  var l = 0.0;     // this invocation's share of the running sum of exp(s - m)
+  for (var j0 = 0u; j0 < nKeys; j0 += WG) {
+    let j = j0 + lid;
+    var s = NEG_BIG;
+    if (j < nKeys) {
+      let kBase = j * kvStride + kvh * D;
+      s = 0.0;
+      for (var d = 0u; d < D; d++) {
+        s += qs[d] * k[kBase + d];
+      }
+    }
+    red[lid] = s;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+      if (lid < stride) {
+        red[lid] = max(red[lid], red[lid + stride]);
+      }
+      workgroupBarrier();
+    }
+    let mNew = max(m, red[0]);
+    let alpha = exp(max(m - mNew, -80.0)); // 0 in effect on the first chunk (m = NEG_BIG)
+    var e = 0.0;
+    if (j < nKeys) {
+      e = exp(s - mNew);
+    }
+    probs[lid] = e;
+    l = l * alpha + e;
+    m = mNew;
+    workgroupBarrier();
+
+    let n = min(WG, nKeys - j0);
+    for (var d = lid; d < D; d += WG) {
+      var a = acc[d] * alpha;
+      for (var jj = 0u; jj < n; jj++) {
+        a += probs[jj] * v[(j0 + jj) * kvStride + kvh * D + d];
+      }
+      acc[d] = a;
+    }
+    workgroupBarrier(); // probs and red are rewritten by the next chunk
+  }
+
+  red[lid] = l;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+    if (lid < stride) {
+      red[lid] += red[lid + stride];
+    }
+    workgroupBarrier();
+  }
+  let total = red[0];
+  for (var d = lid; d < D; d += WG) {
+    out[qBase + d] = acc[d] / total;
+  }
+  if (lid == 0u) {
+    lse[h * p.T + t] = m + log(total);
+  }
+}

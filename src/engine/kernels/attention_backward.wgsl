@@ -1,0 +1,101 @@
+// attention backward, part 1 of 2: dq, and delta for part 2. Per query row (h, t), with
+// p_j = exp(s_j - lse) recomputed from the forward's log-sum-exp:
+//   delta      = sum_d dout[d] * out[d]            (= sum_j p_j * dp_j)
+//   dp_j       = dout . v_j
+//   ds_j       = p_j * (dp_j - delta)              (softmax backward)
+//   dq         = scale * sum_j ds_j * k_j
+// Same layout and masking as attention.wgsl; one workgroup per (query head, query), keys in
+// chunks of WG (invocation i handles key j0 + i, then dims d = i, i + WG, ...).
+// Constants (overrides): WG = workgroup size, a power of two (default 64). D <= MAX_D.
+// Dispatch: (Hq, T) workgroups.
+
+override WG: u32 = 64u;
+const MAX_D: u32 = 256u;
+
+struct Params {
+  T: u32,
+  S: u32,
+  Hq: u32,
+  Hkv: u32,
+  D: u32,
+  scale: f32,
+}
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;           // (T, Hq, D)
+@group(0) @binding(1) var<storage, read> k: array<f32>;           // (S, Hkv, D)
+@group(0) @binding(2) var<storage, read> v: array<f32>;           // (S, Hkv, D)
+@group(0) @binding(3) var<storage, read> out: array<f32>;         // (T, Hq, D)
+@group(0) @binding(4) var<storage, read> dout: array<f32>;        // (T, Hq, D)
+@group(0) @binding(5) var<storage, read> lse: array<f32>;         // (Hq, T)
+@group(0) @binding(6) var<storage, read_write> delta: array<f32>; // (Hq, T)
+@group(0) @binding(7) var<storage, read_write> dq: array<f32>;    // (T, Hq, D)
+@group(0) @binding(8) var<uniform> p: Params;
+
+var<workgroup> qs: array<f32, MAX_D>;
+var<workgroup> dos: array<f32, MAX_D>;
+var<workgroup> acc: array<f32, MAX_D>;
+var<workgroup> dss: array<f32, WG>; // ds_j for the chunk's keys
+var<workgroup> red: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let h = wid.x;
+  let t = wid.y;
+  let D = p.D;
+  let kvh = h / (p.Hq / p.Hkv);
+  let kvStride = p.Hkv * D;
+  let qBase = (t * p.Hq + h) * D;
+
+  var part = 0.0;
+  for (var d = lid; d < D; d += WG) {
+    qs[d] = q[qBase + d];
+    dos[d] = dout[qBase + d];
+    acc[d] = 0.0;
+    part += dout[qBase + d] * out[qBase + d];
+  }
+  red[lid] = part;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+    if (lid < stride) {
+      red[lid] += red[lid + stride];
+    }
+    workgroupBarrier();
+  }
+  let dlt = red[0];
+  let L = lse[h * p.T + t];
+  if (lid == 0u) {
+    delta[h * p.T + t] = dlt;
+  }
+
+  let nKeys = p.S - p.T + t + 1u;
+  for (var j0 = 0u; j0 < nKeys; j0 += WG) {
+    let j = j0 + lid;
+    var ds = 0.0;
+    if (j < nKeys) {
+      let kvBase = j * kvStride + kvh * D;
+      var s = 0.0;
+      var dp = 0.0;
+      for (var d = 0u; d < D; d++) {
+        s += qs[d] * k[kvBase + d];
+        dp += dos[d] * v[kvBase + d];
+      }
+      ds = exp(s * p.scale - L) * (dp - dlt);
+    }
+    dss[lid] = ds;
+    workgroupBarrier();
+
+    let n = min(WG, nKeys - j0);
+    for (var d = lid; d < D; d += WG) {
+      var a = acc[d];
+      for (var jj = 0u; jj < n; jj++) {
+        a += dss[jj] * k[(j0 + jj) * kvStride + kvh * D + d];
+      }
+      acc[d] = a;
+    }
+    workgroupBarrier();
+  }
+
+  for (var d = lid; d < D; d += WG) {
+    dq[qBase + d] = acc[d] * p.scale;
+  }
+}
