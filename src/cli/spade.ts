@@ -22,6 +22,10 @@ Usage:
   spade chat --backend openai --base-url URL --model M "prompt"
                                              stream one reply from a server
   spade bench loop [--json]                  loop overhead outside model calls, replies paced at 20 tokens/s
+  spade engine logits --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu] [--json]
+  spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0] [--json]
+                                             run our WebGPU engine (or its CPU references) on a checkpoint
+  spade bench engine [--json]                matmul GFLOP/s vs the FMA peak, decode and LoRA training tokens/s
   spade gpu [--json]                         report the WebGPU adapter Node sees
   spade help                                 this text
 
@@ -79,6 +83,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   share: async () => (await import('./cmd_share.ts')).share,
   run: async () => (await import('./cmd_run.ts')).run,
   chat: async () => (await import('./cmd_models.ts')).chat,
+  engine: async () => (await import('./cmd_engine.ts')).engine,
   bench: async () => (await import('./cmd_bench.ts')).bench,
 };
 

@@ -43,7 +43,7 @@ export type LoopEvent =
   | { type: 'cycle_start'; cycle: number; skills: string[] }
   | { type: 'document'; cycle: number; index: number; skill: string; source: string; excerpt: string }
   | { type: 'designer_token'; cycle: number; index: number; attempt: number; delta: string }
-  | { type: 'designer_output'; cycle: number; index: number; attempt: number; text: string; code: string | null }
+  | { type: 'designer_output'; cycle: number; index: number; attempt: number; text: string; code: string | null; messages: ChatMessage[] }
   | {
       type: 'checks';
       cycle: number;
@@ -284,7 +284,7 @@ export class SpadeLoop {
         }),
       );
       const code = extractCode(reply.text);
-      this.emit({ type: 'designer_output', cycle, index, attempt: a, text: reply.text, code });
+      this.emit({ type: 'designer_output', cycle, index, attempt: a, text: reply.text, code, messages });
       let failures: string[];
       let report: CheckReport | null = null;
       if (!code)

@@ -1,0 +1,91 @@
+/**
+ * The engine from the command line (Node; `webgpu` package, or `--device cpu` for the CPU references):
+ *   spade engine logits   --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu] [--json]
+ *   spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0]
+ *                         [--top-p 1] [--seed 0] [--device gpu|cpu] [--json]
+ * --json: the last line is one JSON object with `logits` (last position, or every position with --all)
+ * or `tokens` (the generated ids).
+ */
+import { UsageError } from '../core/errors.ts';
+import { generate } from '../engine/generate.ts';
+import { loadCheckpoint, loadPeftAdapter } from '../engine/io/load.ts';
+import { LlamaModel } from '../engine/model.ts';
+import { CpuOps, GpuOps, type Ops } from '../engine/ops.ts';
+import { Engine } from '../engine/runtime.ts';
+import { acquireNodeGpu } from '../platform/node/gpu.ts';
+import { DirModelFiles } from '../platform/node/model_files.ts';
+import { intFlag, parseArgs, type Args, type Io } from './spade.ts';
+
+const flag = (a: Args, n: string) => a.flags.get(n)?.[0];
+
+/** Load a model (and adapter) from directories onto the chosen device. */
+export async function loadModelFromDir(
+  dir: string,
+  adapterDir: string | undefined,
+  device: string,
+): Promise<{ model: LlamaModel<unknown>; close: () => void }> {
+  if (device !== 'gpu' && device !== 'cpu') throw new UsageError(`--device must be gpu or cpu; got "${device}"`);
+  const ckpt = await loadCheckpoint(new DirModelFiles(dir), { tokenizer: false });
+  let ops: Ops<unknown>;
+  let close = () => {};
+  if (device === 'gpu') {
+    const ctx = await acquireNodeGpu();
+    ops = new GpuOps(new Engine(ctx)) as unknown as Ops<unknown>;
+    close = () => ctx.destroy();
+  } else ops = new CpuOps() as unknown as Ops<unknown>;
+  const model = new LlamaModel(ckpt.config, ops, ckpt.weights);
+  if (adapterDir) model.setLora(await loadPeftAdapter(new DirModelFiles(adapterDir), { model: ckpt.config }));
+  return { model, close };
+}
+
+function parseTokens(a: Args): number[] {
+  const raw = flag(a, 'tokens');
+  if (!raw) throw new UsageError('--tokens 1,2,3 is required');
+  const ids = raw.split(',').map((s) => Number(s.trim()));
+  if (ids.some((n) => !Number.isInteger(n) || n < 0))
+    throw new UsageError(`--tokens must be comma-separated token ids; got "${raw}"`);
+  return ids;
+}
+
+export async function engine(argv: string[], io: Io): Promise<number> {
+  const [sub, ...rest] = argv;
+  const a = parseArgs(rest, ['json', 'all']);
+  const dir = flag(a, 'model');
+  if (sub !== 'logits' && sub !== 'generate') throw new UsageError('engine needs "logits" or "generate"');
+  if (!dir) throw new UsageError(`engine ${sub} needs --model DIR (a Hugging Face checkpoint directory)`);
+  const ids = parseTokens(a);
+  const { model, close } = await loadModelFromDir(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu');
+  try {
+    if (ids.some((i) => i >= model.cfg.vocabSize))
+      throw new UsageError(`token ids must be below the vocabulary size ${model.cfg.vocabSize}`);
+    if (sub === 'logits') {
+      const all = a.flags.has('all');
+      const { logits } = model.forward(ids, { lastOnly: !all });
+      const flat = await model.ops.read(logits);
+      const V = model.cfg.vocabSize;
+      const rows = Array.from({ length: flat.length / V }, (_, t) => Array.from(flat.subarray(t * V, (t + 1) * V)));
+      if (a.flags.has('json')) io.out(JSON.stringify({ ok: true, logits: all ? rows : rows[0] }));
+      else
+        for (const [t, r] of rows.entries())
+          io.out(
+            `position ${all ? t : ids.length - 1}: ${r
+              .slice(0, 8)
+              .map((x) => x.toFixed(4))
+              .join(' ')} …`,
+          );
+      return 0;
+    }
+    const tokens = await generate(model, ids, {
+      maxNew: intFlag(a, 'max-new', 16),
+      temperature: Number(flag(a, 'temperature') ?? 0),
+      topP: Number(flag(a, 'top-p') ?? 1),
+      seed: intFlag(a, 'seed', 0),
+      stopIds: model.cfg.eosTokenIds,
+    });
+    if (a.flags.has('json')) io.out(JSON.stringify({ ok: true, tokens }));
+    else io.out(tokens.join(','));
+    return 0;
+  } finally {
+    close();
+  }
+}

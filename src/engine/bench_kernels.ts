@@ -1,0 +1,95 @@
+/**
+ * Kernel benchmarks for `spade bench engine`: matmul throughput and the device's pure-FMA peak,
+ * both in GFLOP/s. Each measurement warms up once (pipeline compilation, first-touch), then
+ * times whole submissions: record, flush, and wait for queue.onSubmittedWorkDone().
+ */
+import type { Engine } from './runtime.ts';
+import { uniforms } from './runtime.ts';
+import { matmul, type MatmulOptions } from './kernels/matmul.ts';
+import fmaShader from './kernels/fma_peak.wgsl?raw';
+
+const FMA_WG = 256;
+const FMA_FLOPS_PER_ITER = 32; // 16 fma per thread per round
+
+/** Wait until everything submitted so far has run. */
+async function drain(e: Engine): Promise<void> {
+  e.flush();
+  await e.device.queue.onSubmittedWorkDone();
+  e.ctx.throwIfLost();
+}
+
+/** Random-ish f32 data without an RNG dependency (values in [-1, 1)). */
+function filler(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  let s = seed >>> 0 || 1;
+  for (let i = 0; i < n; i++) {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    out[i] = (s >>> 0) / 2 ** 31 - 1;
+  }
+  return out;
+}
+
+/**
+ * GFLOP/s of C (m×n) = A (m×k) · B (k×n) in f32, averaged over `reps` products (each its own
+ * submission, waited for), after one warm-up. 2·m·n·k flops per product.
+ */
+export async function benchMatmul(
+  e: Engine,
+  m: number,
+  n: number,
+  k: number,
+  reps = 5,
+  opts: Pick<MatmulOptions, 'tile'> = {},
+): Promise<number> {
+  if (!(m > 0 && n > 0 && k > 0 && reps > 0)) throw new RangeError('benchMatmul: sizes and reps must be positive');
+  const a = e.tensor([m, k], filler(m * k, 1));
+  const b = e.tensor([k, n], filler(k * n, 2));
+  const c = e.tensor([m, n]);
+  matmul(e, a, b, { ...opts, out: c });
+  await drain(e);
+  const t0 = performance.now();
+  for (let r = 0; r < reps; r++) {
+    matmul(e, a, b, { ...opts, out: c });
+    await drain(e);
+  }
+  const secs = (performance.now() - t0) / 1000;
+  for (const t of [a, b, c]) e.release(t);
+  e.flush();
+  return (2 * m * n * k * reps) / secs / 1e9;
+}
+
+/**
+ * GFLOP/s of a pure-FMA kernel (fma_peak.wgsl): the arithmetic ceiling that matmul's figure can
+ * be compared with. The dispatch grows until one timed submission takes at least `minMs`.
+ */
+export async function benchFmaPeak(e: Engine, minMs = 100): Promise<number> {
+  const iters = 4096;
+  let groups = 64;
+  const maxGroups = 65535;
+  for (;;) {
+    const out = e.tensor([groups * FMA_WG]);
+    const run = () =>
+      e.run({
+        key: 'fma_peak',
+        code: fmaShader,
+        constants: { WG: FMA_WG },
+        bindings: [out],
+        uniforms: uniforms({ u32: iters }, { f32: 0.999999 }, { f32: 1e-7 }),
+        workgroups: [groups],
+      });
+    run();
+    await drain(e);
+    const t0 = performance.now();
+    run();
+    await drain(e);
+    const ms = performance.now() - t0;
+    e.release(out);
+    e.flush();
+    if (ms >= minMs || groups >= maxGroups) {
+      return (groups * FMA_WG * iters * FMA_FLOPS_PER_ITER) / (ms / 1000) / 1e9;
+    }
+    groups = Math.min(maxGroups, groups * Math.max(2, Math.ceil(minMs / Math.max(ms, 1))));
+  }
+}

@@ -1,0 +1,16 @@
+/**
+ * Dispatch grids for kernels that index a flat range of workgroups: WebGPU caps each grid
+ * dimension at 65535 (maxComputeWorkgroupsPerDimension's default), so a long 1-D range is laid
+ * out as (x, y) and the shader recovers the flat index as `wid.x + wid.y * nwg.x`
+ * (`@builtin(num_workgroups) nwg`). Excess workgroups (x * y > groups) must exit early.
+ */
+export const MAX_GROUPS_PER_DIM = 65535;
+
+/** A 2-D grid holding at least `groups` workgroups (at least one). */
+export function grid1d(groups: number): [number, number] {
+  const g = Math.max(1, Math.ceil(groups));
+  if (g <= MAX_GROUPS_PER_DIM) return [g, 1];
+  const y = Math.ceil(g / MAX_GROUPS_PER_DIM);
+  if (y > MAX_GROUPS_PER_DIM) throw new RangeError(`dispatch of ${g} workgroups is too large`);
+  return [Math.ceil(g / y), y];
+}

@@ -1,0 +1,79 @@
+/**
+ * elementwise: residual add (out = a + b), scale (out = a · s) and add-in-place (a += b · s),
+ * one shader with an OP constant. All f32, any shape (flat over the elements).
+ * Backward: add passes its upstream gradient to both inputs; scale multiplies it by s.
+ */
+import type { Engine, Tensor } from '../runtime.ts';
+import { uniforms } from '../runtime.ts';
+import { grid1d } from './dispatch_grid.ts';
+import shader from './elementwise.wgsl?raw';
+
+const WG = 256;
+const OP_ADD = 0;
+const OP_SCALE = 1;
+const OP_ADD_IN_PLACE = 2;
+
+function check(name: string, ...ts: Tensor[]): void {
+  for (const t of ts) if (t.dtype !== 'f32') throw new RangeError(`${name}: f32 tensors only, got ${t.dtype}`);
+  for (const t of ts.slice(1)) {
+    if (t.size !== ts[0]!.size) throw new RangeError(`${name}: size mismatch ${ts[0]!.size} vs ${t.size}`);
+  }
+}
+
+function record(e: Engine, op: number, a: Tensor, b: Tensor, out: Tensor, s: number): void {
+  if (out.size === 0) return;
+  e.run({
+    key: 'elementwise',
+    code: shader,
+    constants: { OP: op, WG },
+    bindings: [a, b, out],
+    uniforms: uniforms({ u32: out.size }, { f32: s }),
+    workgroups: grid1d(Math.ceil(out.size / WG)),
+  });
+}
+
+/** CPU reference. a, b: (N,) → a + b */
+export function addCpu(a: Float32Array, b: Float32Array): Float32Array {
+  if (a.length !== b.length) throw new RangeError(`add: size mismatch ${a.length} vs ${b.length}`);
+  const out = new Float32Array(a.length);
+  for (let i = 0; i < a.length; i++) out[i] = a[i]! + b[i]!;
+  return out;
+}
+
+/** out = a + b (new tensor, a's shape). */
+export function add(e: Engine, a: Tensor, b: Tensor): Tensor {
+  check('add', a, b);
+  const out = e.tensor(a.shape);
+  record(e, OP_ADD, a, b, out, 0);
+  return out;
+}
+
+/** CPU reference. a: (N,) → a · s */
+export function scaleCpu(a: Float32Array, s: number): Float32Array {
+  const out = new Float32Array(a.length);
+  for (let i = 0; i < a.length; i++) out[i] = a[i]! * s;
+  return out;
+}
+
+/** out = a · s (new tensor, a's shape). */
+export function scale(e: Engine, a: Tensor, s: number): Tensor {
+  check('scale', a);
+  const out = e.tensor(a.shape);
+  record(e, OP_SCALE, a, a, out, s);
+  return out;
+}
+
+/** CPU reference, in place: a += b · s (returns a). */
+export function addInPlaceCpu(a: Float32Array, b: Float32Array, s = 1): Float32Array {
+  if (a.length !== b.length) throw new RangeError(`addInPlace: size mismatch ${a.length} vs ${b.length}`);
+  for (let i = 0; i < a.length; i++) a[i] = Math.fround(a[i]! + b[i]! * s);
+  return a;
+}
+
+/** a += b · s, in place on a's buffer (returns a). b must not share a's buffer. */
+export function addInPlace(e: Engine, a: Tensor, b: Tensor, s = 1): Tensor {
+  check('addInPlace', a, b);
+  if (a.buffer === b.buffer) throw new RangeError('addInPlace: b must not alias a (use scale)');
+  record(e, OP_ADD_IN_PLACE, b, b, a, s);
+  return a;
+}

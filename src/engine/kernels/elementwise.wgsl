@@ -1,0 +1,40 @@
+// elementwise: three f32 ops selected by the OP constant, over N elements.
+//   OP 0, add:          out[i] = a[i] + b[i]          (residual connections)
+//   OP 1, scale:        out[i] = a[i] * s             (b is unused: bind a again)
+//   OP 2, add in place: out[i] = out[i] + b[i] * s    (out is the updated tensor; a is unused:
+//                                                      bind b again)
+// Constants (overrides): OP, WG = workgroup size (default 256).
+// Dispatch: ceil(N / WG) workgroups laid out as (x, y) (dispatch_grid.ts), flat index
+// wid.x + wid.y * nwg.x.
+
+override OP: u32 = 0u;
+override WG: u32 = 256u;
+
+struct Params {
+  n: u32,
+  s: f32,
+}
+
+@group(0) @binding(0) var<storage, read> a: array<f32>;         // (N,)
+@group(0) @binding(1) var<storage, read> b: array<f32>;         // (N,)
+@group(0) @binding(2) var<storage, read_write> out: array<f32>; // (N,)
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let i = (wid.x + wid.y * nwg.x) * WG + lid;
+  if (i >= p.n) {
+    return;
+  }
+  if (OP == 0u) {
+    out[i] = a[i] + b[i];
+  } else if (OP == 1u) {
+    out[i] = a[i] * p.s;
+  } else {
+    out[i] = fma(b[i], p.s, out[i]);
+  }
+}

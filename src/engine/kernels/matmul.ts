@@ -1,0 +1,297 @@
+/**
+ * matmul: C = alpha · op(A) · op(B), or C += alpha · op(A) · op(B) (accumulate), row-major,
+ * op(X) = X or Xᵀ (transA / transB). Optionally batched over a leading dim: a 3-D operand holds
+ * one matrix per batch, a 2-D operand is shared by all batches.
+ *
+ * Storage: f32 or f16 per operand (the tensor's dtype picks the variant; f16 needs the
+ * device's `shader-f16`), accumulation always in f32, output f32.
+ *
+ * Backward (there is no separate kernel: it is two more matmuls with other transpose flags).
+ * For C = alpha · op(A) · op(B) with upstream gradient dC (same shape as C):
+ *   d op(A) = alpha · dC · op(B)ᵀ          d op(B) = alpha · op(A)ᵀ · dC
+ * and un-transposing where the operand was stored transposed:
+ *   dA = matmul(dC, B, {transB: !transB})              if !transA   (dA is (M, K))
+ *   dA = matmul(B, dC, {transA: transB, transB: true}) if transA    (dA is (K, M) = op(B) · dCᵀ)
+ *   dB = matmul(A, dC, {transA: !transA})              if !transB   (dB is (K, N))
+ *   dB = matmul(dC, A, {transA: true, transB: transA}) if transB    (dB is (N, K) = dCᵀ · op(A))
+ * each with the same alpha. `matmulBackward` records exactly these (with `accumulate` for
+ * gradient accumulation).
+ */
+import { Engine, f32ToF16, numel, uniforms, type Tensor } from '../runtime.ts';
+import shader from './matmul.wgsl?raw';
+
+export interface MatmulOptions {
+  transA?: boolean;
+  transB?: boolean;
+  /** Scale of the product (default 1). */
+  alpha?: number;
+  /** Write into this tensor instead of a new one (needed with `accumulate`). */
+  out?: Tensor;
+  /** out += alpha · op(A) · op(B) (needs `out`). */
+  accumulate?: boolean;
+  /** Tile override (threads along N and M, K slab); normally chosen from the shape. */
+  tile?: MatmulTile;
+}
+
+/** SwiftShader and other CPU fallbacks. */
+export function isSoftwareAdapter(e: Engine): boolean {
+  const r = e.ctx.report;
+  return r.isFallback || /swiftshader|llvmpipe|lavapipe/i.test(`${r.architecture} ${r.description} ${r.vendor}`);
+}
+
+export interface MatmulTile {
+  wgX: number;
+  wgY: number;
+  bk: number;
+}
+
+/** Shapes of a matmul, resolved from the stored shapes of A and B. */
+export interface MatmulDims {
+  batch: number;
+  m: number;
+  n: number;
+  k: number;
+  /** Elements between consecutive batches of A / B (0 when shared). */
+  strideA: number;
+  strideB: number;
+  outShape: number[];
+}
+
+/** Resolve M, N, K and batching from stored shapes (2-D, or 3-D with a leading batch). */
+export function matmulDims(aShape: readonly number[], bShape: readonly number[], transA = false, transB = false): MatmulDims {
+  const rank = (s: readonly number[], name: string) => {
+    if (s.length !== 2 && s.length !== 3) throw new RangeError(`matmul: ${name} must be 2-D or 3-D, got shape ${JSON.stringify(s)}`);
+  };
+  rank(aShape, 'A');
+  rank(bShape, 'B');
+  const [ar, ac] = aShape.slice(-2) as [number, number];
+  const [br, bc] = bShape.slice(-2) as [number, number];
+  const [m, ka] = transA ? [ac, ar] : [ar, ac];
+  const [kb, n] = transB ? [bc, br] : [br, bc];
+  if (ka !== kb) throw new RangeError(`matmul: inner dims differ (op(A) is ${m}x${ka}, op(B) is ${kb}x${n})`);
+  const batchA = aShape.length === 3 ? aShape[0]! : 1;
+  const batchB = bShape.length === 3 ? bShape[0]! : 1;
+  if (batchA !== batchB && batchA !== 1 && batchB !== 1) throw new RangeError(`matmul: batch sizes differ (${batchA} vs ${batchB})`);
+  const batch = Math.max(batchA, batchB);
+  const batched = aShape.length === 3 || bShape.length === 3;
+  return {
+    batch,
+    m,
+    n,
+    k: ka,
+    strideA: batchA > 1 ? m * ka : 0,
+    strideB: batchB > 1 ? ka * n : 0,
+    outShape: batched ? [batch, m, n] : [m, n],
+  };
+}
+
+export interface MatmulCpuOptions {
+  transA?: boolean;
+  transB?: boolean;
+  alpha?: number;
+  /** Initial C to accumulate onto (not modified; the sum is returned). */
+  accumulate?: Float32Array;
+}
+
+/** CPU reference (f64 sums). a, b: stored as `aShape`, `bShape` → (batch?, M, N). */
+export function matmulCpu(
+  a: Float32Array,
+  aShape: readonly number[],
+  b: Float32Array,
+  bShape: readonly number[],
+  opts: MatmulCpuOptions = {},
+): Float32Array {
+  const { transA = false, transB = false, alpha = 1 } = opts;
+  const d = matmulDims(aShape, bShape, transA, transB);
+  const { batch, m, n, k } = d;
+  if (a.length !== numel(aShape) || b.length !== numel(bShape)) throw new RangeError('matmul: data length does not match shape');
+  const out = new Float32Array(batch * m * n);
+  for (let z = 0; z < batch; z++) {
+    const oa = z * d.strideA;
+    const ob = z * d.strideB;
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let p = 0; p < k; p++) {
+          const av = transA ? a[oa + p * m + i]! : a[oa + i * k + p]!;
+          const bv = transB ? b[ob + j * k + p]! : b[ob + p * n + j]!;
+          s += av * bv;
+        }
+        const idx = z * m * n + i * n + j;
+        out[idx] = alpha * s + (opts.accumulate ? opts.accumulate[idx]! : 0);
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * f32 → f16 data for an f16 weight tensor (`e.tensor(shape, packF16(w), 'f16')`): IEEE binary16,
+ * round to nearest even, little-endian, element i at byte 2i (the layout of WGSL's array<f16>),
+ * padded with zeros to an even count so the upload is a whole number of 4-byte words
+ * (GPUQueue.writeBuffer needs that).
+ */
+export function packF16(x: Float32Array): Uint16Array {
+  const out = new Uint16Array(x.length + (x.length & 1));
+  out.set(f32ToF16(x));
+  return out;
+}
+
+let f16Variants: Record<string, string> | null = null;
+function variantCode(ta: 'f32' | 'f16', tb: 'f32' | 'f16'): string {
+  if (ta === 'f32' && tb === 'f32') return shader;
+  f16Variants ??= {};
+  const key = `${ta}${tb}`;
+  return (f16Variants[key] ??=
+    'enable f16;\n' + shader.replace('alias TA = f32;', `alias TA = ${ta};`).replace('alias TB = f32;', `alias TB = ${tb};`));
+}
+
+/**
+ * Tile for a shape: 64×64 by default, wide-and-short / narrow-and-tall for skinny outputs. On
+ * software adapters a 32×32 tile with an 8-deep slab: SwiftShader's compile time grows steeply
+ * with the workgroup memory (seconds for the 8 KiB of the 64×64×16 tile) and it gains nothing
+ * from the larger tiles.
+ */
+export function pickTile(m: number, n: number, software = false): MatmulTile {
+  if (software) return { wgX: 8, wgY: 8, bk: 8 };
+  if (m <= 16 && n > m) return { wgX: 64, wgY: 4, bk: 8 }; // 16 × 256 (decode, M = tokens)
+  if (n <= 16 && m > n) return { wgX: 4, wgY: 64, bk: 8 }; // 256 × 16 (LoRA rank outputs)
+  return { wgX: 16, wgY: 16, bk: 16 }; // 64 × 64 (8 KiB of workgroup memory)
+}
+
+/** GPU version, recorded on `e`. A, B stored as their shapes say → (batch?, M, N) f32. */
+export function matmul(e: Engine, a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
+  const { transA = false, transB = false, alpha = 1, accumulate = false } = opts;
+  let d = matmulDims(a.shape, b.shape, transA, transB);
+  if ((a.dtype === 'f16' || b.dtype === 'f16') && !e.f16) {
+    throw new Error("matmul: f16 tensors need the device feature 'shader-f16', which this adapter lacks; store them as f32");
+  }
+  let out: Tensor;
+  if (opts.out) {
+    out = opts.out;
+    if (out.dtype !== 'f32' || out.size !== numel(d.outShape)) {
+      throw new RangeError(`matmul: out must be f32 with ${numel(d.outShape)} elements, got ${out.dtype} ${JSON.stringify(out.shape)}`);
+    }
+  } else {
+    if (accumulate) throw new RangeError('matmul: accumulate needs an existing `out` tensor');
+    out = e.tensor(d.outShape);
+  }
+  if (out.buffer === a.buffer || out.buffer === b.buffer) throw new RangeError('matmul: out must not alias an input');
+  // A batch of non-transposed A against one shared B is a single (batch·M, K) product.
+  if (d.batch > 1 && d.strideB === 0 && d.strideA !== 0 && !transA) {
+    d = { ...d, m: d.batch * d.m, batch: 1, strideA: 0 };
+  }
+  if (d.batch > 65535) throw new RangeError(`matmul: batch ${d.batch} exceeds 65535`);
+  if (d.m === 0 || d.n === 0) return out;
+  const tile = opts.tile ?? pickTile(d.m, d.n, isSoftwareAdapter(e));
+  const lim = e.ctx.report.limits;
+  if (tile.wgX * tile.wgY > lim.maxComputeInvocationsPerWorkgroup || tile.bk * (tile.wgX + tile.wgY) * 16 > lim.maxComputeWorkgroupStorageSize) {
+    throw new RangeError(`matmul: tile ${JSON.stringify(tile)} exceeds the device's workgroup limits`);
+  }
+  const bm = tile.wgY * 4;
+  const bn = tile.wgX * 4;
+  e.run({
+    key: `matmul_${a.dtype}_${b.dtype}`,
+    code: variantCode(a.dtype, b.dtype),
+    constants: {
+      WG_X: tile.wgX,
+      WG_Y: tile.wgY,
+      BK: tile.bk,
+      TRANS_A: transA ? 1 : 0,
+      TRANS_B: transB ? 1 : 0,
+      ACCUMULATE: accumulate ? 1 : 0,
+    },
+    bindings: [a, b, out],
+    uniforms: uniforms(
+      { u32: d.m },
+      { u32: d.n },
+      { u32: d.k },
+      { u32: d.strideA },
+      { u32: d.strideB },
+      { u32: d.m * d.n },
+      { f32: alpha },
+    ),
+    workgroups: [Math.ceil(d.n / bn), Math.ceil(d.m / bm), d.batch],
+  });
+  return out;
+}
+
+export interface MatmulBackwardOptions {
+  transA?: boolean;
+  transB?: boolean;
+  alpha?: number;
+  /** Which gradients to compute (default both). The frozen base needs dA only. */
+  needA?: boolean;
+  needB?: boolean;
+  /** Accumulate into these instead of returning new tensors. */
+  dA?: Tensor;
+  dB?: Tensor;
+}
+
+/** CPU reference of the backward: the formulas of the header on the CPU matmul. */
+export function matmulBackwardCpu(
+  a: Float32Array,
+  aShape: readonly number[],
+  b: Float32Array,
+  bShape: readonly number[],
+  dC: Float32Array,
+  opts: { transA?: boolean; transB?: boolean; alpha?: number } = {},
+): { dA: Float32Array; dB: Float32Array } {
+  const { transA = false, transB = false, alpha = 1 } = opts;
+  const d = matmulDims(aShape, bShape, transA, transB);
+  let dcShape = d.outShape;
+  if (aShape.length === 3 && bShape.length === 2 && !transA) {
+    // A shared B: flatten the batch into M so that dB sums over it.
+    aShape = [d.batch * d.m, d.k];
+    dcShape = [d.batch * d.m, d.n];
+  }
+  const dA = transA
+    ? matmulCpu(b, bShape, dC, dcShape, { transA: transB, transB: true, alpha })
+    : matmulCpu(dC, dcShape, b, bShape, { transB: !transB, alpha });
+  const dB = transB
+    ? matmulCpu(dC, dcShape, a, aShape, { transA: true, transB: transA, alpha })
+    : matmulCpu(a, aShape, dC, dcShape, { transA: !transA, alpha });
+  return { dA, dB };
+}
+
+/**
+ * Gradients of C = alpha · op(A) · op(B): dA (A's stored shape) and dB (B's stored shape).
+ * Supported: 2-D × 2-D, equal batches, and a 3-D A (not transposed) times a shared 2-D B (then
+ * dB sums over the batch, done by flattening A to (batch·M, K)).
+ */
+export function matmulBackward(
+  e: Engine,
+  a: Tensor,
+  b: Tensor,
+  dC: Tensor,
+  opts: MatmulBackwardOptions = {},
+): { dA: Tensor | null; dB: Tensor | null } {
+  const { transA = false, transB = false, alpha = 1, needA = true, needB = true } = opts;
+  const d = matmulDims(a.shape, b.shape, transA, transB);
+  if (dC.size !== numel(d.outShape)) throw new RangeError(`matmul backward: dC has ${dC.size} elements, C has ${numel(d.outShape)}`);
+  let av = a;
+  let dc: Tensor = { ...dC, shape: d.outShape };
+  if (a.shape.length === 3 && b.shape.length === 2) {
+    if (transA) throw new RangeError('matmul backward: a transposed batched A with a shared B is not supported');
+    av = { ...a, shape: [d.batch * d.m, d.k] };
+    dc = { ...dC, shape: [d.batch * d.m, d.n] };
+  } else if (a.shape.length !== b.shape.length) {
+    throw new RangeError('matmul backward: a shared A with a batched B is not supported');
+  }
+  const acc = (t: Tensor | undefined) => (t ? { out: t, accumulate: true } : {});
+  let dA: Tensor | null = null;
+  let dB: Tensor | null = null;
+  if (needA) {
+    dA = transA
+      ? matmul(e, b, dc, { transA: transB, transB: true, alpha, ...acc(opts.dA) })
+      : matmul(e, dc, b, { transB: !transB, alpha, ...acc(opts.dA) });
+    dA = { ...dA, shape: [...a.shape] };
+  }
+  if (needB) {
+    dB = transB
+      ? matmul(e, dc, av, { transA: true, transB: transA, alpha, ...acc(opts.dB) })
+      : matmul(e, av, dc, { transA: !transA, alpha, ...acc(opts.dB) });
+    dB = { ...dB, shape: [...b.shape] };
+  }
+  return { dA, dB };
+}

@@ -1,0 +1,449 @@
+/**
+ * A Llama-family decoder (SmolLM2 / Llama-3.2 / Qwen2.5 / Qwen3) with LoRA, written
+ * once against `Ops` (ops.ts) so it runs on the GPU kernels or on their CPU
+ * references (`--device cpu`). Forward with a KV cache (prefill, then decode),
+ * teacher-forced per-token log-probs, and the backward pass for LoRA adapters
+ * only: the frozen base gets input gradients, never weight gradients.
+ *
+ * Per layer (T new tokens, C hidden, Hq/Hkv heads of D):
+ *   a = rmsnorm(h)                    (T, C)
+ *   q, k, v = a·Wqᵀ, a·Wkᵀ, a·Wvᵀ       (T, Hq·D), (T, Hkv·D) (+ biases: Qwen2)
+ *   q, k = rmsnorm per head            (Qwen3)
+ *   q, k = rope(q, k, positions)
+ *   o = attention(q, [cache; k], [cache; v])
+ *   h = h + o·Woᵀ
+ *   m = rmsnorm(h); h = h + (silu(m·Wgᵀ) ⊙ m·Wuᵀ)·Wdᵀ
+ * logits = rmsnorm(h)·Wlmᵀ            (tied: Wlm = embedding table)
+ * A LoRA target y = x·Wᵀ becomes y = x·Wᵀ + (α/r)·(x·Aᵀ)·Bᵀ with A (r, in), B (out, r).
+ */
+import type { ModelConfig } from './io/config.ts';
+import { layerTensorNames } from './io/config.ts';
+import { LORA_MODULES, loraKey, loraScaling, type LoraAdapter, type LoraModule } from './io/peft.ts';
+import type { TensorStore } from './io/safetensors.ts';
+import { ropeFrequencies } from './kernels/rope.ts';
+import type { Ops } from './ops.ts';
+import { createRng } from '../core/rng.ts';
+
+interface LayerWeights<X> {
+  inputNorm: X;
+  postNorm: X;
+  lin: Record<LoraModule, X>;
+  bias: Partial<Record<'q_proj' | 'k_proj' | 'v_proj' | 'o_proj', X>>;
+  qNorm?: X;
+  kNorm?: X;
+}
+
+export interface LoraParams<X> {
+  r: number;
+  alpha: number;
+  scale: number;
+  targets: LoraModule[];
+  /** key "layer.module.A|B" → tensor */
+  w: Map<string, X>;
+}
+
+export interface KvCache<X> {
+  /** Tokens already in the cache. */
+  length: number;
+  k: X[];
+  v: X[];
+}
+
+/** What the backward needs from one layer's forward. */
+interface LayerTape<X> {
+  h0: X;
+  a1: X;
+  qRaw: X;
+  kRaw: X;
+  qn: X;
+  kn: X;
+  qr: X;
+  kr: X;
+  v: X;
+  o: X;
+  lse: X;
+  h1: X;
+  a2: X;
+  g: X;
+  u: X;
+  s: X;
+  /** x·Aᵀ per LoRA module (for dB). */
+  xa: Partial<Record<LoraModule, X>>;
+}
+
+export interface Tape<X> {
+  layers: LayerTape<X>[];
+  hFinal: X;
+  hn: X;
+  logits: X;
+}
+
+export class LlamaModel<X> {
+  private readonly layers: LayerWeights<X>[] = [];
+  private readonly embed: X;
+  private readonly norm: X;
+  private readonly lmHead: X;
+  private readonly freqs: X;
+  lora: LoraParams<X> | null = null;
+
+  constructor(
+    readonly cfg: ModelConfig,
+    readonly ops: Ops<X>,
+    weights: TensorStore,
+  ) {
+    const up = (name: string, shape: number[]) => ops.upload(shape, weights.f32(name));
+    const C = cfg.hiddenSize;
+    const qd = cfg.numHeads * cfg.headDim;
+    const kvd = cfg.numKvHeads * cfg.headDim;
+    const F = cfg.intermediateSize;
+    this.embed = up('model.embed_tokens.weight', [cfg.vocabSize, C]);
+    this.norm = up('model.norm.weight', [C]);
+    this.lmHead = cfg.tieWordEmbeddings ? this.embed : up('lm_head.weight', [cfg.vocabSize, C]);
+    this.freqs = ops.upload(
+      [cfg.headDim / 2],
+      ropeFrequencies({ headDim: cfg.headDim, theta: cfg.ropeTheta, scaling: cfg.ropeScaling }),
+    );
+    for (let i = 0; i < cfg.numLayers; i++) {
+      const n = layerTensorNames(cfg, i);
+      const lw: LayerWeights<X> = {
+        inputNorm: up(n.inputNorm, [C]),
+        postNorm: up(n.postAttentionNorm, [C]),
+        lin: {
+          q_proj: up(n.q, [qd, C]),
+          k_proj: up(n.k, [kvd, C]),
+          v_proj: up(n.v, [kvd, C]),
+          o_proj: up(n.o, [C, qd]),
+          gate_proj: up(n.gate, [F, C]),
+          up_proj: up(n.up, [F, C]),
+          down_proj: up(n.down, [C, F]),
+        },
+        bias: {},
+      };
+      if (n.qBias) lw.bias.q_proj = up(n.qBias, [qd]);
+      if (n.kBias) lw.bias.k_proj = up(n.kBias, [kvd]);
+      if (n.vBias) lw.bias.v_proj = up(n.vBias, [kvd]);
+      if (n.oBias) lw.bias.o_proj = up(n.oBias, [C]);
+      if (n.qNorm) lw.qNorm = up(n.qNorm, [cfg.headDim]);
+      if (n.kNorm) lw.kNorm = up(n.kNorm, [cfg.headDim]);
+      this.layers.push(lw);
+    }
+  }
+
+  /** (in, out) of a LoRA target module. */
+  moduleDims(m: LoraModule): [number, number] {
+    const { hiddenSize: C, intermediateSize: F, numHeads, numKvHeads, headDim } = this.cfg;
+    const dims: Record<LoraModule, [number, number]> = {
+      q_proj: [C, numHeads * headDim],
+      k_proj: [C, numKvHeads * headDim],
+      v_proj: [C, numKvHeads * headDim],
+      o_proj: [numHeads * headDim, C],
+      gate_proj: [C, F],
+      up_proj: [C, F],
+      down_proj: [F, C],
+    };
+    return dims[m];
+  }
+
+  /** Fresh adapters: A ~ U(−1/√in, 1/√in) from `seed`, B = 0 (so the model starts unchanged), as PEFT does. */
+  initLora(r: number, alpha: number, targets: LoraModule[], seed = 0): void {
+    const rng = createRng(seed);
+    const w = new Map<string, X>();
+    for (let i = 0; i < this.cfg.numLayers; i++) {
+      for (const m of targets) {
+        const [din, dout] = this.moduleDims(m);
+        const bound = 1 / Math.sqrt(din);
+        w.set(
+          loraKey(i, m, 'A'),
+          this.ops.upload(
+            [r, din],
+            Float32Array.from({ length: r * din }, () => (rng.next() * 2 - 1) * bound),
+          ),
+        );
+        w.set(loraKey(i, m, 'B'), this.ops.zeros([dout, r]));
+      }
+    }
+    this.lora = { r, alpha, scale: loraScaling({ r, alpha }), targets: [...targets], w };
+  }
+
+  /** Load adapters (PEFT import or a saved state). */
+  setLora(adapter: LoraAdapter): void {
+    const w = new Map<string, X>();
+    for (const [key, t] of adapter.tensors) w.set(key, this.ops.upload(t.shape, t.data));
+    this.lora = {
+      r: adapter.config.r,
+      alpha: adapter.config.alpha,
+      scale: loraScaling(adapter.config),
+      targets: [...adapter.config.targets],
+      w,
+    };
+  }
+
+  async getLora(): Promise<LoraAdapter | null> {
+    if (!this.lora) return null;
+    const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
+    for (const [key, x] of this.lora.w)
+      tensors.set(key, { shape: [...this.ops.shape(x)], data: Float32Array.from(await this.ops.read(x)) });
+    return { config: { r: this.lora.r, alpha: this.lora.alpha, targets: [...this.lora.targets] }, tensors };
+  }
+
+  newCache(): KvCache<X> {
+    return { length: 0, k: [], v: [] };
+  }
+
+  /** y = x·Wᵀ (+ b) + LoRA; returns y and x·Aᵀ when adapted (for the backward). */
+  private linear(x: X, layer: number, m: LoraModule): { y: X; xa?: X } {
+    const ops = this.ops;
+    const lw = this.layers[layer]!;
+    let y = ops.matmul(x, lw.lin[m], { transB: true });
+    const b = lw.bias[m as keyof LayerWeights<X>['bias']];
+    if (b) {
+      const yb = ops.addBias(y, b);
+      ops.free(y);
+      y = yb;
+    }
+    if (this.lora?.targets.includes(m)) {
+      const A = this.lora.w.get(loraKey(layer, m, 'A'))!;
+      const B = this.lora.w.get(loraKey(layer, m, 'B'))!;
+      const xa = ops.matmul(x, A, { transB: true }); // (T, r)
+      ops.matmulAcc(y, xa, B, { transB: true, alpha: this.lora.scale });
+      return { y, xa };
+    }
+    return { y };
+  }
+
+  /**
+   * Forward over `ids` after the cache's tokens. Returns logits (T, V), or (1, V) for the last
+   * position only when `lastOnly`; with `tape`, what the backward needs (no cache then).
+   */
+  forward(
+    ids: number[],
+    opts: { cache?: KvCache<X>; lastOnly?: boolean; tape?: boolean } = {},
+  ): { logits: X; tape?: Tape<X> } {
+    const { cfg, ops } = this;
+    const T = ids.length;
+    const Hq = cfg.numHeads;
+    const Hkv = cfg.numKvHeads;
+    const D = cfg.headDim;
+    const cache = opts.cache;
+    if (opts.tape && cache && cache.length > 0)
+      throw new RangeError('forward: a training forward starts from an empty cache');
+    const pos0 = cache?.length ?? 0;
+    const eps = cfg.rmsNormEps;
+    let h = ops.embedding(this.embed, ids);
+    const tapes: LayerTape<X>[] = [];
+    for (let i = 0; i < cfg.numLayers; i++) {
+      const lw = this.layers[i]!;
+      const h0 = h;
+      const a1 = ops.rmsnorm(h0, lw.inputNorm, eps);
+      const q = this.linear(a1, i, 'q_proj');
+      const k = this.linear(a1, i, 'k_proj');
+      const v = this.linear(a1, i, 'v_proj');
+      const qRaw = ops.view(q.y, [T, Hq, D]);
+      const kRaw = ops.view(k.y, [T, Hkv, D]);
+      const vv = ops.view(v.y, [T, Hkv, D]);
+      const qn = lw.qNorm ? ops.rmsnorm(qRaw, lw.qNorm, eps) : qRaw;
+      const kn = lw.kNorm ? ops.rmsnorm(kRaw, lw.kNorm, eps) : kRaw;
+      const qr = ops.rope(qn, this.freqs, pos0);
+      const kr = ops.rope(kn, this.freqs, pos0);
+      let kAll = kr;
+      let vAll = vv;
+      if (cache) [kAll, vAll] = this.appendCache(cache, i, kr, vv, pos0, T);
+      const att = ops.attention(qr, kAll, vAll);
+      const o2 = ops.view(att.out, [T, Hq * D]);
+      const oo = this.linear(o2, i, 'o_proj');
+      const h1 = ops.add(h0, oo.y);
+      const a2 = ops.rmsnorm(h1, lw.postNorm, eps);
+      const g = this.linear(a2, i, 'gate_proj');
+      const u = this.linear(a2, i, 'up_proj');
+      const s = ops.swiglu(g.y, u.y);
+      const d = this.linear(s, i, 'down_proj');
+      h = ops.add(h1, d.y);
+      if (opts.tape) {
+        tapes.push({
+          h0,
+          a1,
+          qRaw,
+          kRaw,
+          qn,
+          kn,
+          qr,
+          kr,
+          v: vv,
+          o: o2,
+          lse: att.lse,
+          h1,
+          a2,
+          g: g.y,
+          u: u.y,
+          s,
+          xa: {
+            q_proj: q.xa,
+            k_proj: k.xa,
+            v_proj: v.xa,
+            o_proj: oo.xa,
+            gate_proj: g.xa,
+            up_proj: u.xa,
+            down_proj: d.xa,
+          },
+        });
+      } else {
+        ops.free(h0, a1, q.y, k.y, qr, kr, att.out, att.lse, oo.y, h1, a2, g.y, u.y, s, d.y);
+        if (qn !== qRaw) ops.free(qn);
+        if (kn !== kRaw) ops.free(kn);
+        ops.free(v.y);
+        for (const x of [q.xa, k.xa, v.xa, oo.xa, g.xa, u.xa, d.xa]) if (x) ops.free(x);
+      }
+    }
+    if (cache) cache.length = pos0 + T;
+    const last = opts.lastOnly ? ops.rows(h, T - 1, 1) : h;
+    const hn = ops.rmsnorm(last, this.norm, eps);
+    const logits = ops.matmul(hn, this.lmHead, { transB: true });
+    if (opts.tape) return { logits, tape: { layers: tapes, hFinal: h, hn, logits } };
+    ops.free(hn, h);
+    if (last !== h) ops.free(last);
+    return { logits };
+  }
+
+  /** Append this step's k, v to the layer's cache and return (S, Hkv, D) views of the whole cache. */
+  private appendCache(cache: KvCache<X>, layer: number, k: X, v: X, pos0: number, T: number): [X, X] {
+    const ops = this.ops;
+    const { numKvHeads: Hkv, headDim: D } = this.cfg;
+    if (ops.device === 'cpu') {
+      const cat = (prev: X | undefined, x: X): X => {
+        const a = prev ? (prev as unknown as { data: Float32Array }).data : new Float32Array(0);
+        const b = (x as unknown as { data: Float32Array }).data;
+        const data = new Float32Array(a.length + b.length);
+        data.set(a);
+        data.set(b, a.length);
+        return ops.upload([pos0 + T, Hkv, D], data);
+      };
+      cache.k[layer] = cat(cache.k[layer], k);
+      cache.v[layer] = cat(cache.v[layer], v);
+      return [cache.k[layer]!, cache.v[layer]!];
+    }
+    // GPU: preallocated (maxPositions, Hkv, D) buffers, grown by doubling
+    const gops = ops as unknown as import('./ops.ts').GpuOps;
+    const need = pos0 + T;
+    const cap = (x: X | undefined) =>
+      x ? (x as unknown as import('./runtime.ts').Tensor).buffer.size / (4 * Hkv * D) : 0;
+    for (const which of ['k', 'v'] as const) {
+      const arr = cache[which];
+      if (cap(arr[layer]) < need) {
+        const grown = gops.e.zeros([Math.max(need, 2 * cap(arr[layer]), 64), Hkv, D]);
+        if (arr[layer]) gops.e.copy(arr[layer] as never, 0, grown, 0, pos0 * Hkv * D);
+        arr[layer] = grown as unknown as X;
+      }
+      const src = (which === 'k' ? k : v) as unknown as import('./runtime.ts').Tensor;
+      gops.e.copy(src, 0, arr[layer] as never, pos0 * Hkv * D, T * Hkv * D);
+    }
+    return [ops.view(cache.k[layer]!, [need, Hkv, D]), ops.view(cache.v[layer]!, [need, Hkv, D])];
+  }
+
+  /** d(loss)/d(adapter) via the backward of a taped forward; `dlogits` (T, V). Returns gradients per LoRA key. */
+  backward(tape: Tape<X>, dlogits: X): Map<string, X> {
+    const { cfg, ops } = this;
+    if (!this.lora) throw new Error('backward: no LoRA adapter to train; call initLora() or setLora() first');
+    const lora = this.lora;
+    const eps = cfg.rmsNormEps;
+    const T = ops.shape(tape.hFinal)[0]!;
+    const grads = new Map<string, X>();
+    for (const [key, x] of lora.w) grads.set(key, ops.zeros([...ops.shape(x)]));
+
+    // y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ   →   dx = dy·W + s·(dy·B)·A,  dB += s·dyᵀ·(x·Aᵀ),  dA += s·(dy·B)ᵀ·x
+    const linBack = (layer: number, m: LoraModule, x: X, xa: X | undefined, dy: X): X => {
+      const dx = ops.matmul(dy, this.layers[layer]!.lin[m]);
+      if (xa && lora.targets.includes(m)) {
+        const A = lora.w.get(loraKey(layer, m, 'A'))!;
+        const B = lora.w.get(loraKey(layer, m, 'B'))!;
+        ops.matmulAcc(grads.get(loraKey(layer, m, 'B'))!, dy, xa, { transA: true, alpha: lora.scale });
+        const dyB = ops.matmul(dy, B); // (T, r)
+        ops.matmulAcc(grads.get(loraKey(layer, m, 'A'))!, dyB, x, { transA: true, alpha: lora.scale });
+        ops.matmulAcc(dx, dyB, A, { alpha: lora.scale });
+        ops.free(dyB);
+      }
+      return dx;
+    };
+
+    const dhn = ops.matmul(dlogits, this.lmHead); // (T, C)
+    let dh = ops.rmsnormBackward(tape.hFinal, this.norm, dhn, eps);
+    ops.free(dhn);
+    for (let i = cfg.numLayers - 1; i >= 0; i--) {
+      const t = tape.layers[i]!;
+      const lw = this.layers[i]!;
+      // MLP
+      const ds = linBack(i, 'down_proj', t.s, t.xa.down_proj, dh);
+      const { dgate, dup } = ops.swigluBackward(t.g, t.u, ds);
+      const da2 = linBack(i, 'gate_proj', t.a2, t.xa.gate_proj, dgate);
+      const da2u = linBack(i, 'up_proj', t.a2, t.xa.up_proj, dup);
+      ops.addInPlace(da2, da2u);
+      const dh1 = ops.rmsnormBackward(t.h1, lw.postNorm, da2, eps);
+      ops.addInPlace(dh1, dh); // residual
+      ops.free(ds, dgate, dup, da2, da2u, dh);
+      // attention
+      const dof = linBack(i, 'o_proj', t.o, t.xa.o_proj, dh1);
+      const { dq, dk, dv } = ops.attentionBackward(
+        t.qr,
+        t.kr,
+        t.v,
+        ops.view(t.o, [T, cfg.numHeads, cfg.headDim]),
+        t.lse,
+        ops.view(dof, [T, cfg.numHeads, cfg.headDim]),
+      );
+      let dqn = ops.ropeBackward(dq, this.freqs, 0);
+      let dkn = ops.ropeBackward(dk, this.freqs, 0);
+      if (lw.qNorm) {
+        const x = ops.rmsnormBackward(t.qRaw, lw.qNorm, dqn, eps);
+        ops.free(dqn);
+        dqn = x;
+      }
+      if (lw.kNorm) {
+        const x = ops.rmsnormBackward(t.kRaw, lw.kNorm, dkn, eps);
+        ops.free(dkn);
+        dkn = x;
+      }
+      const qd = cfg.numHeads * cfg.headDim;
+      const kvd = cfg.numKvHeads * cfg.headDim;
+      const da1 = linBack(i, 'q_proj', t.a1, t.xa.q_proj, ops.view(dqn, [T, qd]));
+      const da1k = linBack(i, 'k_proj', t.a1, t.xa.k_proj, ops.view(dkn, [T, kvd]));
+      const da1v = linBack(i, 'v_proj', t.a1, t.xa.v_proj, ops.view(dv, [T, kvd]));
+      ops.addInPlace(da1, da1k);
+      ops.addInPlace(da1, da1v);
+      const dh0 = ops.rmsnormBackward(t.h0, lw.inputNorm, da1, eps);
+      ops.addInPlace(dh0, dh1);
+      ops.free(dof, dq, dk, dv, dqn, dkn, da1, da1k, da1v, dh1);
+      dh = dh0;
+    }
+    ops.free(dh);
+    return grads;
+  }
+
+  /** Free a tape's activations. */
+  freeTape(tape: Tape<X>): void {
+    const ops = this.ops;
+    for (const t of tape.layers) {
+      ops.free(t.h0, t.a1, t.qr, t.kr, t.lse, t.h1, t.a2, t.g, t.u, t.s);
+      ops.free(t.qRaw, t.kRaw, t.v, t.o);
+      if (t.qn !== t.qRaw) ops.free(t.qn);
+      if (t.kn !== t.kRaw) ops.free(t.kn);
+      for (const x of Object.values(t.xa)) if (x) ops.free(x);
+    }
+    ops.free(tape.hFinal, tape.hn, tape.logits);
+  }
+
+  /**
+   * Per-token log-probs of `targets` given `ids` (teacher forcing): log p(ids[t+1] | ids[..t]).
+   * Returns T − 1 values.
+   */
+  async logprobs(ids: number[]): Promise<Float32Array> {
+    const { logits } = this.forward(ids);
+    const targets = ids.slice(1);
+    const head = this.ops.rows(logits, 0, ids.length - 1);
+    const r = this.ops.nll(head, targets, new Float32Array(targets.length).fill(1));
+    const out = Float32Array.from(await this.ops.read(r.logprobs));
+    this.ops.free(logits, head, r.loss, r.logprobs, r.lse);
+    this.ops.flush();
+    return out;
+  }
+}
+
+export const ALL_LORA_MODULES = LORA_MODULES;

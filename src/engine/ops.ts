@@ -1,0 +1,293 @@
+/**
+ * The operations the model is written against, with two backends: `CpuOps` (the
+ * kernels' plain-TypeScript CPU references, for `--device cpu` and as the test
+ * oracle) and `GpuOps` (the WGSL kernels, recorded on an Engine and submitted once
+ * per step). The model (model.ts) never knows which one it runs on.
+ * Shapes are row-major; linear weights are stored (out, in) as in PyTorch.
+ */
+import type { Engine, Tensor } from './runtime.ts';
+import { numel } from './runtime.ts';
+import { attention, attentionBackward, attentionBackwardCpu, attentionCpu } from './kernels/attention.ts';
+import { add, addCpu, addInPlace, addInPlaceCpu, scale, scaleCpu } from './kernels/elementwise.ts';
+import { embedding, embeddingCpu } from './kernels/embedding.ts';
+import { matmul, matmulCpu } from './kernels/matmul.ts';
+import { nll, nllBackward, nllBackwardCpu, nllCpu } from './kernels/nll.ts';
+import { rmsnorm, rmsnormBackward, rmsnormBackwardCpu, rmsnormCpu } from './kernels/rmsnorm.ts';
+import { rope, ropeBackward, ropeBackwardCpu, ropeCpu } from './kernels/rope.ts';
+import { swiglu, swigluBackward, swigluBackwardCpu, swigluCpu } from './kernels/swiglu.ts';
+
+export interface MatOpts {
+  transA?: boolean;
+  transB?: boolean;
+  alpha?: number;
+}
+
+export interface Ops<X> {
+  readonly device: 'cpu' | 'gpu';
+  upload(shape: number[], data: Float32Array): X;
+  zeros(shape: number[]): X;
+  read(x: X): Promise<Float32Array>;
+  shape(x: X): number[];
+  /** Same data, another shape (same element count). */
+  view(x: X, shape: number[]): X;
+  /** Rows [start, start + n) of a (R, C) tensor, as (n, C) (a copy on the GPU). */
+  rows(x: X, start: number, n: number): X;
+  embedding(table: X, ids: number[]): X;
+  matmul(a: X, b: X, o?: MatOpts): X;
+  /** out += alpha · op(a) · op(b) */
+  matmulAcc(out: X, a: X, b: X, o?: MatOpts): void;
+  /** (R, C) + bias (C,) broadcast over rows. */
+  addBias(x: X, bias: X): X;
+  add(a: X, b: X): X;
+  /** a += s · b */
+  addInPlace(a: X, b: X, s?: number): void;
+  scale(a: X, s: number): X;
+  rmsnorm(x: X, w: X, eps: number): X;
+  rmsnormBackward(x: X, w: X, dy: X, eps: number): X;
+  rope(x: X, freqs: X, pos0: number): X;
+  ropeBackward(dy: X, freqs: X, pos0: number): X;
+  attention(q: X, k: X, v: X): { out: X; lse: X };
+  attentionBackward(q: X, k: X, v: X, out: X, lse: X, dout: X): { dq: X; dk: X; dv: X };
+  swiglu(g: X, u: X): X;
+  swigluBackward(g: X, u: X, dout: X): { dgate: X; dup: X };
+  /** Per-token weighted NLL −w·log p(target), the log-probs and each row's log-sum-exp. logits (T, V). */
+  nll(logits: X, targets: number[], weights: Float32Array): { loss: X; logprobs: X; lse: X };
+  /** d(Σ loss)/d(logits) = w·(softmax − onehot), using the forward's lse. */
+  nllBackward(logits: X, targets: number[], weights: Float32Array, lse: X): X;
+  /** Release temporaries (GPU: back to the pool after the next submit). */
+  free(...xs: X[]): void;
+  /** Submit recorded work (GPU); a no-op on the CPU. */
+  flush(): void;
+}
+
+// --- CPU --------------------------------------------------------------------------------------
+
+export interface CpuTensor {
+  data: Float32Array;
+  shape: number[];
+}
+
+export class CpuOps implements Ops<CpuTensor> {
+  readonly device = 'cpu' as const;
+  upload(shape: number[], data: Float32Array): CpuTensor {
+    if (data.length !== numel(shape))
+      throw new RangeError(`upload: ${data.length} values for shape ${JSON.stringify(shape)}`);
+    return { data, shape: [...shape] };
+  }
+  zeros(shape: number[]): CpuTensor {
+    return { data: new Float32Array(numel(shape)), shape: [...shape] };
+  }
+  async read(x: CpuTensor): Promise<Float32Array> {
+    return x.data;
+  }
+  shape(x: CpuTensor): number[] {
+    return x.shape;
+  }
+  view(x: CpuTensor, shape: number[]): CpuTensor {
+    if (numel(shape) !== x.data.length)
+      throw new RangeError(`view: ${JSON.stringify(x.shape)} → ${JSON.stringify(shape)}`);
+    return { data: x.data, shape };
+  }
+  rows(x: CpuTensor, start: number, n: number): CpuTensor {
+    const c = x.data.length / x.shape[0]!;
+    return { data: x.data.slice(start * c, (start + n) * c), shape: [n, ...x.shape.slice(1)] };
+  }
+  embedding(table: CpuTensor, ids: number[]): CpuTensor {
+    const c = table.shape[1]!;
+    return { data: embeddingCpu(table.data, table.shape[0]!, c, Uint32Array.from(ids)), shape: [ids.length, c] };
+  }
+  private mm(a: CpuTensor, b: CpuTensor, o: MatOpts, acc?: Float32Array): CpuTensor {
+    const m = o.transA ? a.shape[1]! : a.shape[0]!;
+    const n = o.transB ? b.shape[0]! : b.shape[1]!;
+    const data = matmulCpu(a.data, a.shape, b.data, b.shape, {
+      transA: o.transA,
+      transB: o.transB,
+      alpha: o.alpha,
+      accumulate: acc,
+    });
+    return { data, shape: [m, n] };
+  }
+  matmul(a: CpuTensor, b: CpuTensor, o: MatOpts = {}): CpuTensor {
+    return this.mm(a, b, o);
+  }
+  matmulAcc(out: CpuTensor, a: CpuTensor, b: CpuTensor, o: MatOpts = {}): void {
+    out.data.set(this.mm(a, b, o, out.data).data);
+  }
+  addBias(x: CpuTensor, bias: CpuTensor): CpuTensor {
+    const c = bias.data.length;
+    const out = x.data.slice();
+    for (let i = 0; i < out.length; i++) out[i]! += bias.data[i % c]!;
+    return { data: out, shape: x.shape };
+  }
+  add(a: CpuTensor, b: CpuTensor): CpuTensor {
+    return { data: addCpu(a.data, b.data), shape: a.shape };
+  }
+  addInPlace(a: CpuTensor, b: CpuTensor, s = 1): void {
+    a.data.set(addInPlaceCpu(a.data, b.data, s));
+  }
+  scale(a: CpuTensor, s: number): CpuTensor {
+    return { data: scaleCpu(a.data, s), shape: a.shape };
+  }
+  rmsnorm(x: CpuTensor, w: CpuTensor, eps: number): CpuTensor {
+    return { data: rmsnormCpu(x.data, w.data, eps), shape: x.shape };
+  }
+  rmsnormBackward(x: CpuTensor, w: CpuTensor, dy: CpuTensor, eps: number): CpuTensor {
+    return { data: rmsnormBackwardCpu(x.data, w.data, dy.data, eps).dx, shape: x.shape };
+  }
+  rope(x: CpuTensor, freqs: CpuTensor, pos0: number): CpuTensor {
+    return { data: ropeCpu(x.data, x.shape, freqs.data, pos0), shape: x.shape };
+  }
+  ropeBackward(dy: CpuTensor, freqs: CpuTensor, pos0: number): CpuTensor {
+    return { data: ropeBackwardCpu(dy.data, dy.shape, freqs.data, pos0), shape: dy.shape };
+  }
+  private dims(q: CpuTensor, k: CpuTensor) {
+    return { T: q.shape[0]!, S: k.shape[0]!, Hq: q.shape[1]!, Hkv: k.shape[1]!, D: q.shape[2]! };
+  }
+  attention(q: CpuTensor, k: CpuTensor, v: CpuTensor) {
+    const d = this.dims(q, k);
+    const r = attentionCpu(q.data, k.data, v.data, d);
+    return { out: { data: r.out, shape: q.shape }, lse: { data: r.lse, shape: [d.Hq, d.T] } };
+  }
+  attentionBackward(q: CpuTensor, k: CpuTensor, v: CpuTensor, _out: CpuTensor, _lse: CpuTensor, dout: CpuTensor) {
+    const r = attentionBackwardCpu(q.data, k.data, v.data, dout.data, this.dims(q, k));
+    return {
+      dq: { data: r.dq, shape: q.shape },
+      dk: { data: r.dk, shape: k.shape },
+      dv: { data: r.dv, shape: v.shape },
+    };
+  }
+  swiglu(g: CpuTensor, u: CpuTensor): CpuTensor {
+    return { data: swigluCpu(g.data, u.data), shape: g.shape };
+  }
+  swigluBackward(g: CpuTensor, u: CpuTensor, dout: CpuTensor) {
+    const r = swigluBackwardCpu(g.data, u.data, dout.data);
+    return { dgate: { data: r.dgate, shape: g.shape }, dup: { data: r.dup, shape: u.shape } };
+  }
+  nll(logits: CpuTensor, targets: number[], weights: Float32Array) {
+    const [t, v] = logits.shape as [number, number];
+    const r = nllCpu(logits.data, Uint32Array.from(targets), weights, v);
+    return {
+      loss: { data: r.loss, shape: [t] },
+      logprobs: { data: r.logp, shape: [t] },
+      lse: { data: r.lse, shape: [t] },
+    };
+  }
+  nllBackward(logits: CpuTensor, targets: number[], weights: Float32Array): CpuTensor {
+    const v = logits.shape[1]!;
+    return { data: nllBackwardCpu(logits.data, Uint32Array.from(targets), weights, v), shape: logits.shape };
+  }
+  free(): void {}
+  flush(): void {}
+}
+
+// --- GPU --------------------------------------------------------------------------------------
+
+export class GpuOps implements Ops<Tensor> {
+  readonly device = 'gpu' as const;
+  private readonly ones = new Map<number, Tensor>();
+  constructor(readonly e: Engine) {}
+
+  upload(shape: number[], data: Float32Array): Tensor {
+    return this.e.tensor(shape, data);
+  }
+  zeros(shape: number[]): Tensor {
+    return this.e.zeros(shape);
+  }
+  read(x: Tensor): Promise<Float32Array> {
+    return this.e.read(x);
+  }
+  shape(x: Tensor): number[] {
+    return x.shape;
+  }
+  view(x: Tensor, shape: number[]): Tensor {
+    const size = numel(shape);
+    if (size > x.buffer.size / 4) throw new RangeError(`view: ${JSON.stringify(shape)} does not fit the buffer`);
+    return { ...x, shape: [...shape], size };
+  }
+  rows(x: Tensor, start: number, n: number): Tensor {
+    const c = x.size / x.shape[0]!;
+    const out = this.e.tensor([n, ...x.shape.slice(1)]);
+    this.e.copy(x, start * c, out, 0, n * c);
+    return out;
+  }
+  embedding(table: Tensor, ids: number[]): Tensor {
+    const idt = this.e.tensor([ids.length], Uint32Array.from(ids));
+    const out = embedding(this.e, table, idt);
+    this.e.release(idt);
+    return out;
+  }
+  matmul(a: Tensor, b: Tensor, o: MatOpts = {}): Tensor {
+    return matmul(this.e, a, b, o);
+  }
+  matmulAcc(out: Tensor, a: Tensor, b: Tensor, o: MatOpts = {}): void {
+    matmul(this.e, a, b, { ...o, out, accumulate: true });
+  }
+  /** bias broadcast as a rank-1 product: out = x + ones(R,1)·bias(1,C). */
+  addBias(x: Tensor, bias: Tensor): Tensor {
+    const r = x.shape[0]!;
+    let ones = this.ones.get(r);
+    if (!ones) {
+      ones = this.e.tensor([r, 1], new Float32Array(r).fill(1));
+      this.ones.set(r, ones);
+    }
+    const out = this.e.tensor(x.shape);
+    this.e.copy(x, 0, out, 0, x.size);
+    matmul(this.e, ones, this.view(bias, [1, bias.size]), { out, accumulate: true });
+    return out;
+  }
+  add(a: Tensor, b: Tensor): Tensor {
+    return add(this.e, a, b);
+  }
+  addInPlace(a: Tensor, b: Tensor, s = 1): void {
+    addInPlace(this.e, a, b, s);
+  }
+  scale(a: Tensor, s: number): Tensor {
+    return scale(this.e, a, s);
+  }
+  rmsnorm(x: Tensor, w: Tensor, eps: number): Tensor {
+    return rmsnorm(this.e, x, w, eps);
+  }
+  rmsnormBackward(x: Tensor, w: Tensor, dy: Tensor, eps: number): Tensor {
+    return rmsnormBackward(this.e, x, w, dy, eps).dx;
+  }
+  rope(x: Tensor, freqs: Tensor, pos0: number): Tensor {
+    return rope(this.e, x, freqs, pos0);
+  }
+  ropeBackward(dy: Tensor, freqs: Tensor, pos0: number): Tensor {
+    return ropeBackward(this.e, dy, freqs, pos0);
+  }
+  attention(q: Tensor, k: Tensor, v: Tensor) {
+    return attention(this.e, q, k, v);
+  }
+  attentionBackward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dout: Tensor) {
+    return attentionBackward(this.e, q, k, v, out, lse, dout);
+  }
+  swiglu(g: Tensor, u: Tensor): Tensor {
+    return swiglu(this.e, g, u);
+  }
+  swigluBackward(g: Tensor, u: Tensor, dout: Tensor) {
+    return swigluBackward(this.e, g, u, dout);
+  }
+  nll(logits: Tensor, targets: number[], weights: Float32Array) {
+    const t = this.e.tensor([targets.length], Uint32Array.from(targets));
+    const w = this.e.tensor([weights.length], weights);
+    const r = nll(this.e, logits, t, w);
+    this.e.release(t);
+    this.e.release(w);
+    return { loss: r.loss, logprobs: r.logp, lse: r.lse };
+  }
+  nllBackward(logits: Tensor, targets: number[], weights: Float32Array, lse: Tensor): Tensor {
+    const t = this.e.tensor([targets.length], Uint32Array.from(targets));
+    const w = this.e.tensor([weights.length], weights);
+    const d = nllBackward(this.e, logits, t, w, lse);
+    this.e.release(t);
+    this.e.release(w);
+    return d;
+  }
+  free(...xs: Tensor[]): void {
+    for (const x of xs) this.e.release(x);
+  }
+  flush(): void {
+    this.e.flush();
+  }
+}

@@ -1,0 +1,61 @@
+// elementwise (add, scale, add-in-place) on the software adapter against the CPU reference.
+import { describe, expect, it } from 'vitest';
+import type { GpuContext } from '../../src/engine/device.ts';
+import { add, addCpu, addInPlace, addInPlaceCpu, scale, scaleCpu } from '../../src/engine/kernels/elementwise.ts';
+import { grid1d } from '../../src/engine/kernels/dispatch_grid.ts';
+import { Engine } from '../../src/engine/runtime.ts';
+import { randomArray } from './expect_close.ts';
+import { tryGpu } from './gpu_setup.ts';
+
+const { ctx, reason } = await tryGpu();
+
+describe('dispatch grid (CPU)', () => {
+  it('keeps each dimension within 65535 and covers the range', () => {
+    expect(grid1d(0)).toEqual([1, 1]);
+    expect(grid1d(65535)).toEqual([65535, 1]);
+    const [x, y] = grid1d(65536 * 3 + 1);
+    expect(x).toBeLessThanOrEqual(65535);
+    expect(x * y).toBeGreaterThanOrEqual(65536 * 3 + 1);
+  });
+});
+
+describe.skipIf(!ctx)(`elementwise on WebGPU ${reason}`, () => {
+  const gpu = ctx as GpuContext;
+  const sizes = [1, 255, 256, 1000, 4099];
+
+  it.each(sizes)('add is exact at N=%i', async (n) => {
+    const a = randomArray(n, n);
+    const b = randomArray(n, n + 1);
+    const e = new Engine(gpu);
+    const y = add(e, e.tensor([n], a), e.tensor([n], b));
+    expect(await e.read(y)).toEqual(addCpu(a, b));
+  });
+
+  it.each(sizes)('scale is exact at N=%i', async (n) => {
+    const a = randomArray(n, n + 2);
+    const e = new Engine(gpu);
+    const y = scale(e, e.tensor([n], a), -0.375);
+    expect(await e.read(y)).toEqual(scaleCpu(a, -0.375).map(Math.fround));
+  });
+
+  it.each(sizes)('addInPlace matches at N=%i and keeps the shape and buffer', async (n) => {
+    const a = randomArray(n, n + 3);
+    const b = randomArray(n, n + 4);
+    const e = new Engine(gpu);
+    const at = e.tensor([1, n], a);
+    const y = addInPlace(e, at, e.tensor([n], b), 0.25);
+    expect(y).toBe(at);
+    const got = await e.read(y);
+    const want = addInPlaceCpu(a.slice(), b, 0.25);
+    // The GPU may fuse the multiply-add (one rounding), the CPU rounds once too (f64 then f32).
+    for (let i = 0; i < n; i++) expect(Math.abs(got[i]! - want[i]!)).toBeLessThanOrEqual(2 ** -22 * Math.max(1, Math.abs(want[i]!)));
+  });
+
+  it('keeps the input shape and checks sizes and aliasing', () => {
+    const e = new Engine(gpu);
+    const a = e.tensor([3, 4]);
+    expect(add(e, a, e.tensor([12])).shape).toEqual([3, 4]);
+    expect(() => add(e, a, e.tensor([11]))).toThrow(/size mismatch 12 vs 11/);
+    expect(() => addInPlace(e, a, a)).toThrow(/alias/);
+  });
+});
