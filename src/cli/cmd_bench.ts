@@ -55,9 +55,11 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 export async function bench(argv: string[], io: Io): Promise<number> {
   const [what, ...rest] = argv;
-  const json = parseArgs(rest, ['json']).flags.has('json');
+  const args = parseArgs(rest, ['json', 'quick']);
+  const json = args.flags.has('json');
   if (what === 'loop') return benchLoop(io, json);
-  if (what !== 'sandbox') throw new UsageError('bench needs a target: sandbox or loop');
+  if (what === 'engine') return (await import('./bench_engine.ts')).benchEngine(io, args);
+  if (what !== 'sandbox') throw new UsageError('bench needs a target: sandbox, loop or engine');
 
   // 1. sandbox, host-driven, in this thread (= one worker's view)
   const host = await SandboxHost.create();

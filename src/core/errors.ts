@@ -23,6 +23,8 @@ export class StorageError extends SpadeError {}
 export class WebGpuUnavailableError extends SpadeError {}
 /** The GPU device was lost mid-run (driver reset, tab backgrounded, out of memory). */
 export class DeviceLostError extends SpadeError {}
+/** The GPU reported an error (a shader failed to compile, a binding was invalid). */
+export class GpuError extends SpadeError {}
 /** A share link or imported file is malformed, too big or hostile. */
 export class ShareLinkError extends SpadeError {}
 /** An env set file is malformed or of an unknown version. */
@@ -58,6 +60,7 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   StorageError,
   WebGpuUnavailableError,
   DeviceLostError,
+  GpuError,
   ShareLinkError,
   EnvSetError,
   EnvContractError,

@@ -4,7 +4,7 @@
  * its features and the limits the engine cares about, turns device loss into an
  * event, and caches compute pipelines by key (one per kernel + constants).
  */
-import { DeviceLostError, WebGpuUnavailableError } from '../core/errors.ts';
+import { DeviceLostError, GpuError, WebGpuUnavailableError } from '../core/errors.ts';
 
 export interface GpuReport {
   vendor: string;
@@ -26,10 +26,19 @@ export class GpuContext {
   private readonly lostListeners = new Set<(err: DeviceLostError) => void>();
   lostError: DeviceLostError | null = null;
 
+  /** The first uncaptured GPU error (a shader that failed to compile, a bad binding); later calls throw it. */
+  gpuError: GpuError | null = null;
+
   constructor(
     readonly device: GPUDevice,
     readonly report: GpuReport,
   ) {
+    device.addEventListener?.('uncapturederror', (ev: Event) => {
+      const err = (ev as GPUUncapturedErrorEvent).error;
+      this.gpuError ??= new GpuError(
+        `The GPU reported an error: ${err?.message ?? 'unknown'}. This is a bug in a kernel; please report it.`,
+      );
+    });
     void device.lost.then((info) => {
       if (info.reason === 'destroyed') return; // we asked for it
       this.lostError = new DeviceLostError(
@@ -64,6 +73,7 @@ export class GpuContext {
 
   throwIfLost(): void {
     if (this.lostError) throw this.lostError;
+    if (this.gpuError) throw this.gpuError;
   }
 
   destroy(): void {

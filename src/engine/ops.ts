@@ -11,10 +11,13 @@ import { attention, attentionBackward, attentionBackwardCpu, attentionCpu } from
 import { add, addCpu, addInPlace, addInPlaceCpu, scale, scaleCpu } from './kernels/elementwise.ts';
 import { embedding, embeddingCpu } from './kernels/embedding.ts';
 import { matmul, matmulCpu } from './kernels/matmul.ts';
+import { matvec, MATVEC_MAX_ROWS } from './kernels/matvec.ts';
 import { nll, nllBackward, nllBackwardCpu, nllCpu } from './kernels/nll.ts';
 import { rmsnorm, rmsnormBackward, rmsnormBackwardCpu, rmsnormCpu } from './kernels/rmsnorm.ts';
 import { rope, ropeBackward, ropeBackwardCpu, ropeCpu } from './kernels/rope.ts';
 import { swiglu, swigluBackward, swigluBackwardCpu, swigluCpu } from './kernels/swiglu.ts';
+import { adamw, adamwCpu, type AdamWOptions } from './kernels/adamw.ts';
+import { sumSquares, sumSquaresCpu } from './kernels/reduce.ts';
 
 export interface MatOpts {
   transA?: boolean;
@@ -54,6 +57,10 @@ export interface Ops<X> {
   nll(logits: X, targets: number[], weights: Float32Array): { loss: X; logprobs: X; lse: X };
   /** d(Σ loss)/d(logits) = w·(softmax − onehot), using the forward's lse. */
   nllBackward(logits: X, targets: number[], weights: Float32Array, lse: X): X;
+  /** Σ x² over several tensors (read back: the clip scale needs it on the host). */
+  sumSquares(xs: X[]): Promise<number>;
+  /** In-place AdamW step on param with grad (scaled by opts.gradScale) and state m, v. */
+  adamw(param: X, grad: X, m: X, v: X, opts: AdamWOptions): void;
   /** Release temporaries (GPU: back to the pool after the next submit). */
   free(...xs: X[]): void;
   /** Submit recorded work (GPU); a no-op on the CPU. */
@@ -176,6 +183,12 @@ export class CpuOps implements Ops<CpuTensor> {
     const v = logits.shape[1]!;
     return { data: nllBackwardCpu(logits.data, Uint32Array.from(targets), weights, v), shape: logits.shape };
   }
+  async sumSquares(xs: CpuTensor[]): Promise<number> {
+    return sumSquaresCpu(xs.map((x) => x.data));
+  }
+  adamw(param: CpuTensor, grad: CpuTensor, m: CpuTensor, v: CpuTensor, opts: AdamWOptions): void {
+    adamwCpu(param.data, grad.data, m.data, v.data, opts);
+  }
   free(): void {}
   flush(): void {}
 }
@@ -216,11 +229,19 @@ export class GpuOps implements Ops<Tensor> {
     this.e.release(idt);
     return out;
   }
+  /** Few rows against a transposed weight (a decode step) go to matvec; the rest to the tiled matmul. */
+  private useMatvec(a: Tensor, b: Tensor, o: MatOpts): boolean {
+    return (
+      !o.transA && Boolean(o.transB) && a.shape.length === 2 && a.shape[0]! <= MATVEC_MAX_ROWS && b.shape.length === 2
+    );
+  }
   matmul(a: Tensor, b: Tensor, o: MatOpts = {}): Tensor {
+    if (this.useMatvec(a, b, o)) return matvec(this.e, a, b, { alpha: o.alpha });
     return matmul(this.e, a, b, o);
   }
   matmulAcc(out: Tensor, a: Tensor, b: Tensor, o: MatOpts = {}): void {
-    matmul(this.e, a, b, { ...o, out, accumulate: true });
+    if (this.useMatvec(a, b, o)) matvec(this.e, a, b, { alpha: o.alpha, out, accumulate: true });
+    else matmul(this.e, a, b, { ...o, out, accumulate: true });
   }
   /** bias broadcast as a rank-1 product: out = x + ones(R,1)·bias(1,C). */
   addBias(x: Tensor, bias: Tensor): Tensor {
@@ -283,6 +304,15 @@ export class GpuOps implements Ops<Tensor> {
     this.e.release(t);
     this.e.release(w);
     return d;
+  }
+  async sumSquares(xs: Tensor[]): Promise<number> {
+    const t = sumSquares(this.e, xs);
+    const v = (await this.e.read(t))[0]!;
+    this.e.release(t);
+    return v;
+  }
+  adamw(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, opts: AdamWOptions): void {
+    adamw(this.e, param, grad, m, v, opts);
   }
   free(...xs: Tensor[]): void {
     for (const x of xs) this.e.release(x);

@@ -62,11 +62,17 @@ export class Engine {
     const bytes = bytesOf(size, dtype);
     let buffer = this.free.get(bytes)?.pop();
     if (!buffer) {
-      buffer = this.device.createBuffer({ size: bytes, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+      buffer = this.device.createBuffer({
+        size: bytes,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+      });
       this.bytesAllocated += bytes;
     }
     if (data) {
-      if (data.byteLength > bytes) throw new RangeError(`tensor data is ${data.byteLength} bytes, the shape ${JSON.stringify(shape)} holds ${bytes}`);
+      if (data.byteLength > bytes)
+        throw new RangeError(
+          `tensor data is ${data.byteLength} bytes, the shape ${JSON.stringify(shape)} holds ${bytes}`,
+        );
       this.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
     }
     return { buffer, shape: [...shape], dtype, size };
@@ -100,7 +106,10 @@ export class Engine {
     const pipeline = this.ctx.pipeline(spec.key, spec.code, spec.constants);
     const entries: GPUBindGroupEntry[] = spec.bindings.map((t, i) => ({ binding: i, resource: { buffer: t.buffer } }));
     if (spec.uniforms) {
-      const ub = this.device.createBuffer({ size: Math.max(16, Math.ceil(spec.uniforms.byteLength / 16) * 16), usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      const ub = this.device.createBuffer({
+        size: Math.max(16, Math.ceil(spec.uniforms.byteLength / 16) * 16),
+        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+      });
       this.device.queue.writeBuffer(ub, 0, spec.uniforms);
       this.uniformsInFlight.push(ub);
       entries.push({ binding: spec.bindings.length, resource: { buffer: ub } });
@@ -140,7 +149,10 @@ export class Engine {
   /** Flush, then copy a tensor back as f32 (f16 tensors are widened on the CPU). */
   async read(t: Tensor): Promise<Float32Array> {
     const bytes = t.size * (t.dtype === 'f16' ? 2 : 4);
-    const staging = this.device.createBuffer({ size: Math.ceil(bytes / 4) * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const staging = this.device.createBuffer({
+      size: Math.ceil(bytes / 4) * 4,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
     this.endPass();
     this.enc().copyBufferToBuffer(t.buffer, 0, staging, 0, Math.ceil(bytes / 4) * 4);
     this.flush();

@@ -48,7 +48,8 @@ describe.skipIf(!ctx)(`elementwise on WebGPU ${reason}`, () => {
     const got = await e.read(y);
     const want = addInPlaceCpu(a.slice(), b, 0.25);
     // The GPU may fuse the multiply-add (one rounding), the CPU rounds once too (f64 then f32).
-    for (let i = 0; i < n; i++) expect(Math.abs(got[i]! - want[i]!)).toBeLessThanOrEqual(2 ** -22 * Math.max(1, Math.abs(want[i]!)));
+    for (let i = 0; i < n; i++)
+      expect(Math.abs(got[i]! - want[i]!)).toBeLessThanOrEqual(2 ** -22 * Math.max(1, Math.abs(want[i]!)));
   });
 
   it('keeps the input shape and checks sizes and aliasing', () => {

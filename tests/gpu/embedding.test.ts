@@ -40,7 +40,9 @@ describe.skipIf(!ctx)(`embedding on WebGPU ${reason}`, () => {
     const table = randomArray(12, 3);
     const ids = new Uint32Array([1, 4, 0xffffffff, 2]);
     const e = new Engine(gpu);
-    expect(await e.read(embedding(e, e.tensor([4, 3], table), e.tensor([4], ids)))).toEqual(embeddingCpu(table, 4, 3, ids));
+    expect(await e.read(embedding(e, e.tensor([4, 3], table), e.tensor([4], ids)))).toEqual(
+      embeddingCpu(table, 4, 3, ids),
+    );
   });
 
   it.runIf(gpu.report.features.shaderF16)('reads an f16 table', async () => {

@@ -41,13 +41,22 @@ export function gradClipScale(sumSq: number, maxNorm: number): number {
 }
 
 function resolve(o: AdamWOptions) {
-  const r = { ...DEFAULTS, ...o };
-  if (!(r.step >= 1) || !Number.isInteger(r.step)) throw new RangeError(`adamw: step must be an integer ≥ 1, got ${r.step}`);
+  // an option passed as undefined keeps its default
+  const given = Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as AdamWOptions;
+  const r = { ...DEFAULTS, ...given };
+  if (!(r.step >= 1) || !Number.isInteger(r.step))
+    throw new RangeError(`adamw: step must be an integer ≥ 1, got ${r.step}`);
   return { ...r, bc1: 1 - r.beta1 ** r.step, bc2: 1 - r.beta2 ** r.step };
 }
 
 /** CPU reference, in place on param, m, v (f64 arithmetic per element, stored as f32). */
-export function adamwCpu(param: Float32Array, grad: Float32Array, m: Float32Array, v: Float32Array, opts: AdamWOptions): void {
+export function adamwCpu(
+  param: Float32Array,
+  grad: Float32Array,
+  m: Float32Array,
+  v: Float32Array,
+  opts: AdamWOptions,
+): void {
   const n = param.length;
   if (grad.length !== n || m.length !== n || v.length !== n) throw new RangeError('adamw: size mismatch');
   const o = resolve(opts);
@@ -67,10 +76,12 @@ export function adamw(e: Engine, param: Tensor, grad: Tensor, m: Tensor, v: Tens
     if (t.dtype !== 'f32') throw new RangeError('adamw: f32 tensors only');
     if (t.size !== n) throw new RangeError(`adamw: size mismatch ${n} vs ${t.size}`);
   }
-  if (new Set([param.buffer, grad.buffer, m.buffer, v.buffer]).size !== 4) throw new RangeError('adamw: param, grad, m, v must be distinct buffers');
+  if (new Set([param.buffer, grad.buffer, m.buffer, v.buffer]).size !== 4)
+    throw new RangeError('adamw: param, grad, m, v must be distinct buffers');
   const o = resolve(opts);
   const clip = opts.clip;
-  if (clip && [param.buffer, m.buffer, v.buffer].includes(clip.sumSq.buffer)) throw new RangeError('adamw: clip.sumSq must not alias the state');
+  if (clip && [param.buffer, m.buffer, v.buffer].includes(clip.sumSq.buffer))
+    throw new RangeError('adamw: clip.sumSq must not alias the state');
   if (n === 0) return param;
   e.run({
     key: 'adamw',

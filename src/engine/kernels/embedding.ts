@@ -27,14 +27,18 @@ export function embeddingCpu(table: Float32Array, v: number, c: number, ids: Uin
  * from a Uint32Array; its dtype field is not looked at) → (T, C) f32.
  */
 export function embedding(e: Engine, table: Tensor, ids: Tensor): Tensor {
-  if (table.shape.length !== 2) throw new RangeError(`embedding: table must be (V, C), got ${JSON.stringify(table.shape)}`);
+  if (table.shape.length !== 2)
+    throw new RangeError(`embedding: table must be (V, C), got ${JSON.stringify(table.shape)}`);
   const [v, c] = table.shape as [number, number];
   const t = ids.size;
   if (table.dtype === 'f16' && !e.f16) throw new Error("embedding: an f16 table needs the device feature 'shader-f16'");
   if (t * c >= 2 ** 32) throw new RangeError('embedding: output too large');
   const out = e.tensor([t, c]);
   if (t * c === 0) return out;
-  const code = table.dtype === 'f16' ? (f16Code ??= 'enable f16;\n' + shader.replace('alias TT = f32;', 'alias TT = f16;')) : shader;
+  const code =
+    table.dtype === 'f16'
+      ? (f16Code ??= 'enable f16;\n' + shader.replace('alias TT = f32;', 'alias TT = f16;'))
+      : shader;
   e.run({
     key: `embedding_${table.dtype}`,
     code,

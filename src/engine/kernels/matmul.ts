@@ -58,9 +58,15 @@ export interface MatmulDims {
 }
 
 /** Resolve M, N, K and batching from stored shapes (2-D, or 3-D with a leading batch). */
-export function matmulDims(aShape: readonly number[], bShape: readonly number[], transA = false, transB = false): MatmulDims {
+export function matmulDims(
+  aShape: readonly number[],
+  bShape: readonly number[],
+  transA = false,
+  transB = false,
+): MatmulDims {
   const rank = (s: readonly number[], name: string) => {
-    if (s.length !== 2 && s.length !== 3) throw new RangeError(`matmul: ${name} must be 2-D or 3-D, got shape ${JSON.stringify(s)}`);
+    if (s.length !== 2 && s.length !== 3)
+      throw new RangeError(`matmul: ${name} must be 2-D or 3-D, got shape ${JSON.stringify(s)}`);
   };
   rank(aShape, 'A');
   rank(bShape, 'B');
@@ -71,7 +77,8 @@ export function matmulDims(aShape: readonly number[], bShape: readonly number[],
   if (ka !== kb) throw new RangeError(`matmul: inner dims differ (op(A) is ${m}x${ka}, op(B) is ${kb}x${n})`);
   const batchA = aShape.length === 3 ? aShape[0]! : 1;
   const batchB = bShape.length === 3 ? bShape[0]! : 1;
-  if (batchA !== batchB && batchA !== 1 && batchB !== 1) throw new RangeError(`matmul: batch sizes differ (${batchA} vs ${batchB})`);
+  if (batchA !== batchB && batchA !== 1 && batchB !== 1)
+    throw new RangeError(`matmul: batch sizes differ (${batchA} vs ${batchB})`);
   const batch = Math.max(batchA, batchB);
   const batched = aShape.length === 3 || bShape.length === 3;
   return {
@@ -104,7 +111,8 @@ export function matmulCpu(
   const { transA = false, transB = false, alpha = 1 } = opts;
   const d = matmulDims(aShape, bShape, transA, transB);
   const { batch, m, n, k } = d;
-  if (a.length !== numel(aShape) || b.length !== numel(bShape)) throw new RangeError('matmul: data length does not match shape');
+  if (a.length !== numel(aShape) || b.length !== numel(bShape))
+    throw new RangeError('matmul: data length does not match shape');
   const out = new Float32Array(batch * m * n);
   for (let z = 0; z < batch; z++) {
     const oa = z * d.strideA;
@@ -143,7 +151,8 @@ function variantCode(ta: 'f32' | 'f16', tb: 'f32' | 'f16'): string {
   f16Variants ??= {};
   const key = `${ta}${tb}`;
   return (f16Variants[key] ??=
-    'enable f16;\n' + shader.replace('alias TA = f32;', `alias TA = ${ta};`).replace('alias TB = f32;', `alias TB = ${tb};`));
+    'enable f16;\n' +
+    shader.replace('alias TA = f32;', `alias TA = ${ta};`).replace('alias TB = f32;', `alias TB = ${tb};`));
 }
 
 /**
@@ -164,13 +173,17 @@ export function matmul(e: Engine, a: Tensor, b: Tensor, opts: MatmulOptions = {}
   const { transA = false, transB = false, alpha = 1, accumulate = false } = opts;
   let d = matmulDims(a.shape, b.shape, transA, transB);
   if ((a.dtype === 'f16' || b.dtype === 'f16') && !e.f16) {
-    throw new Error("matmul: f16 tensors need the device feature 'shader-f16', which this adapter lacks; store them as f32");
+    throw new Error(
+      "matmul: f16 tensors need the device feature 'shader-f16', which this adapter lacks; store them as f32",
+    );
   }
   let out: Tensor;
   if (opts.out) {
     out = opts.out;
     if (out.dtype !== 'f32' || out.size !== numel(d.outShape)) {
-      throw new RangeError(`matmul: out must be f32 with ${numel(d.outShape)} elements, got ${out.dtype} ${JSON.stringify(out.shape)}`);
+      throw new RangeError(
+        `matmul: out must be f32 with ${numel(d.outShape)} elements, got ${out.dtype} ${JSON.stringify(out.shape)}`,
+      );
     }
   } else {
     if (accumulate) throw new RangeError('matmul: accumulate needs an existing `out` tensor');
@@ -185,7 +198,10 @@ export function matmul(e: Engine, a: Tensor, b: Tensor, opts: MatmulOptions = {}
   if (d.m === 0 || d.n === 0) return out;
   const tile = opts.tile ?? pickTile(d.m, d.n, isSoftwareAdapter(e));
   const lim = e.ctx.report.limits;
-  if (tile.wgX * tile.wgY > lim.maxComputeInvocationsPerWorkgroup || tile.bk * (tile.wgX + tile.wgY) * 16 > lim.maxComputeWorkgroupStorageSize) {
+  if (
+    tile.wgX * tile.wgY > lim.maxComputeInvocationsPerWorkgroup ||
+    tile.bk * (tile.wgX + tile.wgY) * 16 > lim.maxComputeWorkgroupStorageSize
+  ) {
     throw new RangeError(`matmul: tile ${JSON.stringify(tile)} exceeds the device's workgroup limits`);
   }
   const bm = tile.wgY * 4;
@@ -268,7 +284,8 @@ export function matmulBackward(
 ): { dA: Tensor | null; dB: Tensor | null } {
   const { transA = false, transB = false, alpha = 1, needA = true, needB = true } = opts;
   const d = matmulDims(a.shape, b.shape, transA, transB);
-  if (dC.size !== numel(d.outShape)) throw new RangeError(`matmul backward: dC has ${dC.size} elements, C has ${numel(d.outShape)}`);
+  if (dC.size !== numel(d.outShape))
+    throw new RangeError(`matmul backward: dC has ${dC.size} elements, C has ${numel(d.outShape)}`);
   let av = a;
   let dc: Tensor = { ...dC, shape: d.outShape };
   if (a.shape.length === 3 && b.shape.length === 2) {

@@ -43,7 +43,8 @@ export function nllCpu(
   v: number,
 ): { loss: Float32Array; logp: Float32Array; lse: Float32Array } {
   const t = targets.length;
-  if (logits.length !== t * v || weights.length !== t) throw new RangeError(`nll: expected logits ${t}x${v} and ${t} weights`);
+  if (logits.length !== t * v || weights.length !== t)
+    throw new RangeError(`nll: expected logits ${t}x${v} and ${t} weights`);
   const loss = new Float32Array(t);
   const logp = new Float32Array(t);
   const lse = new Float32Array(t);
@@ -88,7 +89,12 @@ function dims(logits: Tensor, targets: Tensor, weights: Tensor): [number, number
 }
 
 /** GPU forward, recorded on `e`. targets: (T,) u32 data (a tensor filled from a Uint32Array). */
-export function nll(e: Engine, logits: Tensor, targets: Tensor, weights: Tensor): { loss: Tensor; logp: Tensor; lse: Tensor } {
+export function nll(
+  e: Engine,
+  logits: Tensor,
+  targets: Tensor,
+  weights: Tensor,
+): { loss: Tensor; logp: Tensor; lse: Tensor } {
   const [t, v] = dims(logits, targets, weights);
   const loss = e.tensor([t]);
   const logp = e.tensor([t]);

@@ -33,7 +33,8 @@ export function sumCpu(x: Float32Array): number {
 
 function reduceInto(e: Engine, xs: readonly Tensor[], square: boolean, out: Tensor | undefined): Tensor {
   for (const x of xs) if (x.dtype !== 'f32') throw new RangeError(`reduce: f32 tensors only, got ${x.dtype}`);
-  if (out && (out.dtype !== 'f32' || out.size < 1)) throw new RangeError('reduce: out must be an f32 tensor of one element');
+  if (out && (out.dtype !== 'f32' || out.size < 1))
+    throw new RangeError('reduce: out must be an f32 tensor of one element');
   if (out && xs.some((x) => x.buffer === out.buffer)) throw new RangeError('reduce: out must not be one of the inputs');
   const target = out ?? e.zeros([1]);
   const groups = xs.map((x) => Math.min(MAX_GROUPS, Math.ceil(x.size / (WG * PER_THREAD))));

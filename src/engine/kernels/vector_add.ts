@@ -20,7 +20,13 @@ export function vectorAddCpu(a: Float32Array, b: Float32Array): Float32Array {
 export function vectorAdd(e: Engine, a: Tensor, b: Tensor): Tensor {
   if (a.size !== b.size) throw new RangeError(`vector_add: length mismatch ${a.size} vs ${b.size}`);
   const out = e.tensor([a.size]);
-  e.run({ key: 'vector_add', code: shader, constants: { WG }, bindings: [a, b, out], workgroups: [Math.ceil(a.size / WG)] });
+  e.run({
+    key: 'vector_add',
+    code: shader,
+    constants: { WG },
+    bindings: [a, b, out],
+    workgroups: [Math.ceil(a.size / WG)],
+  });
   return out;
 }
 
@@ -36,4 +42,3 @@ export async function vectorAddSelfCheck(ctx: GpuContext): Promise<{ ok: boolean
   for (let i = 0; i < n; i++) maxAbsError = Math.max(maxAbsError, Math.abs(got[i]! - want[i]!));
   return { ok: maxAbsError === 0, maxAbsError };
 }
-

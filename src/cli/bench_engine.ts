@@ -1,0 +1,82 @@
+/** `spade bench engine`: kept apart from the other benchmarks so it loads only the engine. */
+import type { Args, Io } from './spade.ts';
+
+/**
+ * `spade bench engine [--json] [--quick]` — on the adapter Node sees: matmul GFLOP/s at 1024² and
+ * 4096×1024·1024 against the adapter's pure-FMA peak and against TensorFlow.js's WebGPU backend;
+ * decode and LoRA-training tokens/s on BENCH_CONFIG; GPU bytes per base and trained parameter.
+ * --quick uses smaller sizes (for software adapters).
+ */
+export async function benchEngine(io: Io, a: Args): Promise<number> {
+  const { acquireNodeGpu, nodeGpu } = await import('../platform/node/gpu.ts');
+  const { Engine } = await import('../engine/runtime.ts');
+  const { benchFmaPeak, benchMatmul } = await import('../engine/bench_kernels.ts');
+  const { benchModel, BENCH_CONFIG } = await import('../engine/bench_model.ts');
+  const quick = a.flags.has('quick');
+  const ctx = await acquireNodeGpu();
+  const e = new Engine(ctx);
+  try {
+    const sizes: [number, number, number][] = quick
+      ? [
+          [256, 256, 256],
+          [1024, 256, 256],
+        ]
+      : [
+          [1024, 1024, 1024],
+          [4096, 1024, 1024],
+        ];
+    const peak = await benchFmaPeak(e);
+    const matmuls = [];
+    let peer: { gflops: number; library: string } | { error: string } = { error: 'not run' };
+    for (const [m, n, k] of sizes) {
+      const ours = await benchMatmul(e, m, n, k, quick ? 2 : 10);
+      try {
+        const { benchPeerMatmul } = await import('../engine/bench_peer.ts' as string);
+        peer = await benchPeerMatmul(await nodeGpu(), m, n, k, quick ? 2 : 10);
+      } catch (err) {
+        peer = { error: (err as Error).message };
+      }
+      matmuls.push({
+        m,
+        n,
+        k,
+        gflops: +ours.toFixed(1),
+        ofPeak: +(ours / peak).toFixed(3),
+        peer:
+          'gflops' in peer
+            ? { ...peer, gflops: +peer.gflops.toFixed(1), oursOverPeer: +(ours / peer.gflops).toFixed(2) }
+            : peer,
+      });
+    }
+    const model = await benchModel(
+      e,
+      quick ? { ...BENCH_CONFIG, numLayers: 2, vocabSize: 4096 } : BENCH_CONFIG,
+      quick ? 32 : 128,
+      quick ? 4 : 32,
+    );
+    const result = { ok: true, adapter: ctx.report, fmaPeakGflops: +peak.toFixed(1), matmuls, model };
+    if (a.flags.has('json')) io.out(JSON.stringify(result));
+    else {
+      io.out(`adapter: ${ctx.report.vendor} / ${ctx.report.architecture} ${ctx.report.description}`);
+      io.out(`FMA peak: ${peak.toFixed(1)} GFLOP/s`);
+      for (const r of matmuls) {
+        const p =
+          'gflops' in r.peer
+            ? `${r.peer.library} ${r.peer.gflops} GFLOP/s → ours ${r.peer.oursOverPeer}×`
+            : `peer: ${r.peer.error}`;
+        io.out(
+          `matmul ${r.m}×${r.k}·${r.k}×${r.n}: ${r.gflops} GFLOP/s = ${(r.ofPeak * 100).toFixed(1)}% of peak; ${p}`,
+        );
+      }
+      io.out(
+        `model (${(model.params / 1e6).toFixed(1)}M params): decode ${model.decodeTokensPerSec.toFixed(1)} tok/s · forward ${model.forwardTokensPerSec.toFixed(1)} tok/s · LoRA train ${model.trainTokensPerSec.toFixed(1)} tok/s (${model.trainOverForward.toFixed(2)}× forward)`,
+      );
+      io.out(
+        `memory: ${model.bytesPerBaseParam.toFixed(2)} B per base parameter, ${model.bytesPerTrainedParam.toFixed(1)} B per trained parameter (${model.loraParams} LoRA params)`,
+      );
+    }
+    return 0;
+  } finally {
+    ctx.destroy();
+  }
+}
