@@ -136,3 +136,26 @@ describe('LlamaModel on the CPU references', () => {
     expect(lp[0]).toBeCloseTo(row[IDS[1]!]! - lse, 4);
   });
 });
+
+describe('an adapter trained by Python PEFT loads here', () => {
+  it('reproduces PEFT 0.21 + transformers 5.17 logits to 1e-5 (tests/fixtures/peft_qwen2, made on an H200)', async () => {
+    const { readFileSync } = await import('node:fs');
+    const dir = new URL('../fixtures/peft_qwen2/', import.meta.url);
+    const ck = tinyCheckpointFiles('qwen2', 'f32', 7, { tokenizer: false }); // the checkpoint PEFT was given
+    const loaded = await loadCheckpoint(new MemoryModelFiles(ck.files), { tokenizer: false });
+    const m = new LlamaModel<CpuTensor>(loaded.config, new CpuOps(), loaded.weights);
+    m.setLora(
+      importPeft(
+        JSON.parse(readFileSync(new URL('adapter_config.json', dir), 'utf8')),
+        readFileSync(new URL('adapter_model.safetensors', dir)),
+        loaded.config,
+      ),
+    );
+    const want = JSON.parse(readFileSync(new URL('logits.json', dir), 'utf8')) as number[];
+    const got = m.forward([5, 17, 99, 3, 250, 42, 7, 1, 64, 200, 11]).logits.data;
+    const scale = Math.max(...want.map(Math.abs));
+    let err = 0;
+    for (let i = 0; i < want.length; i++) err = Math.max(err, Math.abs(got[i]! - want[i]!));
+    expect(err / scale).toBeLessThan(1e-5);
+  });
+});

@@ -105,7 +105,12 @@ export interface SafetensorsFile extends SafetensorsHeader {
 
 const isLittleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-const asBytes = (src: ArrayBuffer | Uint8Array): Uint8Array => (src instanceof Uint8Array ? src : new Uint8Array(src));
+/**
+ * A plain Uint8Array over the input. A Node Buffer is re-viewed as a Uint8Array: Buffer's own
+ * slice() returns a view into a shared pool instead of a copy, which copyBytes relies on.
+ */
+const asBytes = (src: ArrayBuffer | Uint8Array): Uint8Array =>
+  src instanceof Uint8Array ? new Uint8Array(src.buffer, src.byteOffset, src.byteLength) : new Uint8Array(src);
 
 /** Header length from the first 8 bytes, checked against the limit (and the file size when known). */
 export function readHeaderLength(bytes: Uint8Array, fileSize: number = bytes.length): number {
@@ -242,7 +247,7 @@ function copyBytes(file: SafetensorsFile, t: TensorInfo): ArrayBuffer {
   const a = file.dataOffset + t.begin;
   const b = file.dataOffset + t.end;
   if (b > file.bytes.length) fail('out-of-range', `tensor "${t.name}" runs past the end of the buffer`);
-  return file.bytes.slice(a, b).buffer;
+  return Uint8Array.prototype.slice.call(file.bytes, a, b).buffer as ArrayBuffer;
 }
 
 /**

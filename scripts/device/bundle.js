@@ -2,14 +2,14 @@
 // Packs what `spade engine` and `spade bench engine` need to run on a GPU machine that has no
 // Node.js or npm: one bundled ESM file (WGSL inlined), the `webgpu` package's Linux addon, and a
 // compressed copy of this machine's node binary, into .dev/ (git-ignored). See docs/benchmarks.md.
-//   node scripts/device_bundle.js
+//   node scripts/device/bundle.js
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = `${root}.dev`;
 mkdirSync(`${out}/node_modules/webgpu/dist/linux-x64`, { recursive: true });
 
@@ -24,7 +24,7 @@ const raw = {
   },
 };
 await build({
-  entryPoints: [`${root}scripts/device_entry.ts`],
+  entryPoints: [`${root}scripts/device/entry.ts`],
   bundle: true,
   platform: 'node',
   format: 'esm',
