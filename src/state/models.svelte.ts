@@ -19,8 +19,8 @@ import { serializeError } from '../core/errors.ts';
 import type { Store } from '../core/store.ts';
 import type { GpuReport } from '../engine/device.ts';
 
-export type Source = 'webllm' | 'openai' | 'replay';
-export const SOURCES: Source[] = ['webllm', 'openai', 'replay'];
+export type Source = 'webllm' | 'openai' | 'replay' | 'local';
+export const SOURCES: Source[] = ['webllm', 'openai', 'local', 'replay'];
 
 interface Saved {
   roles: Record<ModelRole, Source>;
@@ -45,6 +45,8 @@ export class ModelsState {
   storage = $state<{ usageBytes: number; quotaBytes: number } | null>(null);
 
   private webllm: ChatModel | null = null;
+  /** Our engine's model (set by the app from TrainingState). */
+  local: ChatModel | null = null;
   private replayText: string | null = null;
   private loadAbort: AbortController | null = null;
 
@@ -155,6 +157,11 @@ export class ModelsState {
         apiKey: this.openai.apiKey || undefined,
       });
     }
+    if (source === 'local') {
+      if (!this.local)
+        throw new Error(`The ${role} uses our engine, but no checkpoint is loaded: load one in the Training panel.`);
+      return this.local;
+    }
     if (source === 'replay') {
       if (!this.replayText)
         throw new Error(`The ${role} uses a recorded transcript, but none is loaded: open one in the Models panel.`);
@@ -180,6 +187,7 @@ export class ModelsState {
     const src = this.roles[role];
     if (src === 'openai') return `openai:${this.openai.model || '?'}`;
     if (src === 'replay') return `replay:${this.replayName ?? '?'}`;
+    if (src === 'local') return `local:${this.local?.model ?? '?'}`;
     return `webllm:${this.webllmId}`;
   }
 }

@@ -8,10 +8,16 @@
 import { DEFAULTS, type Config } from '../core/config.ts';
 import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
-import type { ChatModel, ModelRole } from '../core/llm/chat_model.ts';
+import type { ChatMessage, ChatModel, ModelRole } from '../core/llm/chat_model.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import type { Memory } from '../core/spade/memory.ts';
-import { StoreRunStore, type ArchiveRecord, type MetricsRecord, type RunSpec } from '../core/spade/run_store.ts';
+import {
+  StoreRunStore,
+  type ArchiveRecord,
+  type MetricsRecord,
+  type RolloutRecord,
+  type RunSpec,
+} from '../core/spade/run_store.ts';
 import type { Store } from '../core/store.ts';
 import type { CorpusDoc } from '../core/spade/corpus.ts';
 import { sandboxPool } from './envs.svelte.ts';
@@ -58,6 +64,19 @@ export class RunState {
 
   private loop: SpadeLoop | null = null;
   private abort: AbortController | null = null;
+  /** The designer's first-attempt messages per "cycle:index", for training the designer. */
+  private readonly briefs = new Map<string, ChatMessage[]>();
+  /**
+   * Called after each cycle with what it produced (e.g. to train the LoRA adapter); the loop is
+   * paused while it runs, so training and self-play never share the GPU at once.
+   */
+  afterCycle:
+    | ((d: {
+        archive: ArchiveRecord[];
+        rollouts: RolloutRecord[];
+        briefs: Map<string, ChatMessage[]>;
+      }) => Promise<void>)
+    | null = null;
 
   constructor(private readonly store: Store) {}
 
@@ -134,6 +153,7 @@ export class RunState {
       case 'designer_output': {
         const t = task(e.index);
         if (t) t.designer = e.text.slice(0, MAX_STREAM_CHARS);
+        if (e.attempt === 0) this.briefs.set(`${e.cycle}:${e.index}`, e.messages);
         break;
       }
       case 'checks': {
@@ -174,6 +194,17 @@ export class RunState {
       case 'cycle_end':
         this.metrics = [...this.metrics, e.metrics];
         this.archive = [...this.archive, ...e.archive];
+        if (this.afterCycle && this.loop) {
+          const loop = this.loop;
+          const hook = this.afterCycle;
+          loop.pause();
+          void hook({ archive: e.archive, rollouts: e.rollouts, briefs: this.briefs })
+            .catch(
+              (err: unknown) =>
+                (this.error = `Training after cycle ${e.cycle + 1} failed: ${serializeError(err).message}`),
+            )
+            .finally(() => loop.resume());
+        }
         break;
       case 'error':
         this.error = e.message;
@@ -250,6 +281,16 @@ export class RunState {
   stop(): void {
     this.loop?.resume();
     this.abort?.abort();
+  }
+
+  briefsMap(): Map<string, ChatMessage[]> {
+    return this.briefs;
+  }
+
+  /** The rollouts of one finished cycle (from the store). */
+  async rolloutsOf(cycle: number): Promise<RolloutRecord[]> {
+    if (!this.runId) return [];
+    return (await new StoreRunStore(this.store, this.runId).readRollouts()).filter((r) => r.cycle === cycle);
   }
 
   /** The whole run as one JSON document. */

@@ -43,7 +43,15 @@ export type LoopEvent =
   | { type: 'cycle_start'; cycle: number; skills: string[] }
   | { type: 'document'; cycle: number; index: number; skill: string; source: string; excerpt: string }
   | { type: 'designer_token'; cycle: number; index: number; attempt: number; delta: string }
-  | { type: 'designer_output'; cycle: number; index: number; attempt: number; text: string; code: string | null; messages: ChatMessage[] }
+  | {
+      type: 'designer_output';
+      cycle: number;
+      index: number;
+      attempt: number;
+      text: string;
+      code: string | null;
+      messages: ChatMessage[];
+    }
   | {
       type: 'checks';
       cycle: number;
@@ -66,7 +74,7 @@ export type LoopEvent =
     }
   | { type: 'env_scored'; cycle: number; index: number; record: ArchiveRecord }
   | { type: 'memory'; cycle: number; size: number; added: string[] }
-  | { type: 'cycle_end'; cycle: number; metrics: MetricsRecord; archive: ArchiveRecord[] }
+  | { type: 'cycle_end'; cycle: number; metrics: MetricsRecord; archive: ArchiveRecord[]; rollouts: RolloutRecord[] }
   | { type: 'error'; cycle: number; index?: number; message: string }
   | { type: 'paused' | 'resumed' | 'stopped' | 'done'; cycle: number };
 
@@ -493,6 +501,12 @@ export class SpadeLoop {
     state.cycle = cycle + 1;
     await this.save(state);
     this.emit({ type: 'memory', cycle, size: memory.records.length, added });
-    this.emit({ type: 'cycle_end', cycle, metrics, archive: pending.map((p) => p.archive) });
+    this.emit({
+      type: 'cycle_end',
+      cycle,
+      metrics,
+      archive: pending.map((p) => p.archive),
+      rollouts: pending.flatMap((p) => p.rollouts),
+    });
   }
 }
