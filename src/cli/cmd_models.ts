@@ -1,8 +1,10 @@
 /**
+ * `spade models [--json]` — the WebLLM catalog (id, size, VRAM, context, shader-f16).
  * `spade chat --backend openai --base-url URL --model M [--api-key K] [--temperature T] [--max-tokens N] "prompt"`
  *   — stream one reply: a quick way to check a server.
  */
 import { UsageError } from '../core/errors.ts';
+import { formatParams, WEBLLM_CATALOG } from '../core/llm/webllm_catalog.ts';
 import { modelFromFlags } from './cmd_run.ts';
 import { parseArgs, type Io } from './spade.ts';
 
@@ -31,5 +33,19 @@ export async function chat(argv: string[], io: Io): Promise<number> {
       `[${r.finishReason}, ${r.usage.completionTokens} tokens in ${(r.ms / 1000).toFixed(1)} s, ${tps.toFixed(1)} tokens/s]`,
     );
   }
+  return 0;
+}
+
+export async function models(argv: string[], io: Io): Promise<number> {
+  const a = parseArgs(argv, ['json']);
+  if (a.flags.has('json')) {
+    io.out(JSON.stringify({ ok: true, backends: ['webllm', 'openai', 'local', 'replay'], webllm: WEBLLM_CATALOG }));
+    return 0;
+  }
+  io.out('WebLLM catalog (browser, on your GPU; q4f16_1 builds need shader-f16):');
+  for (const m of WEBLLM_CATALOG) {
+    io.out(`  ${m.id.padEnd(44)} ${formatParams(m.params).padStart(6)}  ${String(Math.round(m.vramRequiredMB)).padStart(5)} MB  ctx ${m.contextWindow}${m.needsShaderF16 ? '  f16' : ''}`);
+  }
+  io.out('Other backends: openai (any OpenAI-compatible server: spade chat --backend openai ...), local (our engine), replay (recorded transcripts).');
   return 0;
 }

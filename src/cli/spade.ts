@@ -19,6 +19,7 @@ Usage:
   spade bench sandbox [--json]               sandbox speed: QuickJS vs native V8 vs call floor, checker time
   spade run --backend openai|replay ... --iterations N --out DIR [--resume] [--record FILE]
                                              headless self-play into a run directory (see docs/loop.md)
+  spade models [--json]                      the WebLLM model catalog and the other backends
   spade chat --backend openai --base-url URL --model M "prompt"
                                              stream one reply from a server
   spade bench loop [--json]                  loop overhead outside model calls, replies paced at 20 tokens/s
@@ -83,6 +84,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   share: async () => (await import('./cmd_share.ts')).share,
   run: async () => (await import('./cmd_run.ts')).run,
   chat: async () => (await import('./cmd_models.ts')).chat,
+  models: async () => (await import('./cmd_models.ts')).models,
   engine: async () => (await import('./cmd_engine.ts')).engine,
   bench: async () => (await import('./cmd_bench.ts')).bench,
 };

@@ -170,3 +170,12 @@ describe('spade chat / run against a local chat-completions server', () => {
     expect(more.json()).toMatchObject({ cycles: 1 });
   });
 });
+
+describe('spade models', () => {
+  it('lists the WebLLM catalog, --json last line', async () => {
+    const r = await spade('models', '--json');
+    expect(r.code).toBe(0);
+    expect(r.json().webllm.map((m: { id: string }) => m.id)).toContain('Qwen2.5-0.5B-Instruct-q4f32_1-MLC');
+    expect((await spade('models')).out.join('\n')).toMatch(/SmolLM2-360M-Instruct-q4f16_1-MLC .* f16/);
+  });
+});
