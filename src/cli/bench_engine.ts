@@ -29,10 +29,10 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
     const matmuls = [];
     let peer: { gflops: number; library: string } | { error: string } = { error: 'not run' };
     for (const [m, n, k] of sizes) {
-      const ours = await benchMatmul(e, m, n, k, quick ? 2 : 10);
+      const ours = await benchMatmul(e, m, n, k, quick ? 2 : 20);
       try {
         const { benchPeerMatmul } = await import('../engine/bench_peer.ts' as string);
-        peer = await benchPeerMatmul(await nodeGpu(), m, n, k, quick ? 2 : 10);
+        peer = await benchPeerMatmul(await nodeGpu(), m, n, k, quick ? 2 : 20);
       } catch (err) {
         peer = { error: (err as Error).message };
       }
