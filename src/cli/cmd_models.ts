@@ -44,8 +44,12 @@ export async function models(argv: string[], io: Io): Promise<number> {
   }
   io.out('WebLLM catalog (browser, on your GPU; q4f16_1 builds need shader-f16):');
   for (const m of WEBLLM_CATALOG) {
-    io.out(`  ${m.id.padEnd(44)} ${formatParams(m.params).padStart(6)}  ${String(Math.round(m.vramRequiredMB)).padStart(5)} MB  ctx ${m.contextWindow}${m.needsShaderF16 ? '  f16' : ''}`);
+    io.out(
+      `  ${m.id.padEnd(44)} ${formatParams(m.params).padStart(6)}  ${String(Math.round(m.vramRequiredMB)).padStart(5)} MB  ctx ${m.contextWindow}${m.needsShaderF16 ? '  f16' : ''}`,
+    );
   }
-  io.out('Other backends: openai (any OpenAI-compatible server: spade chat --backend openai ...), local (our engine), replay (recorded transcripts).');
+  io.out(
+    'Other backends: openai (any OpenAI-compatible server: spade chat --backend openai ...), local (our engine), replay (recorded transcripts).',
+  );
   return 0;
 }

@@ -3,7 +3,7 @@
  *
  *   spade run --backend openai --base-url http://127.0.0.1:8000/v1 --model M [--api-key K]
  *             --iterations N --out DIR [--resume] [--record FILE] [--corpus default|none|FILE]
- *             [--skills a,b,c] [--config FILE.json] [--set key=value ...] [--json]
+ *             [--skills a,b,c] [--config FILE.json] [--set key=value ...] [--memory env_memory.json] [--json]
  *   spade run --backend replay --replay FILE --iterations N --out DIR
  *
  * Writes DIR/config.json, archive.jsonl, rollouts.jsonl, metrics.jsonl, memory.json (and state.json
@@ -18,6 +18,7 @@ import type { ChatModel } from '../core/llm/chat_model.ts';
 import { OpenAIChatModel } from '../core/llm/openai_model.ts';
 import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
+import { importMemory } from '../core/spade/memory.ts';
 import type { RunSpec } from '../core/spade/run_store.ts';
 import { loadCorpus } from '../platform/node/corpus.ts';
 import { DirRunStore } from '../platform/node/run_dir.ts';
@@ -162,6 +163,15 @@ export async function run(argv: string[], io: Io): Promise<number> {
     if (!existsSync(recordFile) || !a.flags.has('resume')) writeFileSync(recordFile, '');
     used = new RecordingChatModel(model, (line) => appendFileSync(recordFile, `${line}\n`));
   }
+  const memoryFile = flag(a, 'memory');
+  let initialMemory;
+  if (memoryFile) {
+    try {
+      initialMemory = importMemory(JSON.parse(await readFile(memoryFile, 'utf8')), spec.config.memoryCapacity);
+    } catch (err) {
+      throw new UsageError(`--memory ${memoryFile}: ${(err as Error).message}`);
+    }
+  }
   const pool = createNodeSandboxPool({ size: Math.min(4, Math.max(1, spec.config.concurrency)) });
   const ac = new AbortController();
   const onSig = () => ac.abort();
@@ -176,6 +186,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       store,
       signal: ac.signal,
       onEvent: bar,
+      initialMemory,
     });
     const state = await loop.run(iterations);
     const metrics = await store.readMetrics();

@@ -10,7 +10,7 @@ import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
 import type { ChatMessage, ChatModel, ModelRole } from '../core/llm/chat_model.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
-import type { Memory } from '../core/spade/memory.ts';
+import { importMemory, type Memory } from '../core/spade/memory.ts';
 import {
   StoreRunStore,
   type ArchiveRecord,
@@ -61,6 +61,8 @@ export class RunState {
   archive = $state<ArchiveRecord[]>([]);
   memory = $state<Memory | null>(null);
   resumable = $state<ActiveRun | null>(null);
+  /** An env_memory.json the user imported: the next new run starts from it instead of the seed library. */
+  importedMemory = $state<Memory | null>(null);
 
   private loop: SpadeLoop | null = null;
   private abort: AbortController | null = null;
@@ -106,7 +108,23 @@ export class RunState {
   );
 
   /** Look for an unfinished run saved before a reload. */
+  async importMemoryText(text: string, capacity: number): Promise<string | null> {
+    try {
+      this.importedMemory = importMemory(JSON.parse(text), capacity);
+      await this.store.put('memory', 'imported', $state.snapshot(this.importedMemory));
+      return null;
+    } catch (err) {
+      return `Could not import the memory: ${serializeError(err).message}`;
+    }
+  }
+
+  async clearImportedMemory(): Promise<void> {
+    this.importedMemory = null;
+    await this.store.delete('memory', 'imported');
+  }
+
   async load(): Promise<void> {
+    this.importedMemory = (await this.store.get<Memory>('memory', 'imported').catch(() => undefined)) ?? null;
     const active = await this.store.get<ActiveRun>('settings', 'activeRun').catch(() => undefined);
     if (!active) return;
     const rs = new StoreRunStore(this.store, active.runId);
@@ -255,6 +273,7 @@ export class RunState {
       store,
       onEvent: this.onEvent,
       signal: this.abort.signal,
+      initialMemory: this.importedMemory ? $state.snapshot(this.importedMemory) : undefined,
     });
     this.status = 'running';
     this.resumable = null;

@@ -129,4 +129,23 @@ describe('the SPADE loop in Chromium (replay backend)', () => {
     );
     await context.close();
   });
+
+  it('imports an env_memory.json as the starting memory of the next run, and refuses a bad one', async () => {
+    const page = await browser.newPage();
+    const errors = watchErrors(page);
+    await page.goto(`${server.url}#panel=memory`);
+    const good = resultPath('env_memory.json');
+    writeFileSync(good, JSON.stringify([{ skill: 'spatial', code: 'class XEnv {}', win_rate: 0.4, regret: 0.2 }]));
+    await page.getByTestId('memory-import').setInputFiles(good);
+    await expect.poll(() => page.getByTestId('memory-imported').textContent()).toBe('imported: 1 records');
+    expect(await page.getByTestId('memory-table').locator('tbody tr').count()).toBe(1);
+    const bad = resultPath('bad_memory.json');
+    writeFileSync(bad, '{"not": "a list"}');
+    await page.getByTestId('memory-import').setInputFiles(bad);
+    await expect
+      .poll(() => page.getByRole('alert').first().textContent())
+      .toContain('env_memory.json must be a JSON array');
+    expect(errors).toEqual([]);
+    await page.close();
+  });
 });

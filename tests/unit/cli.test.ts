@@ -179,3 +179,67 @@ describe('spade models', () => {
     expect((await spade('models')).out.join('\n')).toMatch(/SmolLM2-360M-Instruct-q4f16_1-MLC .* f16/);
   });
 });
+
+describe('spade run --memory', () => {
+  it('starts a run from an imported env_memory.json, and rejects a bad one', async () => {
+    const memFile = join(dir, 'env_memory.json');
+    await writeFile(memFile, JSON.stringify([{ skill: 'mathematical', code: FAKE_ENV, win_rate: 0.5, regret: 0.3 }]));
+    const rec = join(dir, 'mem-run.jsonl');
+    const server = await startFakeOpenAI({
+      reply: async (body) => (await scriptedTrio().chat(body.messages as ChatMessage[])).text,
+    });
+    try {
+      const common = [
+        '--iterations',
+        '1',
+        '--set',
+        'playsPerEnv=1',
+        '--set',
+        'skillsPerCycle=1',
+        '--corpus',
+        'none',
+        '--skills',
+        'mathematical',
+      ];
+      const r = await spade(
+        'run',
+        '--backend',
+        'openai',
+        '--base-url',
+        server.url,
+        '--model',
+        'm',
+        '--out',
+        join(dir, 'M'),
+        '--record',
+        rec,
+        '--memory',
+        memFile,
+        ...common,
+        '--json',
+      );
+      expect(r.code, r.err.join('\n')).toBe(0);
+      // the designer was shown the imported environment as its example
+      const first = JSON.parse((await readFile(rec, 'utf8')).split('\n')[1]!);
+      expect(first.request.messages[1].content).toContain('win rate 0.50, regret 0.30');
+      const bad = await spade(
+        'run',
+        '--backend',
+        'openai',
+        '--base-url',
+        server.url,
+        '--model',
+        'm',
+        '--out',
+        join(dir, 'M2'),
+        '--memory',
+        join(dir, 'good.js'),
+        ...common,
+      );
+      expect(bad.code).toBe(2);
+      expect(bad.err.join('\n')).toContain('--memory');
+    } finally {
+      await server.close();
+    }
+  });
+});

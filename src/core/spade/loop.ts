@@ -86,6 +86,8 @@ export interface LoopDeps {
   store: RunStore;
   onEvent?: (e: LoopEvent) => void;
   signal?: AbortSignal;
+  /** The memory a new run starts from (e.g. an imported env_memory.json); default: the seed library. */
+  initialMemory?: Memory;
 }
 
 /** The skills of cycle `c`: `k` consecutive skills of the list, rotating by k each cycle. */
@@ -192,7 +194,10 @@ export class SpadeLoop {
   async run(iterations: number): Promise<RunState> {
     const { store } = this.d;
     if (!(await store.readSpec())) await store.writeSpec(this.d.spec);
-    this.state = (await store.readState()) ?? initialState(this.d.spec);
+    this.state = (await store.readState()) ?? {
+      ...initialState(this.d.spec),
+      ...(this.d.initialMemory ? { memory: this.d.initialMemory } : {}),
+    };
     const state = this.state;
     const skills = this.d.spec.skills.length ? this.d.spec.skills : defaultSkills(this.cfg.setting);
     const limiter = new Limiter(this.cfg.concurrency);
