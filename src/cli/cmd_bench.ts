@@ -24,7 +24,7 @@ import { chunkText } from '../core/spade/corpus.ts';
 import { SpadeLoop } from '../core/spade/loop.ts';
 import { StoreRunStore, type RunSpec } from '../core/spade/run_store.ts';
 import { MemoryStore } from '../core/store.ts';
-import type { ChatMessage, ChatModel, ChatOptions, ChatResult } from '../core/llm/chat_model.ts';
+import { MeteredChatModel } from '../core/llm/chat_model.ts';
 
 /** A trivial counter environment: the cost of a step is almost all call overhead. */
 export const TRIVIAL_ENV = `class CounterEnv {
@@ -140,30 +140,6 @@ export async function bench(argv: string[], io: Io): Promise<number> {
   return 0;
 }
 
-/** Counts tokens and model time of every call. */
-class Counted implements ChatModel {
-  tokens = 0;
-  ms = 0;
-  calls = 0;
-  constructor(private readonly inner: ChatModel) {}
-  get backend() {
-    return this.inner.backend;
-  }
-  get model() {
-    return this.inner.model;
-  }
-  get capabilities() {
-    return this.inner.capabilities;
-  }
-  async chat(m: ChatMessage[], o?: ChatOptions): Promise<ChatResult> {
-    const r = await this.inner.chat(m, o);
-    this.tokens += r.usage.completionTokens;
-    this.ms += r.ms;
-    this.calls++;
-    return r;
-  }
-}
-
 async function benchLoop(io: Io, json: boolean): Promise<number> {
   const TOKENS_PER_SECOND = 20;
   const spec: RunSpec = {
@@ -189,9 +165,9 @@ async function benchLoop(io: Io, json: boolean): Promise<number> {
     }).run(1);
     // 2. replay it instantly: wall time ≈ everything outside model calls
     const models = {
-      designer: new Counted(new ReplayChatModel(designer.toJsonl())),
-      hint: new Counted(new ReplayChatModel(hint.toJsonl())),
-      agent: new Counted(new ReplayChatModel(agent.toJsonl())),
+      designer: new MeteredChatModel(new ReplayChatModel(designer.toJsonl())),
+      hint: new MeteredChatModel(new ReplayChatModel(hint.toJsonl())),
+      agent: new MeteredChatModel(new ReplayChatModel(agent.toJsonl())),
     };
     const t0 = performance.now();
     await new SpadeLoop({

@@ -83,3 +83,31 @@ export function throwIfAborted(signal?: AbortSignal): void {
   if (signal?.aborted)
     throw signal.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted.', 'AbortError');
 }
+
+/** Wraps a model and counts its calls, completion tokens and the wall time spent in them. */
+export class MeteredChatModel implements ChatModel {
+  calls = 0;
+  tokens = 0;
+  ms = 0;
+  constructor(private readonly inner: ChatModel) {}
+  get backend(): string {
+    return this.inner.backend;
+  }
+  get model(): string {
+    return this.inner.model;
+  }
+  get capabilities(): ModelCapabilities {
+    return this.inner.capabilities;
+  }
+  async chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult> {
+    const t0 = performance.now();
+    try {
+      const r = await this.inner.chat(messages, options);
+      this.calls++;
+      this.tokens += r.usage.completionTokens;
+      return r;
+    } finally {
+      this.ms += performance.now() - t0;
+    }
+  }
+}

@@ -19,7 +19,7 @@ import { envId as codeId } from '../env/envset.ts';
 import { SEED_ENVS } from '../env/seeds/index.ts';
 import { serializeError } from '../errors.ts';
 import { Limiter } from '../limiter.ts';
-import { roleOptions, type ChatMessage, type ChatModel, type ChatOptions, type ChatResult } from '../llm/chat_model.ts';
+import { MeteredChatModel, roleOptions, type ChatMessage, type ChatModel } from '../llm/chat_model.ts';
 import { createRng, hashSeed, type Rng } from '../rng.ts';
 import { limitsFromConfig } from '../sandbox/host.ts';
 import { playEpisode, type Episode, type Turn } from './agent.ts';
@@ -130,29 +130,6 @@ export function initialState(spec: RunSpec): RunState {
   };
 }
 
-/** Wraps a model to count the time spent in its calls. */
-class Timed implements ChatModel {
-  ms = 0;
-  constructor(private readonly inner: ChatModel) {}
-  get backend() {
-    return this.inner.backend;
-  }
-  get model() {
-    return this.inner.model;
-  }
-  get capabilities() {
-    return this.inner.capabilities;
-  }
-  async chat(m: ChatMessage[], o?: ChatOptions): Promise<ChatResult> {
-    const t0 = performance.now();
-    try {
-      return await this.inner.chat(m, o);
-    } finally {
-      this.ms += performance.now() - t0;
-    }
-  }
-}
-
 export class SpadeLoop {
   private state: RunState | null = null;
   private paused: { promise: Promise<void>; resolve: () => void } | null = null;
@@ -259,9 +236,9 @@ export class SpadeLoop {
     const t0 = performance.now();
     const cfg = this.cfg;
     const { runner, signal } = this.d;
-    const designer = new Timed(this.d.models.designer);
-    const hinter = new Timed(this.d.models.hint);
-    const agent = new Timed(this.d.models.agent);
+    const designer = new MeteredChatModel(this.d.models.designer);
+    const hinter = new MeteredChatModel(this.d.models.hint);
+    const agent = new MeteredChatModel(this.d.models.agent);
     const rng = this.taskRng(cycle, index, skill);
     const limits = limitsFromConfig(cfg);
     const setting = cfg.setting;
