@@ -21,6 +21,10 @@ export interface Tensor {
   size: number;
 }
 
+/** Bytes per uniform chunk, and the offset alignment (WebGPU's minUniformBufferOffsetAlignment default). */
+const UNIFORM_CHUNK = 64 * 1024;
+const UNIFORM_ALIGN = 256;
+
 export const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 const bytesOf = (size: number, dtype: DType) => Math.max(16, Math.ceil((size * (dtype === 'f16' ? 2 : 4)) / 16) * 16);
 
@@ -42,7 +46,13 @@ export class Engine {
   private readonly free = new Map<number, GPUBuffer[]>();
   /** Buffers to return to the pool after the next flush (temporaries of this step). */
   private readonly pendingRelease: GPUBuffer[] = [];
-  private readonly uniformsInFlight: GPUBuffer[] = [];
+  /**
+   * Uniform blocks of the step being recorded, packed into 64 KiB chunks (one GPU buffer each,
+   * bound at 256-byte offsets) and written with one writeBuffer per chunk at flush, instead of
+   * a buffer created and written per dispatch (which dominated decode steps).
+   */
+  private readonly chunks: { buffer: GPUBuffer; shadow: Uint8Array; used: number }[] = [];
+  private readonly spareChunks: GPUBuffer[] = [];
   dispatches = 0;
   submits = 0;
   bytesAllocated = 0;
@@ -106,13 +116,19 @@ export class Engine {
     const pipeline = this.ctx.pipeline(spec.key, spec.code, spec.constants);
     const entries: GPUBindGroupEntry[] = spec.bindings.map((t, i) => ({ binding: i, resource: { buffer: t.buffer } }));
     if (spec.uniforms) {
-      const ub = this.device.createBuffer({
-        size: Math.max(16, Math.ceil(spec.uniforms.byteLength / 16) * 16),
-        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
-      });
-      this.device.queue.writeBuffer(ub, 0, spec.uniforms);
-      this.uniformsInFlight.push(ub);
-      entries.push({ binding: spec.bindings.length, resource: { buffer: ub } });
+      const size = Math.max(16, Math.ceil(spec.uniforms.byteLength / 16) * 16);
+      let chunk = this.chunks[this.chunks.length - 1];
+      if (!chunk || chunk.used + size > UNIFORM_CHUNK) {
+        const buffer =
+          this.spareChunks.pop() ??
+          this.device.createBuffer({ size: UNIFORM_CHUNK, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+        chunk = { buffer, shadow: new Uint8Array(UNIFORM_CHUNK), used: 0 };
+        this.chunks.push(chunk);
+      }
+      const offset = chunk.used;
+      chunk.shadow.set(new Uint8Array(spec.uniforms), offset);
+      chunk.used = offset + Math.ceil(size / UNIFORM_ALIGN) * UNIFORM_ALIGN;
+      entries.push({ binding: spec.bindings.length, resource: { buffer: chunk.buffer, offset, size } });
     }
     const bind = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
     if (!this.pass) this.pass = this.enc().beginComputePass();
@@ -133,12 +149,15 @@ export class Engine {
   /** Submit everything recorded so far (one submission per step). */
   flush(): void {
     this.endPass();
+    // queue.writeBuffer is ordered before the submit that follows, and after earlier submits,
+    // so a chunk can be rewritten for the next step as soon as this one is submitted
+    for (const c of this.chunks) this.device.queue.writeBuffer(c.buffer, 0, c.shadow.buffer, 0, c.used);
     if (this.encoder) {
       this.device.queue.submit([this.encoder.finish()]);
       this.encoder = null;
       this.submits++;
     }
-    for (const u of this.uniformsInFlight.splice(0)) u.destroy();
+    for (const c of this.chunks.splice(0)) this.spareChunks.push(c.buffer);
     for (const b of this.pendingRelease.splice(0)) {
       const list = this.free.get(b.size) ?? [];
       list.push(b);

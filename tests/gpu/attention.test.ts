@@ -1,7 +1,7 @@
 // attention on the software adapter: GPU vs CPU reference (GQA, decode, prefill with a cache
 // prefix), CPU backward vs finite differences, GPU backward vs CPU backward.
 import { describe, expect, it } from 'vitest';
-import { createRng, type Rng } from '../../src/core/rng.ts';
+import { createRng } from '../../src/core/rng.ts';
 import type { GpuContext } from '../../src/engine/device.ts';
 import {
   attention,
@@ -11,51 +11,19 @@ import {
   type AttentionDims,
 } from '../../src/engine/kernels/attention.ts';
 import { Engine } from '../../src/engine/runtime.ts';
+import { finiteDiff, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 
 const { ctx, reason } = await tryGpu();
-
-const rand = (rng: Rng, n: number, scale = 1) => new Float32Array(n).map(() => (rng.next() * 2 - 1) * scale);
-
-/** Worst |got - want| / max(|want|, 1% of max|want|); ≤ rtol means close. */
-function worstRelErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  expect(got.length).toBe(want.length);
-  let scale = 0;
-  for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]!));
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) {
-    const denom = Math.max(Math.abs(want[i]!), 0.01 * scale, 1e-30);
-    worst = Math.max(worst, Math.abs(got[i]! - want[i]!) / denom);
-  }
-  return worst;
-}
-
-/** Central finite differences of loss(x) = sum(f(x) * r) with respect to x. */
-function finiteDiff(f: (x: Float32Array) => Float32Array, x: Float32Array, r: Float32Array, h = 1e-2): Float64Array {
-  const loss = () => f(x).reduce((s, v, i) => s + v * r[i]!, 0);
-  const g = new Float64Array(x.length);
-  for (let i = 0; i < x.length; i++) {
-    const xi = x[i]!;
-    x[i] = xi + h;
-    const up = x[i]!;
-    const lp = loss();
-    x[i] = xi - h;
-    const down = x[i]!;
-    const lm = loss();
-    x[i] = xi;
-    g[i] = (lp - lm) / (up - down);
-  }
-  return g;
-}
 
 function inputs(dims: AttentionDims, seed: number, qScale = 1) {
   const { T, S, Hq, Hkv, D } = dims;
   const rng = createRng(seed);
   return {
-    q: rand(rng, T * Hq * D, qScale),
-    k: rand(rng, S * Hkv * D),
-    v: rand(rng, S * Hkv * D),
-    dout: rand(rng, T * Hq * D),
+    q: randomArray(T * Hq * D, rng, -qScale, qScale),
+    k: randomArray(S * Hkv * D, rng),
+    v: randomArray(S * Hkv * D, rng),
+    dout: randomArray(T * Hq * D, rng),
   };
 }
 
@@ -80,7 +48,7 @@ describe('attention CPU reference', () => {
     const row = full.Hq * full.D;
     for (const T of [1, 2]) {
       const got = attentionCpu(q.slice((6 - T) * row), k, v, { ...full, T }).out;
-      expect(worstRelErr(got, want.slice((6 - T) * row))).toBeLessThan(1e-6);
+      expect(relError(got, want.slice((6 - T) * row))).toBeLessThan(1e-6);
     }
   });
 
@@ -108,9 +76,9 @@ describe('attention CPU reference', () => {
     const fq = finiteDiff((x) => attentionCpu(x, k, v, dims).out, q, r);
     const fk = finiteDiff((x) => attentionCpu(q, x, v, dims).out, k, r);
     const fv = finiteDiff((x) => attentionCpu(q, k, x, dims).out, v, r);
-    expect(worstRelErr(got.dq, fq)).toBeLessThan(2e-3);
-    expect(worstRelErr(got.dk, fk)).toBeLessThan(2e-3);
-    expect(worstRelErr(got.dv, fv)).toBeLessThan(2e-3);
+    expect(relError(got.dq, fq)).toBeLessThan(2e-3);
+    expect(relError(got.dk, fk)).toBeLessThan(2e-3);
+    expect(relError(got.dv, fv)).toBeLessThan(2e-3);
   });
 });
 
@@ -137,11 +105,11 @@ describe.skipIf(!ctx)(`attention on WebGPU ${reason}`, () => {
     expect(out.shape).toEqual([T, Hq, D]);
     expect(lse.shape).toEqual([Hq, T]);
     expect(grad.dk.shape).toEqual([S, Hkv, D]);
-    expect(worstRelErr(await e.read(out), want.out)).toBeLessThan(1e-4);
-    expect(worstRelErr(await e.read(lse), want.lse)).toBeLessThan(1e-4);
-    expect(worstRelErr(await e.read(grad.dq), wantGrad.dq)).toBeLessThan(1e-4);
-    expect(worstRelErr(await e.read(grad.dk), wantGrad.dk)).toBeLessThan(1e-4);
-    expect(worstRelErr(await e.read(grad.dv), wantGrad.dv)).toBeLessThan(1e-4);
+    expect(relError(await e.read(out), want.out)).toBeLessThan(1e-4);
+    expect(relError(await e.read(lse), want.lse)).toBeLessThan(1e-4);
+    expect(relError(await e.read(grad.dq), wantGrad.dq)).toBeLessThan(1e-4);
+    expect(relError(await e.read(grad.dk), wantGrad.dk)).toBeLessThan(1e-4);
+    expect(relError(await e.read(grad.dv), wantGrad.dv)).toBeLessThan(1e-4);
   });
 
   it('rejects bad shapes', () => {

@@ -9,6 +9,7 @@ import { LlamaModel } from '../../src/engine/model.ts';
 import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyDType, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
+import { relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 
 const { ctx, reason } = await tryGpu();
@@ -22,13 +23,8 @@ async function pair(variant: TinyVariant, dtype: TinyDType = 'f32') {
   return { cpu, gpu };
 }
 
-function maxRel(a: Float32Array, b: Float32Array): number {
-  let scale = 0;
-  for (const x of b) scale = Math.max(scale, Math.abs(x));
-  let err = 0;
-  for (let i = 0; i < a.length; i++) err = Math.max(err, Math.abs(a[i]! - b[i]!));
-  return err / Math.max(scale, 1e-6);
-}
+/** max|a − b| / max|b|: floor 1 makes relError relative to the largest expected value. */
+const maxRel = (a: Float32Array, b: Float32Array) => relError(a, b, 1);
 
 describe.skipIf(!ctx)(`model on WebGPU vs CPU references ${reason}`, () => {
   it.each(TINY_VARIANTS.flatMap((v) => (['f32', 'bf16'] as const).map((d) => [v, d] as const)))(

@@ -1,46 +1,13 @@
 // rmsnorm on the software adapter: GPU vs CPU reference, CPU backward vs finite differences.
 import { describe, expect, it } from 'vitest';
-import { createRng, type Rng } from '../../src/core/rng.ts';
+import { createRng } from '../../src/core/rng.ts';
 import type { GpuContext } from '../../src/engine/device.ts';
 import { rmsnorm, rmsnormBackward, rmsnormBackwardCpu, rmsnormCpu } from '../../src/engine/kernels/rmsnorm.ts';
 import { Engine } from '../../src/engine/runtime.ts';
+import { finiteDiff, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 
 const { ctx, reason } = await tryGpu();
-
-const rand = (rng: Rng, n: number, scale = 1, offset = 0) =>
-  new Float32Array(n).map(() => (rng.next() * 2 - 1) * scale + offset);
-
-/** Worst |got - want| / max(|want|, 1% of max|want|); ≤ rtol means close. */
-function worstRelErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  expect(got.length).toBe(want.length);
-  let scale = 0;
-  for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]!));
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) {
-    const denom = Math.max(Math.abs(want[i]!), 0.01 * scale, 1e-30);
-    worst = Math.max(worst, Math.abs(got[i]! - want[i]!) / denom);
-  }
-  return worst;
-}
-
-/** Central finite differences of loss(x) = sum(f(x) * r) with respect to x. */
-function finiteDiff(f: (x: Float32Array) => Float32Array, x: Float32Array, r: Float32Array, h = 1e-2): Float64Array {
-  const loss = () => f(x).reduce((s, v, i) => s + v * r[i]!, 0);
-  const g = new Float64Array(x.length);
-  for (let i = 0; i < x.length; i++) {
-    const xi = x[i]!;
-    x[i] = xi + h;
-    const up = x[i]!;
-    const lp = loss();
-    x[i] = xi - h;
-    const down = x[i]!;
-    const lm = loss();
-    x[i] = xi;
-    g[i] = (lp - lm) / (up - down);
-  }
-  return g;
-}
 
 describe('rmsnorm CPU reference', () => {
   it('normalises each row to unit rms before the weight', () => {
@@ -54,19 +21,19 @@ describe('rmsnorm CPU reference', () => {
     [3, 16],
   ])('backward (rows=%i, C=%i) matches finite differences of the forward', (rows, c) => {
     const rng = createRng(rows * 100 + c);
-    const x = rand(rng, rows * c);
-    const w = rand(rng, c, 0.5, 1);
-    const r = rand(rng, rows * c);
+    const x = randomArray(rows * c, rng);
+    const w = randomArray(c, rng, 0.5, 1.5);
+    const r = randomArray(rows * c, rng);
     const eps = 1e-5;
     const { dx, dw } = rmsnormBackwardCpu(x, w, r, eps);
     expect(
-      worstRelErr(
+      relError(
         dx,
         finiteDiff((xx) => rmsnormCpu(xx, w, eps), x, r),
       ),
     ).toBeLessThan(2e-3);
     expect(
-      worstRelErr(
+      relError(
         dw,
         finiteDiff((ww) => rmsnormCpu(x, ww, eps), w, r),
       ),
@@ -85,22 +52,22 @@ describe.skipIf(!ctx)(`rmsnorm on WebGPU ${reason}`, () => {
   ])('forward matches the CPU reference on $shape', async ({ shape, c }) => {
     const rng = createRng(shape.reduce((a, b) => a * b, 7));
     const n = shape.reduce((a, b) => a * b, 1);
-    const x = rand(rng, n, 3);
-    const w = rand(rng, c, 0.5, 1);
+    const x = randomArray(n, rng, -3, 3);
+    const w = randomArray(c, rng, 0.5, 1.5);
     const e = new Engine(gpu);
     const y = rmsnorm(e, e.tensor(shape, x), e.tensor([c], w), 1e-6);
     expect(y.shape).toEqual(shape);
-    expect(worstRelErr(await e.read(y), rmsnormCpu(x, w, 1e-6))).toBeLessThan(1e-4);
+    expect(relError(await e.read(y), rmsnormCpu(x, w, 1e-6))).toBeLessThan(1e-4);
   });
 
   it('spreads more than 65535 rows over a 2-D grid', async () => {
     const rows = 65600;
     const rng = createRng(11);
-    const x = rand(rng, rows * 2);
+    const x = randomArray(rows * 2, rng);
     const w = new Float32Array([1.5, -0.5]);
     const e = new Engine(gpu);
     const got = await e.read(rmsnorm(e, e.tensor([rows, 2], x), e.tensor([2], w), 1e-5));
-    expect(worstRelErr(got, rmsnormCpu(x, w, 1e-5))).toBeLessThan(1e-4);
+    expect(relError(got, rmsnormCpu(x, w, 1e-5))).toBeLessThan(1e-4);
   });
 
   it.each([
@@ -110,9 +77,9 @@ describe.skipIf(!ctx)(`rmsnorm on WebGPU ${reason}`, () => {
   ])('backward (dx, dw) matches the CPU backward on $shape', async ({ shape, c }) => {
     const rng = createRng(c * 31);
     const n = shape.reduce((a, b) => a * b, 1);
-    const x = rand(rng, n, 2);
-    const w = rand(rng, c, 0.5, 1);
-    const dy = rand(rng, n);
+    const x = randomArray(n, rng, -2, 2);
+    const w = randomArray(c, rng, 0.5, 1.5);
+    const dy = randomArray(n, rng);
     const want = rmsnormBackwardCpu(x, w, dy, 1e-5);
     const e = new Engine(gpu);
     const xt = e.tensor(shape, x);
@@ -122,9 +89,9 @@ describe.skipIf(!ctx)(`rmsnorm on WebGPU ${reason}`, () => {
     const only = rmsnormBackward(e, xt, wt, dyt, 1e-5);
     expect(only.dw).toBeUndefined();
     expect(full.dx.shape).toEqual(shape);
-    expect(worstRelErr(await e.read(full.dx), want.dx)).toBeLessThan(1e-4);
-    expect(worstRelErr(await e.read(full.dw!), want.dw)).toBeLessThan(1e-4);
-    expect(worstRelErr(await e.read(only.dx), want.dx)).toBeLessThan(1e-4);
+    expect(relError(await e.read(full.dx), want.dx)).toBeLessThan(1e-4);
+    expect(relError(await e.read(full.dw!), want.dw)).toBeLessThan(1e-4);
+    expect(relError(await e.read(only.dx), want.dx)).toBeLessThan(1e-4);
   });
 
   it('rejects a weight that does not divide x', () => {

@@ -1,6 +1,6 @@
 // rope on the software adapter: frequency tables, GPU vs CPU reference, backward vs finite differences.
 import { describe, expect, it } from 'vitest';
-import { createRng, type Rng } from '../../src/core/rng.ts';
+import { createRng } from '../../src/core/rng.ts';
 import type { GpuContext } from '../../src/engine/device.ts';
 import {
   rope,
@@ -12,42 +12,10 @@ import {
   type RopeConfig,
 } from '../../src/engine/kernels/rope.ts';
 import { Engine } from '../../src/engine/runtime.ts';
+import { finiteDiff, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 
 const { ctx, reason } = await tryGpu();
-
-const rand = (rng: Rng, n: number) => new Float32Array(n).map(() => rng.next() * 2 - 1);
-
-/** Worst |got - want| / max(|want|, 1% of max|want|); ≤ rtol means close. */
-function worstRelErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  expect(got.length).toBe(want.length);
-  let scale = 0;
-  for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]!));
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) {
-    const denom = Math.max(Math.abs(want[i]!), 0.01 * scale, 1e-30);
-    worst = Math.max(worst, Math.abs(got[i]! - want[i]!) / denom);
-  }
-  return worst;
-}
-
-/** Central finite differences of loss(x) = sum(f(x) * r) with respect to x. */
-function finiteDiff(f: (x: Float32Array) => Float32Array, x: Float32Array, r: Float32Array, h = 1e-2): Float64Array {
-  const loss = () => f(x).reduce((s, v, i) => s + v * r[i]!, 0);
-  const g = new Float64Array(x.length);
-  for (let i = 0; i < x.length; i++) {
-    const xi = x[i]!;
-    x[i] = xi + h;
-    const up = x[i]!;
-    const lp = loss();
-    x[i] = xi - h;
-    const down = x[i]!;
-    const lm = loss();
-    x[i] = xi;
-    g[i] = (lp - lm) / (up - down);
-  }
-  return g;
-}
 
 const LLAMA32: RopeConfig = {
   headDim: 64,
@@ -128,7 +96,7 @@ describe('rope CPU reference', () => {
   it('with an offset equals the tail of the full sequence (KV-cache positions)', () => {
     const rng = createRng(3);
     const f = ropeFrequencies({ headDim: 6, theta: 10000 });
-    const x = rand(rng, 5 * 2 * 6);
+    const x = randomArray(5 * 2 * 6, rng);
     const full = ropeCpu(x, [5, 2, 6], f, 0);
     expect(ropeCpu(x.slice(3 * 12), [2, 2, 6], f, 3)).toEqual(full.slice(3 * 12));
   });
@@ -136,10 +104,10 @@ describe('rope CPU reference', () => {
   it('backward matches finite differences of the forward', () => {
     const rng = createRng(5);
     const f = ropeFrequencies({ headDim: 6, theta: 100 });
-    const x = rand(rng, 3 * 2 * 6);
-    const r = rand(rng, x.length);
+    const x = randomArray(3 * 2 * 6, rng);
+    const r = randomArray(x.length, rng);
     const want = finiteDiff((xx) => ropeCpu(xx, [3, 2, 6], f, 4), x, r);
-    expect(worstRelErr(ropeBackwardCpu(r, [3, 2, 6], f, 4), want)).toBeLessThan(1e-3);
+    expect(relError(ropeBackwardCpu(r, [3, 2, 6], f, 4), want)).toBeLessThan(1e-3);
   });
 });
 
@@ -155,15 +123,15 @@ describe.skipIf(!ctx)(`rope on WebGPU ${reason}`, () => {
   ])('forward and backward match the CPU reference: T=$t H=$h D=$d pos0=$pos0', async ({ t, h, d, pos0, cfg }) => {
     const rng = createRng(t * 1000 + h * 100 + d + pos0);
     const f = ropeFrequencies(cfg);
-    const x = rand(rng, t * h * d);
-    const dy = rand(rng, t * h * d);
+    const x = randomArray(t * h * d, rng);
+    const dy = randomArray(t * h * d, rng);
     const e = new Engine(gpu);
     const ft = e.tensor([d / 2], f);
     const y = rope(e, e.tensor([t, h, d], x), ft, pos0);
     const dx = ropeBackward(e, e.tensor([t, h, d], dy), ft, pos0);
     expect(y.shape).toEqual([t, h, d]);
-    expect(worstRelErr(await e.read(y), ropeCpu(x, [t, h, d], f, pos0))).toBeLessThan(1e-4);
-    expect(worstRelErr(await e.read(dx), ropeBackwardCpu(dy, [t, h, d], f, pos0))).toBeLessThan(1e-4);
+    expect(relError(await e.read(y), ropeCpu(x, [t, h, d], f, pos0))).toBeLessThan(1e-4);
+    expect(relError(await e.read(dx), ropeBackwardCpu(dy, [t, h, d], f, pos0))).toBeLessThan(1e-4);
   });
 
   it('rejects a frequency table of the wrong length', () => {

@@ -1,45 +1,13 @@
 // swiglu on the software adapter: GPU vs CPU reference, CPU backward vs finite differences.
 import { describe, expect, it } from 'vitest';
-import { createRng, type Rng } from '../../src/core/rng.ts';
+import { createRng } from '../../src/core/rng.ts';
 import type { GpuContext } from '../../src/engine/device.ts';
 import { swiglu, swigluBackward, swigluBackwardCpu, swigluCpu } from '../../src/engine/kernels/swiglu.ts';
 import { Engine } from '../../src/engine/runtime.ts';
+import { finiteDiff, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 
 const { ctx, reason } = await tryGpu();
-
-const rand = (rng: Rng, n: number, scale = 1) => new Float32Array(n).map(() => (rng.next() * 2 - 1) * scale);
-
-/** Worst |got - want| / max(|want|, 1% of max|want|); ≤ rtol means close. */
-function worstRelErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  expect(got.length).toBe(want.length);
-  let scale = 0;
-  for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]!));
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) {
-    const denom = Math.max(Math.abs(want[i]!), 0.01 * scale, 1e-30);
-    worst = Math.max(worst, Math.abs(got[i]! - want[i]!) / denom);
-  }
-  return worst;
-}
-
-/** Central finite differences of loss(x) = sum(f(x) * r) with respect to x. */
-function finiteDiff(f: (x: Float32Array) => Float32Array, x: Float32Array, r: Float32Array, h = 1e-2): Float64Array {
-  const loss = () => f(x).reduce((s, v, i) => s + v * r[i]!, 0);
-  const g = new Float64Array(x.length);
-  for (let i = 0; i < x.length; i++) {
-    const xi = x[i]!;
-    x[i] = xi + h;
-    const up = x[i]!;
-    const lp = loss();
-    x[i] = xi - h;
-    const down = x[i]!;
-    const lm = loss();
-    x[i] = xi;
-    g[i] = (lp - lm) / (up - down);
-  }
-  return g;
-}
 
 describe('swiglu CPU reference', () => {
   it('is silu(gate) * up, finite for large |gate|', () => {
@@ -52,18 +20,18 @@ describe('swiglu CPU reference', () => {
 
   it('backward matches finite differences of the forward', () => {
     const rng = createRng(1);
-    const gate = rand(rng, 40, 4);
-    const up = rand(rng, 40, 2);
-    const r = rand(rng, 40);
+    const gate = randomArray(40, rng, -4, 4);
+    const up = randomArray(40, rng, -2, 2);
+    const r = randomArray(40, rng);
     const { dgate, dup } = swigluBackwardCpu(gate, up, r);
     expect(
-      worstRelErr(
+      relError(
         dgate,
         finiteDiff((g) => swigluCpu(g, up), gate, r),
       ),
     ).toBeLessThan(1e-3);
     expect(
-      worstRelErr(
+      relError(
         dup,
         finiteDiff((u) => swigluCpu(gate, u), up, r),
       ),
@@ -82,19 +50,19 @@ describe.skipIf(!ctx)(`swiglu on WebGPU ${reason}`, () => {
   ])('forward and backward match the CPU reference on (%i, %i)', async (t, f) => {
     const rng = createRng(t * 10000 + f);
     const n = t * f;
-    const gate = rand(rng, n, 8);
+    const gate = randomArray(n, rng, -8, 8);
     gate[0] = -120; // exp overflow guard
-    const up = rand(rng, n, 2);
-    const dout = rand(rng, n);
+    const up = randomArray(n, rng, -2, 2);
+    const dout = randomArray(n, rng);
     const want = swigluBackwardCpu(gate, up, dout);
     const e = new Engine(gpu);
     const [gt, ut] = [e.tensor([t, f], gate), e.tensor([t, f], up)];
     const out = swiglu(e, gt, ut);
     const { dgate, dup } = swigluBackward(e, gt, ut, e.tensor([t, f], dout));
     expect(out.shape).toEqual([t, f]);
-    expect(worstRelErr(await e.read(out), swigluCpu(gate, up))).toBeLessThan(1e-4);
-    expect(worstRelErr(await e.read(dgate), want.dgate)).toBeLessThan(1e-4);
-    expect(worstRelErr(await e.read(dup), want.dup)).toBeLessThan(1e-4);
+    expect(relError(await e.read(out), swigluCpu(gate, up))).toBeLessThan(1e-4);
+    expect(relError(await e.read(dgate), want.dgate)).toBeLessThan(1e-4);
+    expect(relError(await e.read(dup), want.dup)).toBeLessThan(1e-4);
   });
 
   it('covers more than 65535 workgroups (2-D grid)', async () => {
@@ -111,7 +79,7 @@ describe.skipIf(!ctx)(`swiglu on WebGPU ${reason}`, () => {
       [0, 1000],
       [n - 70000, n],
     ] as const) {
-      expect(worstRelErr(got.subarray(a, b), swigluCpu(gate.subarray(a, b), up.subarray(a, b)))).toBeLessThan(1e-4);
+      expect(relError(got.subarray(a, b), swigluCpu(gate.subarray(a, b), up.subarray(a, b)))).toBeLessThan(1e-4);
     }
   });
 
