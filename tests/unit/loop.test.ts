@@ -16,7 +16,7 @@ import { SpadeLoop, skillsForCycle, type LoopEvent } from '../../src/core/spade/
 import { StoreRunStore, type RunSpec } from '../../src/core/spade/run_store.ts';
 import { MemoryStore } from '../../src/core/store.ts';
 import { DirRunStore } from '../../src/platform/node/run_dir.ts';
-import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../../src/core/llm/doubles.ts';
+import { scriptedAgent, scriptedDesigner, scriptedHinter, scriptedTrio } from '../../src/core/llm/doubles.ts';
 
 const CONFIG: Config = { ...DEFAULTS, seed: 7, playsPerEnv: 2, maxTurns: 12 };
 const spec = (config = CONFIG): RunSpec => ({
@@ -178,5 +178,23 @@ describe('the SPADE loop', () => {
     await s.writeCycle(1, { archive: [{ cycle: 1 } as never], rollouts: [], metrics });
     expect((await s.readArchive()).map((a) => a.cycle)).toEqual([0, 1]);
     expect(await s.readMetrics()).toHaveLength(2);
+  });
+
+  it('with the LLM validator on, a rejected design is repaired or ends invalid with the reason', async () => {
+    const trio = scriptedTrio();
+    const store = new StoreRunStore(new MemoryStore(), 'val');
+    const config = { ...CONFIG, llmValidator: 'on' as const, skillsPerCycle: 1 };
+    await new SpadeLoop({
+      spec: { ...spec(config), skills: ['mathematical'] },
+      models: { designer: trio, hint: trio, agent: trio },
+      runner,
+      corpus,
+      store,
+    }).run(1);
+    const [a] = await store.readArchive();
+    expect(a!.valid).toBe(false);
+    expect(a!.attempts).toHaveLength(2); // first attempt + one repair turn
+    expect(a!.attempts[0]!.failures).toEqual(['validator: no reachable goal']);
+    expect(a!.validator).toEqual({ accept: false, reason: 'no reachable goal' });
   });
 });

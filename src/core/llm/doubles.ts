@@ -96,6 +96,8 @@ export function scriptedTrio(): ScriptedChatModel {
     const sys = messages[0]!.content;
     if (sys.startsWith('You design')) return designerReply(messages);
     if (sys.startsWith('You write short strategy hints')) return hintReply();
+    if (sys.startsWith('You review generated training environments'))
+      return 'The goal cannot be reached.\nVERDICT: REJECT no reachable goal';
     return agentReply(messages);
   });
 }
