@@ -1,12 +1,12 @@
-/** `spade gpu [--json]`: acquire a WebGPU device in Node and print its report and the vector_add self-check. */
-import { vectorAddSelfCheck } from '../engine/kernels/vector_add.ts';
+/** `spade gpu [--json]`: acquire a WebGPU device in Node and print its report and the kernel self-check. */
+import { gpuSelfCheck } from '../engine/self_check.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';
 import { parseArgs, type Io } from './spade.ts';
 
 export async function run(argv: string[], io: Io): Promise<number> {
   const args = parseArgs(argv, ['json']);
   const ctx = await acquireNodeGpu();
-  const check = await vectorAddSelfCheck(ctx);
+  const check = await gpuSelfCheck(ctx);
   const r = ctx.report;
   ctx.destroy();
   if (args.flags.has('json')) {
@@ -16,7 +16,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     io.out(`shader-f16  ${r.features.shaderF16 ? 'yes' : 'no'}`);
     io.out(`max binding ${Math.round(r.limits.maxStorageBufferBindingSize / 2 ** 20)} MiB`);
     io.out(
-      `self-check  ${check.ok ? 'vector_add matches the CPU reference' : `MISMATCH (max error ${check.maxAbsError})`}`,
+      `self-check  ${check.ok ? 'the add kernel matches the CPU reference' : `MISMATCH (max error ${check.maxAbsError})`}`,
     );
   }
   return check.ok ? 0 : 1;

@@ -1,10 +1,10 @@
 /**
  * WebGPU status for the shell's chip: acquires the device once, runs the
- * vector_add self-check (GPU vs CPU reference), and reports device loss.
+ * kernel self-check (GPU vs CPU reference), and reports device loss.
  */
 import { serializeError } from '../core/errors.ts';
 import { acquireGpu, WEBGPU_HELP, type GpuContext, type GpuReport } from '../engine/device.ts';
-import { vectorAddSelfCheck } from '../engine/kernels/vector_add.ts';
+import { gpuSelfCheck } from '../engine/self_check.ts';
 
 export type GpuStatus = 'checking' | 'ready' | 'unavailable' | 'lost';
 
@@ -24,7 +24,7 @@ export class GpuState {
         this.status = 'lost';
         this.message = err.message;
       });
-      this.selfCheck = await vectorAddSelfCheck(ctx);
+      this.selfCheck = await gpuSelfCheck(ctx);
       this.status = 'ready';
     } catch (err) {
       this.status = 'unavailable';

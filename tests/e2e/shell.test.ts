@@ -1,5 +1,5 @@
 // The built app shell in real Chromium: renders, detects the WebGPU adapter,
-// runs the vector_add kernel self-check, keeps state in the URL, no console errors.
+// runs the add-kernel self-check, keeps state in the URL, no console errors.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { launchChromium, resultPath, serveDist, watchErrors } from './browser.ts';
@@ -25,7 +25,7 @@ describe('app shell in Chromium', () => {
     await chip.filter({ hasText: /WebGPU: (?!checking)/ }).waitFor({ timeout: 60_000 });
     expect(await chip.textContent()).toMatch(/WebGPU: swiftshader/i);
     await chip.click();
-    await page.getByTestId('selfcheck').filter({ hasText: 'vector_add matches CPU' }).waitFor({ timeout: 60_000 });
+    await page.getByTestId('selfcheck').filter({ hasText: 'add kernel matches CPU' }).waitFor({ timeout: 60_000 });
     expect(await page.getByTestId('f16').textContent()).toMatch(/^(yes|no)$/);
     await page.screenshot({ path: resultPath('shell.png') });
     expect(errors).toEqual([]);
