@@ -3,7 +3,7 @@
 // time each takes, and one closing line "N passed, N failed" over all tiers.
 // Stops at the first failing tier. Reports land in test-results/.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 
 mkdirSync('test-results', { recursive: true });
 const vitest = (project) => [
@@ -33,6 +33,7 @@ const rows = [];
 for (const step of steps) {
   if (only.length && !only.includes(step.name)) continue;
   console.log(`\n── ${step.name} ──`);
+  if (step.report) rmSync(step.report, { force: true }); // never count an earlier run's report
   const t0 = performance.now();
   const r = spawnSync(step.cmd[0], step.cmd[1], { stdio: 'inherit' });
   const secs = (performance.now() - t0) / 1000;

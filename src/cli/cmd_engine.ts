@@ -6,7 +6,9 @@
  * --json: the last line is one JSON object with `logits` (last position, or every position with --all)
  * or `tokens` (the generated ids).
  */
+import { basename } from 'node:path';
 import { UsageError } from '../core/errors.ts';
+import { LocalChatModel } from '../engine/local_model.ts';
 import { generate } from '../engine/generate.ts';
 import { loadCheckpoint, loadPeftAdapter } from '../engine/io/load.ts';
 import { LlamaModel } from '../engine/model.ts';
@@ -36,6 +38,18 @@ export async function loadModelFromDir(
   const model = new LlamaModel(ckpt.config, ops, ckpt.weights);
   if (adapterDir) model.setLora(await loadPeftAdapter(new DirModelFiles(adapterDir), { model: ckpt.config }));
   return { model, close };
+}
+
+/** Our engine as the `local` ChatModel for `spade run` and `spade chat` (needs the checkpoint's tokenizer). */
+export async function loadLocalChatModel(
+  dir: string,
+  adapterDir: string | undefined,
+  device: string,
+): Promise<LocalChatModel<unknown>> {
+  const ckpt = await loadCheckpoint(new DirModelFiles(dir));
+  if (!ckpt.tokenizer) throw new UsageError(`${dir} has no tokenizer.json; the local backend needs it to chat`);
+  const { model } = await loadModelFromDir(dir, adapterDir, device);
+  return new LocalChatModel(basename(dir), model, ckpt.tokenizer);
 }
 
 function parseTokens(a: Args): number[] {

@@ -5,6 +5,7 @@
  *             --iterations N --out DIR [--resume] [--record FILE] [--corpus default|none|FILE]
  *             [--skills a,b,c] [--config FILE.json] [--set key=value ...] [--memory env_memory.json] [--json]
  *   spade run --backend replay --replay FILE --iterations N --out DIR
+ *   spade run --backend local --model-dir DIR [--adapter DIR] [--device gpu|cpu] --iterations N --out DIR
  *
  * Writes DIR/config.json, archive.jsonl, rollouts.jsonl, metrics.jsonl, memory.json (and state.json
  * for --resume), with a progress bar on stderr.
@@ -46,9 +47,16 @@ export async function modelFromFlags(a: Args): Promise<ChatModel> {
     if (!file) throw new UsageError('--backend replay needs --replay FILE (a transcript recorded with --record)');
     return new ReplayChatModel(await readFile(file, 'utf8'), { tokensPerSecond: intFlag(a, 'tokens-per-second', 0) });
   }
-  throw new UsageError(
-    `--backend must be openai or replay${backend ? `; got "${backend}"` : ''} (the local engine backend is used from the browser)`,
-  );
+  if (backend === 'local') {
+    const dir = flag(a, 'model-dir');
+    if (!dir)
+      throw new UsageError(
+        '--backend local needs --model-dir DIR (a Hugging Face checkpoint directory with tokenizer.json)',
+      );
+    const { loadLocalChatModel } = await import('./cmd_engine.ts');
+    return loadLocalChatModel(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu');
+  }
+  throw new UsageError(`--backend must be openai, replay or local${backend ? `; got "${backend}"` : ''}`);
 }
 
 async function configFromFlags(a: Args): Promise<Config> {

@@ -17,7 +17,7 @@ Usage:
   spade share decode LINK [--out FILE] [--json]
                                              read a share link back into an env set
   spade bench sandbox [--json]               sandbox speed: QuickJS vs native V8 vs call floor, checker time
-  spade run --backend openai|replay ... --iterations N --out DIR [--resume] [--record FILE]
+  spade run --backend openai|replay|local ... --iterations N --out DIR [--resume] [--record FILE]
                                              headless self-play into a run directory (see docs/loop.md)
   spade models [--json]                      the WebLLM model catalog and the other backends
   spade chat --backend openai --base-url URL --model M "prompt"

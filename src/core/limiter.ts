@@ -15,8 +15,14 @@ export class Limiter {
     }
   }
 
-  /** Run fn over items with at most `max` at once; results keep the items' order. */
-  map<T, R>(items: T[], fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
-    return Promise.all(items.map((item, i) => this.run(() => fn(item, i))));
+  /**
+   * Run fn over items with at most `max` at once; results keep the items' order. Waits for every
+   * task to settle before it rethrows the first failure, so nothing is still running after a stop.
+   */
+  async map<T, R>(items: T[], fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+    const settled = await Promise.allSettled(items.map((item, i) => this.run(() => fn(item, i))));
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    return settled.map((r) => (r as PromiseFulfilledResult<R>).value);
   }
 }

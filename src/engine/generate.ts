@@ -59,18 +59,25 @@ export async function generate<X>(model: LlamaModel<X>, prompt: number[], o: Gen
   const out: number[] = [];
   const cache = o.noCache ? undefined : model.newCache();
   let next = prompt;
-  for (let step = 0; step < o.maxNew; step++) {
-    if (o.signal?.aborted) break;
-    const input = o.noCache ? [...prompt, ...out] : next;
-    const { logits } = model.forward(input, { cache, lastOnly: true });
-    const row = await ops.read(logits);
-    ops.free(logits);
-    ops.flush();
-    const id = sampleToken(row, o, rng);
-    out.push(id);
-    o.onToken?.(id);
-    if (o.stopIds?.includes(id)) break;
-    next = [id];
+  try {
+    for (let step = 0; step < o.maxNew; step++) {
+      if (o.signal?.aborted) break;
+      const input = o.noCache ? [...prompt, ...out] : next;
+      const { logits } = model.forward(input, { cache, lastOnly: true });
+      const row = await ops.read(logits);
+      ops.free(logits);
+      ops.flush();
+      const id = sampleToken(row, o, rng);
+      out.push(id);
+      o.onToken?.(id);
+      if (o.stopIds?.includes(id)) break;
+      next = [id];
+    }
+  } finally {
+    if (cache) {
+      model.freeCache(cache);
+      ops.flush();
+    }
   }
   return out;
 }

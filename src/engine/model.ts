@@ -190,6 +190,14 @@ export class LlamaModel<X> {
     return { length: 0, k: [], v: [] };
   }
 
+  /** Give a cache's buffers back (GPU: to the pool after the next submit). */
+  freeCache(cache: KvCache<X>): void {
+    this.ops.free(...cache.k, ...cache.v);
+    cache.k = [];
+    cache.v = [];
+    cache.length = 0;
+  }
+
   /** y = x·Wᵀ (+ b) + LoRA; returns y and x·Aᵀ when adapted (for the backward). */
   private linear(x: X, layer: number, m: LoraModule): { y: X; xa?: X } {
     const ops = this.ops;
@@ -286,6 +294,7 @@ export class LlamaModel<X> {
             down_proj: d.xa,
           },
         });
+        ops.free(oo.y, d.y); // the residual sums h1 and h hold what the backward needs
       } else {
         ops.free(h0, a1, q.y, k.y, qr, kr, att.out, att.lse, oo.y, h1, a2, g.y, u.y, s, d.y);
         if (qn !== qRaw) ops.free(qn);
@@ -330,7 +339,10 @@ export class LlamaModel<X> {
       const arr = cache[which];
       if (cap(arr[layer]) < need) {
         const grown = gops.e.zeros([Math.max(need, 2 * cap(arr[layer]), 64), Hkv, D]);
-        if (arr[layer]) gops.e.copy(arr[layer] as never, 0, grown, 0, pos0 * Hkv * D);
+        if (arr[layer]) {
+          gops.e.copy(arr[layer] as never, 0, grown, 0, pos0 * Hkv * D);
+          gops.e.release(arr[layer] as never);
+        }
         arr[layer] = grown as unknown as X;
       }
       const src = (which === 'k' ? k : v) as unknown as import('./runtime.ts').Tensor;

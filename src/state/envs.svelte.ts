@@ -19,6 +19,7 @@ import {
 import type { CheckReport } from '../core/env/checker.ts';
 import { serializeError } from '../core/errors.ts';
 import type { SandboxPool } from '../core/sandbox/pool.ts';
+import type { SandboxLimits } from '../core/sandbox/limits.ts';
 import type { Store } from '../core/store.ts';
 import { createBrowserSandboxPool } from '../platform/browser/sandbox_pool.ts';
 
@@ -156,10 +157,10 @@ export class EnvLibrary {
     }
   }
 
-  async check(env: EnvRecord, maxTurns: number): Promise<void> {
+  async check(env: EnvRecord, maxTurns: number, limits?: SandboxLimits): Promise<void> {
     this.reports[env.id] = 'running';
     try {
-      this.reports[env.id] = await sandboxPool().check(env.code, { maxTurns });
+      this.reports[env.id] = await sandboxPool().check(env.code, { maxTurns, limits });
     } catch (err) {
       this.reports[env.id] = { error: serializeError(err).message };
     }

@@ -6,6 +6,7 @@
 import type { EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
 import { sandboxPool } from './envs.svelte.ts';
+import type { SandboxLimits } from '../core/sandbox/limits.ts';
 
 export interface Turn {
   action: string | null;
@@ -28,13 +29,14 @@ export class PlaySession {
   last = $derived(this.transcript[this.transcript.length - 1] ?? null);
   done = $derived(Boolean(this.last && (this.last.terminated || this.last.truncated)));
 
-  async start(env: EnvRecord, seed: number, maxTurns: number): Promise<void> {
+  async start(env: EnvRecord, seed: number, maxTurns: number, limits?: SandboxLimits): Promise<void> {
+    if (this.busy) return; // a second click while loading would leak the first environment
     this.busy = true;
     this.error = null;
     try {
       await this.close();
       const pool = sandboxPool();
-      const loaded = await pool.load(env.code, maxTurns);
+      const loaded = await pool.load(env.code, maxTurns, limits);
       this.sandboxId = loaded.id;
       this.envId = env.id;
       this.seed = seed;

@@ -8,6 +8,7 @@ import type { LoraModule } from '../../src/engine/io/peft.ts';
 import { LlamaModel } from '../../src/engine/model.ts';
 import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime.ts';
+import { LoraTrainer } from '../../src/engine/train.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyDType, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 import { relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
@@ -70,5 +71,23 @@ describe.skipIf(!ctx)(`model on WebGPU vs CPU references ${reason}`, () => {
     const want = await run(cpu);
     const got = await run(gpu);
     for (const [k, g] of want) expect(maxRel(got.get(k)!, g), k).toBeLessThan(1e-3);
+  });
+
+  it('reuses GPU memory: repeated generation and training steps allocate nothing new', async () => {
+    const { gpu } = await pair('qwen2');
+    const e = (gpu.ops as GpuOps).e;
+    gpu.initLora(2, 4, ['q_proj', 'down_proj'], 0);
+    const trainer = new LoraTrainer(gpu, { lr: 1e-3 });
+    const sample = [{ ids: IDS, promptLen: 4, advantage: 1 }];
+    for (let i = 0; i < 2; i++) {
+      await generate(gpu, IDS, { maxNew: 4, temperature: 0 });
+      await trainer.trainStep(sample);
+    }
+    const before = e.bytesAllocated;
+    for (let i = 0; i < 3; i++) {
+      await generate(gpu, IDS, { maxNew: 4, temperature: 0 });
+      await trainer.trainStep(sample);
+    }
+    expect(e.bytesAllocated).toBe(before);
   });
 });

@@ -243,3 +243,30 @@ describe('spade run --memory', () => {
     }
   });
 });
+
+describe('spade chat --backend local', () => {
+  it('chats with our engine on the CPU references from a checkpoint directory', async () => {
+    const { writeTinyCheckpoint } = await import('../helpers/tiny_checkpoint.ts');
+    const d = join(dir, 'tiny-llama');
+    await writeTinyCheckpoint(d, 'llama', 'f32', 1);
+    const r = await spade(
+      'chat',
+      '--backend',
+      'local',
+      '--model-dir',
+      d,
+      '--device',
+      'cpu',
+      '--max-tokens',
+      '4',
+      'hi',
+      '--json',
+    );
+    expect(r.code, r.err.join('\n')).toBe(0);
+    expect(r.json()).toMatchObject({ ok: true });
+    expect(r.json().usage.completionTokens).toBeGreaterThan(0);
+    const bad = await spade('chat', '--backend', 'local', 'hi');
+    expect(bad.code).toBe(2);
+    expect(bad.err.join('\n')).toContain('--model-dir DIR');
+  });
+});

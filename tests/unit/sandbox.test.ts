@@ -58,8 +58,25 @@ describe('sandbox host', () => {
     const env =
       await host.load(`let seen = 'none'; import('fs').then(() => (seen = 'loaded'), (e) => (seen = e.message));
       class ImpEnv { reset(){ return [seen, {}]; } step(){ return ['', 0, true, false, {}]; } }`);
-    expect(host.reset(env.id, 0)[0]).toMatch(/none|modules are not available/);
+    expect(host.reset(env.id, 0)[0]).toBe('modules are not available in the sandbox (import of "fs")');
     host.dispose(env.id);
+  });
+
+  it('runs promise callbacks, and stops an endless chain of them at the time limit', async () => {
+    const env = await host.load(`class AsyncEnv {
+      reset() { this.log = []; Promise.resolve().then(() => this.log.push('then')); (async () => { await null; this.log.push('await'); })(); return ['r', {}]; }
+      step() { return [this.log.join(','), 0, false, false, {}]; } }`);
+    host.reset(env.id, 0);
+    expect(host.step(env.id, 'x')[0]).toBe('then,await');
+    host.dispose(env.id);
+    const spin = await host.load(
+      `class SpinEnv { reset() { const f = () => Promise.resolve().then(f); f(); return ['r', {}]; } step() { return ['s', 0, false, false, {}]; } }`,
+    );
+    expect(() => host.reset(spin.id, 0)).toThrow(/reset \(a promise callback\) ran past its \d+ ms limit/);
+    host.dispose(spin.id); // may restart the WASM module; must not throw
+    const next = await host.load(FAKE_ENV);
+    expect(host.reset(next.id, 1)[0]).toContain('Find my number');
+    host.dispose(next.id);
   });
 
   it('is unaffected by a tampered JSON.stringify', async () => {

@@ -16,7 +16,7 @@ import {
   type QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
 import variant from '@jitl/quickjs-wasmfile-release-sync';
-import { DEFAULTS, type Config } from '../config.ts';
+import { DEFAULTS } from '../config.ts';
 import {
   EnvContractError,
   SandboxMemoryError,
@@ -27,34 +27,8 @@ import {
 import type { LoadedEnv, ResetResult, StepResult, ToolSchema } from '../env/contract.ts';
 import prelude from './prelude.guest.js?raw';
 
-export interface SandboxLimits {
-  memoryBytes: number;
-  stackBytes: number;
-  loadMs: number;
-  resetMs: number;
-  stepMs: number;
-  maxCodeBytes: number;
-  maxObservationBytes: number;
-}
-
-export function limitsFromConfig(
-  c: Pick<
-    Config,
-    'sandboxMemoryMiB' | 'sandboxStackKiB' | 'resetTimeoutMs' | 'stepTimeoutMs' | 'maxCodeKiB' | 'maxObservationKiB'
-  >,
-): SandboxLimits {
-  return {
-    memoryBytes: c.sandboxMemoryMiB * 2 ** 20,
-    stackBytes: Math.min(c.sandboxStackKiB, 256) * 1024, // > 256 KiB can overflow the host stack
-    loadMs: c.resetTimeoutMs,
-    resetMs: c.resetTimeoutMs,
-    stepMs: c.stepTimeoutMs,
-    maxCodeBytes: c.maxCodeKiB * 1024,
-    maxObservationBytes: c.maxObservationKiB * 1024,
-  };
-}
-
-export const DEFAULT_LIMITS: SandboxLimits = limitsFromConfig(DEFAULTS);
+export { DEFAULT_LIMITS, limitsFromConfig, type SandboxLimits } from './limits.ts';
+import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
 interface LiveEnv {
   id: string;
@@ -305,7 +279,13 @@ export class SandboxHost {
         /* close() is best-effort */
       }
     }
-    this.release(env);
+    try {
+      this.release(env);
+    } catch (err) {
+      // Freeing a runtime whose promise jobs were interrupted can abort the WASM module
+      // (a QuickJS assertion on leftover objects): start a fresh module, as for any host fault.
+      this.hostFault(env, err, 'close');
+    }
   }
 
   // --- internals ------------------------------------------------------------------------
@@ -356,12 +336,18 @@ export class SandboxHost {
     const { context } = env;
     env.deadline = Date.now() + ms;
     let result;
+    let jobError: { name: string; message: string } | null = null;
     try {
       result = context.callFunction(fn, context.undefined, ...args);
+      jobError = this.runJobs(env);
     } catch (err) {
       throw this.hostFault(env, err, method);
     } finally {
       env.deadline = Infinity;
+    }
+    if (jobError && !result.error) {
+      result.value.dispose();
+      throw this.limitError(env, jobError, `${method} (a promise callback)`, ms);
     }
     if (result.error) {
       const e = this.dumpError(context, result.error);
@@ -410,12 +396,18 @@ export class SandboxHost {
     const { context } = env;
     env.deadline = Date.now() + ms;
     let result;
+    let jobError: { name: string; message: string } | null = null;
     try {
       result = context.evalCode(code, filename, { type: 'global' });
+      jobError = this.runJobs(env);
     } catch (err) {
       throw this.hostFault(env, err, what);
     } finally {
       env.deadline = Infinity;
+    }
+    if (jobError && !result.error) {
+      result.value.dispose();
+      throw this.limitError(env, jobError, `${what} (a promise callback)`, ms);
     }
     if (result.error) {
       const e = this.dumpError(context, result.error);
@@ -429,6 +421,24 @@ export class SandboxHost {
       throw limit;
     }
     return result.value;
+  }
+
+  /**
+   * Run the promise callbacks the call queued (`then`, `await`), under the same deadline, so
+   * asynchronous environment code behaves as it would in a browser. Returns their first error.
+   */
+  private runJobs(env: LiveEnv): { name: string; message: string } | null {
+    if (!env.runtime.hasPendingJob()) return null; // the common case: one cheap check per call
+    const r = env.runtime.executePendingJobs(-1);
+    if (r.error) {
+      const e = this.dumpError(env.context, r.error);
+      r.error.dispose();
+      return e;
+    }
+    // an interrupted job ends quietly (its promise just rejects), so tell by the clock
+    if (env.runtime.hasPendingJob() || Date.now() > env.deadline)
+      return { name: 'InternalError', message: 'interrupted' };
+    return null;
   }
 
   private dumpError(context: QuickJSContext, h: QuickJSHandle): { name: string; message: string; where: string } {

@@ -10,7 +10,7 @@
 import { SandboxTimeoutError, WorkerCrashedError } from '../errors.ts';
 import type { CheckOptions, CheckReport, EnvRunner } from '../env/checker.ts';
 import type { LoadedEnv, ResetResult, StepResult } from '../env/contract.ts';
-import { DEFAULT_LIMITS, type SandboxLimits } from './host.ts';
+import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 import type { SandboxWorkerApi } from './worker_api.ts';
 
 type Promised<T> = {
@@ -174,7 +174,13 @@ export class SandboxPool implements EnvRunner {
     what: string,
   ): Promise<T> {
     const slot = this.slots[slotIndex]!;
-    await slot.ready;
+    try {
+      await slot.ready;
+    } catch (err) {
+      // a worker that never started is replaced, so later calls do not keep landing on it
+      this.replace(slotIndex, slot.generation);
+      throw err;
+    }
     const generation = slot.generation;
     const budget = limitMs + this.graceMs;
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -56,8 +56,29 @@ export function isFormatError(setting: Setting, reply: string): boolean {
     : !/<tool_call>[\s\S]*?<\/tool_call>|<answer>[\s\S]*?<\/answer>/.test(reply);
 }
 
+/** An episode that could not start or go on because the environment failed. */
+export function failedEpisode(seed: number, hinted: boolean, err: unknown): Episode {
+  const e = err as Error;
+  return {
+    seed,
+    hinted,
+    firstObservation: '',
+    turns: [],
+    return: 0,
+    end: 'env_error',
+    error: { name: e?.name ?? 'Error', message: e?.message ?? String(err) },
+    tokens: 0,
+  };
+}
+
 export async function playEpisode(s: EpisodeSpec): Promise<Episode> {
-  const [obs0] = await s.runner.reset(s.envId, s.seed);
+  let obs0: string;
+  try {
+    [obs0] = await s.runner.reset(s.envId, s.seed);
+  } catch (err) {
+    // seeds the checker never tried can still make reset() fail or hang
+    return failedEpisode(s.seed, Boolean(s.hint), err);
+  }
   const first = s.hint ? `${obs0}${HINT_PREFIX}${s.hint}` : obs0;
   const messages: ChatMessage[] = [
     { role: 'system', content: agentSystemPrompt(s.setting) },

@@ -21,8 +21,8 @@ import { serializeError } from '../errors.ts';
 import { Limiter } from '../limiter.ts';
 import { MeteredChatModel, roleOptions, type ChatMessage, type ChatModel } from '../llm/chat_model.ts';
 import { createRng, hashSeed, type Rng } from '../rng.ts';
-import { limitsFromConfig } from '../sandbox/host.ts';
-import { playEpisode, type Episode, type Turn } from './agent.ts';
+import { limitsFromConfig } from '../sandbox/limits.ts';
+import { failedEpisode, playEpisode, type Episode, type Turn } from './agent.ts';
 import { excerpt, sampleDoc, type CorpusDoc } from './corpus.ts';
 import { designerRewards, estimate, mean, updateEma, winRate } from './estimators.ts';
 import { extractCode, extractHint, leakedValues, parseVerdict } from './extract.ts';
@@ -134,6 +134,8 @@ export class SpadeLoop {
   private state: RunState | null = null;
   private paused: { promise: Promise<void>; resolve: () => void } | null = null;
   private saving: Promise<void> = Promise.resolve();
+  /** Set when run() has returned: pause/resume then change nothing the UI should see. */
+  private finished = false;
   private readonly cfg: Config;
 
   constructor(private readonly d: LoopDeps) {
@@ -149,7 +151,7 @@ export class SpadeLoop {
   }
 
   pause(): void {
-    if (this.paused) return;
+    if (this.paused || this.finished) return;
     let resolve!: () => void;
     const promise = new Promise<void>((r) => (resolve = r));
     this.paused = { promise, resolve };
@@ -160,7 +162,7 @@ export class SpadeLoop {
     const p = this.paused;
     this.paused = null;
     p?.resolve();
-    if (p) this.emit({ type: 'resumed', cycle: this.state?.cycle ?? 0 });
+    if (p && !this.finished) this.emit({ type: 'resumed', cycle: this.state?.cycle ?? 0 });
   }
 
   get isPaused(): boolean {
@@ -169,6 +171,14 @@ export class SpadeLoop {
 
   /** Run (or resume) until `iterations` cycles are complete. */
   async run(iterations: number): Promise<RunState> {
+    try {
+      return await this.runCycles(iterations);
+    } finally {
+      this.finished = true;
+    }
+  }
+
+  private async runCycles(iterations: number): Promise<RunState> {
     const { store } = this.d;
     if (!(await store.readSpec())) await store.writeSpec(this.d.spec);
     this.state = (await store.readState()) ?? {
@@ -218,8 +228,9 @@ export class SpadeLoop {
   /** Serialise state writes (tasks finish concurrently). */
   private save(state: RunState): Promise<void> {
     const snapshot = structuredClone(state);
-    this.saving = this.saving.then(() => this.d.store.writeState(snapshot));
-    return this.saving;
+    const write = this.saving.catch(() => undefined).then(() => this.d.store.writeState(snapshot));
+    this.saving = write;
+    return write;
   }
 
   private taskRng(cycle: number, index: number, skill: string): Rng {
@@ -349,7 +360,14 @@ export class SpadeLoop {
     const playLimiter = new Limiter(cfg.concurrency);
     const episodes = await playLimiter.map(plays, async (p) => {
       await this.gate();
-      const env = await runner.load(code, cfg.maxTurns, limits);
+      let env;
+      try {
+        env = await runner.load(code, cfg.maxTurns, limits);
+      } catch (err) {
+        const ep = failedEpisode(p.seed, p.hinted, err);
+        this.emit({ type: 'rollout_end', cycle, index, play: p.play, hinted: p.hinted, return: 0, end: ep.end });
+        return { ...p, ep };
+      }
       try {
         const ep = await playEpisode({
           runner,
@@ -384,16 +402,17 @@ export class SpadeLoop {
 
     // leak detection: hidden values of the played seeds that the hint spells out
     const solutions: string[][] = [];
-    const env = await runner.load(code, cfg.maxTurns, limits);
+    let probe: { id: string } | null = null;
     try {
+      probe = await runner.load(code, cfg.maxTurns, limits);
       for (const s of seeds) {
-        await runner.reset(env.id, s);
-        solutions.push(await runner.solution(env.id));
+        await runner.reset(probe.id, s);
+        solutions.push(await runner.solution(probe.id));
       }
     } catch {
-      /* a broken solution() was already caught by the checker */
+      /* a seed the checker never tried failed: leak detection works with what it got */
     } finally {
-      await runner.dispose(env.id);
+      if (probe) await Promise.resolve(runner.dispose(probe.id)).catch(() => undefined);
     }
 
     // 7-8. regret and the raw designer reward
