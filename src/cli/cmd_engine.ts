@@ -9,6 +9,7 @@
 import { basename } from 'node:path';
 import { UsageError } from '../core/errors.ts';
 import { LocalChatModel } from '../engine/local_model.ts';
+import type { TextTokenizer } from '../engine/io/tokenizer.ts';
 import { generate } from '../engine/generate.ts';
 import { loadCheckpoint, loadPeftAdapter } from '../engine/io/load.ts';
 import { LlamaModel } from '../engine/model.ts';
@@ -25,9 +26,10 @@ export async function loadModelFromDir(
   dir: string,
   adapterDir: string | undefined,
   device: string,
-): Promise<{ model: LlamaModel<unknown>; close: () => void }> {
+  withTokenizer = false,
+): Promise<{ model: LlamaModel<unknown>; close: () => void; tokenizer: TextTokenizer | null }> {
   if (device !== 'gpu' && device !== 'cpu') throw new UsageError(`--device must be gpu or cpu; got "${device}"`);
-  const ckpt = await loadCheckpoint(new DirModelFiles(dir), { tokenizer: false });
+  const ckpt = await loadCheckpoint(new DirModelFiles(dir), { tokenizer: withTokenizer });
   let ops: Ops<unknown>;
   let close = () => {};
   if (device === 'gpu') {
@@ -37,7 +39,7 @@ export async function loadModelFromDir(
   } else ops = new CpuOps() as unknown as Ops<unknown>;
   const model = new LlamaModel(ckpt.config, ops, ckpt.weights);
   if (adapterDir) model.setLora(await loadPeftAdapter(new DirModelFiles(adapterDir), { model: ckpt.config }));
-  return { model, close };
+  return { model, close, tokenizer: ckpt.tokenizer };
 }
 
 /** Our engine as the `local` ChatModel for `spade run` and `spade chat` (needs the checkpoint's tokenizer). */
@@ -46,10 +48,9 @@ export async function loadLocalChatModel(
   adapterDir: string | undefined,
   device: string,
 ): Promise<LocalChatModel<unknown>> {
-  const ckpt = await loadCheckpoint(new DirModelFiles(dir));
-  if (!ckpt.tokenizer) throw new UsageError(`${dir} has no tokenizer.json; the local backend needs it to chat`);
-  const { model } = await loadModelFromDir(dir, adapterDir, device);
-  return new LocalChatModel(basename(dir), model, ckpt.tokenizer);
+  const { model, tokenizer } = await loadModelFromDir(dir, adapterDir, device, true);
+  if (!tokenizer) throw new UsageError(`${dir} has no tokenizer.json; the local backend needs it to chat`);
+  return new LocalChatModel(basename(dir), model, tokenizer);
 }
 
 function parseTokens(a: Args): number[] {

@@ -336,7 +336,7 @@ export class SandboxHost {
     const { context } = env;
     env.deadline = Date.now() + ms;
     let result;
-    let jobError: { name: string; message: string } | null = null;
+    let jobError: { name: string; message: string } | null;
     try {
       result = context.callFunction(fn, context.undefined, ...args);
       jobError = this.runJobs(env);
@@ -396,7 +396,7 @@ export class SandboxHost {
     const { context } = env;
     env.deadline = Date.now() + ms;
     let result;
-    let jobError: { name: string; message: string } | null = null;
+    let jobError: { name: string; message: string } | null;
     try {
       result = context.evalCode(code, filename, { type: 'global' });
       jobError = this.runJobs(env);
