@@ -6,6 +6,7 @@
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { preview, type PreviewServer } from 'vite';
 
@@ -55,4 +56,29 @@ export function watchErrors(page: Page): string[] {
 export function resultPath(name: string): string {
   mkdirSync(RESULTS, { recursive: true });
   return join(RESULTS, name);
+}
+
+/**
+ * Registers beforeAll/afterAll hooks that serve dist/ and launch Chromium for the enclosing
+ * suite; the returned object's `url` and `browser` are valid inside tests.
+ */
+export function appInBrowser(): { readonly url: string; readonly browser: Browser } {
+  let server: Awaited<ReturnType<typeof serveDist>> | undefined;
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    server = await serveDist();
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+  return {
+    get url() {
+      return server!.url;
+    },
+    get browser() {
+      return browser!;
+    },
+  };
 }

@@ -2,13 +2,13 @@
 // run the checker, share a link that opens in a fresh browser, import a file, and watch
 // hostile programs and hostile links get contained.
 import { writeFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
 import { FAKE_ENV } from '../../src/core/env/hostile.ts';
 import { envSetToJson, makeEnvSet, recordFromCode } from '../../src/core/env/envset.ts';
 import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
 import { SandboxHost } from '../../src/core/sandbox/host.ts';
-import { launchChromium, resultPath, serveDist, watchErrors } from './browser.ts';
+import { appInBrowser, resultPath, watchErrors } from './browser.ts';
 
 const game = SEED_ENVS.find((e) => e.setting === 'games')!;
 
@@ -31,21 +31,12 @@ async function select(page: Page, title: string) {
 }
 
 describe('Environments panel in Chromium', () => {
-  let server: Awaited<ReturnType<typeof serveDist>>;
-  let browser: Browser;
-  beforeAll(async () => {
-    server = await serveDist();
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  const app = appInBrowser();
 
   it('plays a seed environment to the win, with the hint toggle', async () => {
-    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const page = await app.browser.newPage({ viewport: { width: 1200, height: 900 } });
     const errors = watchErrors(page);
-    await page.goto(`${server.url}#panel=environments`);
+    await page.goto(`${app.url}#panel=environments`);
     await select(page, game.title);
     await expect.poll(() => page.getByTestId('transcript').textContent(), { timeout: 30_000 }).not.toBe('');
     await page.getByLabel('Show hint').check();
@@ -71,8 +62,8 @@ describe('Environments panel in Chromium', () => {
   });
 
   it('runs the checker in the sandbox worker and shows every check', async () => {
-    const page = await browser.newPage();
-    await page.goto(`${server.url}#panel=environments`);
+    const page = await app.browser.newPage();
+    await page.goto(`${app.url}#panel=environments`);
     await select(page, game.title);
     await page.getByRole('button', { name: 'Run checks' }).click();
     await expect
@@ -83,9 +74,9 @@ describe('Environments panel in Chromium', () => {
   });
 
   it('contains a hostile environment and keeps working', async () => {
-    const page = await browser.newPage();
+    const page = await app.browser.newPage();
     const errors = watchErrors(page);
-    await page.goto(`${server.url}#panel=environments`);
+    await page.goto(`${app.url}#panel=environments`);
     await select(page, 'Hostile: infinite loop in step');
     await expect.poll(() => page.getByTestId('transcript').textContent(), { timeout: 30_000 }).toContain('start');
     await page.getByTestId('action').fill('go');
@@ -102,16 +93,16 @@ describe('Environments panel in Chromium', () => {
   });
 
   it('shares a set as a link that opens in a fresh browser, and rejects a hostile link', async () => {
-    const page = await browser.newPage();
+    const page = await app.browser.newPage();
     await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
-    await page.goto(`${server.url}#panel=environments`);
+    await page.goto(`${app.url}#panel=environments`);
     await select(page, game.title);
     await page.getByRole('button', { name: 'Share link' }).click();
     const link = await page.getByTestId('share-link').inputValue();
     expect(link).toMatch(/#panel=environments&set=1\./);
     await page.close();
 
-    const fresh = await browser.newContext();
+    const fresh = await app.browser.newContext();
     const p2 = await fresh.newPage();
     const errors = watchErrors(p2);
     await p2.goto(link);
@@ -119,7 +110,7 @@ describe('Environments panel in Chromium', () => {
       .poll(() => p2.getByTestId('env-message').textContent(), { timeout: 30_000 })
       .toContain(`Opened "${game.title}" from the link`);
     expect(await p2.getByRole('heading', { name: /From link:/ }).count()).toBe(1);
-    await p2.goto(`${server.url}#panel=environments&set=1.AAAA<img src=x onerror=alert(1)>`);
+    await p2.goto(`${app.url}#panel=environments&set=1.AAAA<img src=x onerror=alert(1)>`);
     await p2.reload();
     await expect
       .poll(() => p2.getByTestId('env-message').textContent(), { timeout: 30_000 })
@@ -132,8 +123,8 @@ describe('Environments panel in Chromium', () => {
   it('imports an env set file and keeps it across a reload', async () => {
     const file = resultPath('import-set.json');
     writeFileSync(file, envSetToJson(makeEnvSet('Imported demo', [recordFromCode(FAKE_ENV)])));
-    const page = await browser.newPage();
-    await page.goto(`${server.url}#panel=environments`);
+    const page = await app.browser.newPage();
+    await page.goto(`${app.url}#panel=environments`);
     await page.getByTestId('import-file').setInputFiles(file);
     await expect.poll(() => page.getByTestId('env-message').textContent()).toContain('Imported "Imported demo"');
     await page.reload();

@@ -2,8 +2,8 @@
 // in the browser to the same archive (same prompts, same seeds, same corpus), environments land
 // in the Environments panel, charts and memory update, and a run interrupted by a reload resumes.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
 import { DEFAULTS } from '../../src/core/config.ts';
 import { scriptedTrio } from '../../src/core/llm/doubles.ts';
 import { RecordingChatModel } from '../../src/core/llm/replay.ts';
@@ -12,7 +12,7 @@ import { parseCorpusJsonl } from '../../src/core/spade/corpus.ts';
 import { defaultSkills, SpadeLoop } from '../../src/core/spade/loop.ts';
 import { StoreRunStore, type ArchiveRecord, type RunSpec } from '../../src/core/spade/run_store.ts';
 import { MemoryStore } from '../../src/core/store.ts';
-import { launchChromium, resultPath, serveDist, watchErrors } from './browser.ts';
+import { appInBrowser, resultPath, watchErrors } from './browser.ts';
 
 const CYCLES = 2;
 let transcript: string;
@@ -40,8 +40,8 @@ async function recordInNode() {
   expected = await store.readArchive();
 }
 
-async function useTranscript(page: Page) {
-  await page.goto(`${server.url}#panel=models`);
+async function useTranscript(page: Page, url: string) {
+  await page.goto(`${url}#panel=models`);
   for (const role of ['designer', 'hint', 'agent']) await page.getByTestId(`source-${role}`).selectOption('replay');
   const file = resultPath('transcript.jsonl');
   writeFileSync(file, transcript);
@@ -49,25 +49,15 @@ async function useTranscript(page: Page) {
   await expect.poll(() => page.getByTestId('replay-name').textContent()).toBe('loaded transcript.jsonl');
 }
 
-let server: Awaited<ReturnType<typeof serveDist>>;
-let browser: Browser;
-
 describe('the SPADE loop in Chromium (replay backend)', () => {
-  beforeAll(async () => {
-    await recordInNode();
-    server = await serveDist();
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  beforeAll(recordInNode);
+  const app = appInBrowser();
 
   it('replays a recorded run to the same archive, live, with charts, environments and memory', async () => {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+    const page = await app.browser.newPage({ viewport: { width: 1280, height: 1000 } });
     const errors = watchErrors(page);
-    await useTranscript(page);
-    await page.goto(`${server.url}#panel=run&seed=5&playsPerEnv=2`);
+    await useTranscript(page, app.url);
+    await page.goto(`${app.url}#panel=run&seed=5&playsPerEnv=2`);
     await page.getByTestId('iterations').fill('1');
     await page.getByTestId('start').click();
     await expect
@@ -93,10 +83,10 @@ describe('the SPADE loop in Chromium (replay backend)', () => {
   });
 
   it('resumes after a reload mid-run, losing at most the environment in flight', async () => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+    const context = await app.browser.newContext({ viewport: { width: 1280, height: 1000 } });
     const page = await context.newPage();
-    await useTranscript(page);
-    await page.goto(`${server.url}#panel=run&seed=5&playsPerEnv=2`);
+    await useTranscript(page, app.url);
+    await page.goto(`${app.url}#panel=run&seed=5&playsPerEnv=2`);
     await page.getByTestId('iterations').fill(String(CYCLES));
     await page.getByTestId('start').click();
     // wait until cycle 2 has scored its first environment, then reload
@@ -131,9 +121,9 @@ describe('the SPADE loop in Chromium (replay backend)', () => {
   });
 
   it('imports an env_memory.json as the starting memory of the next run, and refuses a bad one', async () => {
-    const page = await browser.newPage();
+    const page = await app.browser.newPage();
     const errors = watchErrors(page);
-    await page.goto(`${server.url}#panel=memory`);
+    await page.goto(`${app.url}#panel=memory`);
     const good = resultPath('env_memory.json');
     writeFileSync(good, JSON.stringify([{ skill: 'spatial', code: 'class XEnv {}', win_rate: 0.4, regret: 0.2 }]));
     await page.getByTestId('memory-import').setInputFiles(good);

@@ -1,25 +1,15 @@
 // The built app shell in real Chromium: renders, detects the WebGPU adapter,
 // runs the add-kernel self-check, keeps state in the URL, no console errors.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
-import { launchChromium, resultPath, serveDist, watchErrors } from './browser.ts';
+import { describe, expect, it } from 'vitest';
+import { appInBrowser, resultPath, watchErrors } from './browser.ts';
 
 describe('app shell in Chromium', () => {
-  let server: Awaited<ReturnType<typeof serveDist>>;
-  let browser: Browser;
-  beforeAll(async () => {
-    server = await serveDist();
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  const app = appInBrowser();
 
   it('renders, shows the adapter and passes the kernel self-check', async () => {
-    const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
+    const page = await app.browser.newPage({ viewport: { width: 1100, height: 720 } });
     const errors = watchErrors(page);
-    await page.goto(server.url);
+    await page.goto(app.url);
     expect(await page.locator('h1').textContent()).toMatch(/SPADE Playground/);
     const chip = page.getByTestId('gpu-chip');
     await chip.filter({ hasText: /WebGPU: (?!checking)/ }).waitFor({ timeout: 60_000 });
@@ -33,9 +23,9 @@ describe('app shell in Chromium', () => {
   });
 
   it('navigates panels by keyboard, writes only changed fields to the URL, and restores them', async () => {
-    const page = await browser.newPage({ viewport: { width: 360, height: 740 } });
+    const page = await app.browser.newPage({ viewport: { width: 360, height: 740 } });
     const errors = watchErrors(page);
-    await page.goto(`${server.url}#panel=settings&seed=7`);
+    await page.goto(`${app.url}#panel=settings&seed=7`);
     await expect.poll(() => page.getByRole('tab', { name: 'Settings' }).getAttribute('aria-selected')).toBe('true');
     await page.getByRole('tab', { name: 'Settings' }).waitFor();
     await expect.poll(() => page.locator('#cfg-seed').inputValue()).toBe('7');
@@ -62,9 +52,9 @@ describe('app shell in Chromium', () => {
   });
 
   it('rejects a bad link value with a notice instead of failing', async () => {
-    const page = await browser.newPage();
+    const page = await app.browser.newPage();
     const errors = watchErrors(page);
-    await page.goto(`${server.url}#panel=nope&seed=-3`);
+    await page.goto(`${app.url}#panel=nope&seed=-3`);
     await expect.poll(() => page.getByRole('status').textContent()).toContain('unknown panel "nope"');
     await expect
       .poll(() => page.getByRole('status').textContent())

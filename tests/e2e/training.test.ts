@@ -2,32 +2,24 @@
 // software GPU, chats through the Models panel as the "local" backend, gets a LoRA adapter and
 // exports it in PEFT format.
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { importPeft } from '../../src/engine/io/peft.ts';
 import { writeTinyCheckpoint } from '../helpers/tiny_checkpoint.ts';
-import { launchChromium, resultPath, serveDist, watchErrors } from './browser.ts';
+import { appInBrowser, resultPath, watchErrors } from './browser.ts';
 
 describe('on-device engine in Chromium', () => {
-  let server: Awaited<ReturnType<typeof serveDist>>;
-  let browser: Browser;
+  const app = appInBrowser();
   let files: string[];
   beforeAll(async () => {
     const dir = resultPath('tiny-qwen2');
     const ck = await writeTinyCheckpoint(dir, 'qwen2', 'f32', 3);
     files = [...ck.files.keys()].map((n) => `${dir}/${n}`);
-    server = await serveDist();
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
   });
 
   it('loads local files, chats as the local backend, makes and exports a PEFT adapter', async () => {
-    const page = await browser.newPage({ acceptDownloads: true, viewport: { width: 1200, height: 900 } });
+    const page = await app.browser.newPage({ acceptDownloads: true, viewport: { width: 1200, height: 900 } });
     const errors = watchErrors(page);
-    await page.goto(`${server.url}#panel=training`);
+    await page.goto(`${app.url}#panel=training`);
     await page.getByTestId('model-files').setInputFiles(files);
     await expect
       .poll(() => page.getByTestId('model-summary').textContent(), { timeout: 120_000 })
