@@ -81,6 +81,12 @@ for (const [name, Cls] of Object.entries(REGISTRY)) {
   Object.defineProperty(Cls.prototype, 'name', { value: name, writable: true, configurable: true, enumerable: false });
 }
 
+/** The error an aborted operation rejects with: the signal's reason, or a standard AbortError. */
+export function abortError(signal?: AbortSignal, message = 'The operation was aborted.'): Error {
+  const r: unknown = signal?.reason;
+  return r instanceof Error ? r : new DOMException(message, 'AbortError');
+}
+
 export interface SerializedError {
   name: string;
   message: string;

@@ -4,6 +4,7 @@
  * letting callers guess. Messages follow the OpenAI chat format, tools included.
  */
 import type { ToolSchema } from '../env/contract.ts';
+import { abortError } from '../errors.ts';
 
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
@@ -80,8 +81,7 @@ export function roleOptions(role: ModelRole, overrides: ChatOptions = {}): ChatO
 
 /** Throws an AbortError-like DOMException if the signal is aborted. */
 export function throwIfAborted(signal?: AbortSignal): void {
-  if (signal?.aborted)
-    throw signal.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted.', 'AbortError');
+  if (signal?.aborted) throw abortError(signal);
 }
 
 /** Wraps a model and counts its calls, completion tokens and the wall time spent in them. */

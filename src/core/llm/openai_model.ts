@@ -6,7 +6,7 @@
  * key then stays in that browser; the UI says so).
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
-import { ModelCallError } from '../errors.ts';
+import { abortError, ModelCallError } from '../errors.ts';
 import { Limiter } from '../limiter.ts';
 import type {
   ChatMessage,
@@ -44,10 +44,6 @@ const FINISH: Record<string, FinishReason> = {
   function_call: 'tool_calls',
   content_filter: 'stop',
 };
-
-function abortError(): DOMException {
-  return new DOMException('The model call was cancelled.', 'AbortError');
-}
 
 export class OpenAIChatModel implements ChatModel {
   readonly backend = 'openai';
@@ -143,7 +139,7 @@ export class OpenAIChatModel implements ChatModel {
   }
 
   private mapError(err: unknown, signal?: AbortSignal): Error {
-    if (err instanceof APIUserAbortError || signal?.aborted) return abortError();
+    if (err instanceof APIUserAbortError || signal?.aborted) return abortError(signal, 'The model call was cancelled.');
     const where = this.config.baseURL;
     if (err instanceof APIConnectionTimeoutError) {
       return new ModelCallError(

@@ -15,7 +15,7 @@
  *
  * Missing files throw ModelLoadError with data.code 'not-found' (and data.status for HTTP).
  */
-import { ModelLoadError } from '../../core/errors.ts';
+import { abortError, ModelLoadError } from '../../core/errors.ts';
 import { checkCheckpointTensors, modelConfigFromHf, type ModelConfig } from './config.ts';
 import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, importPeft, type LoraAdapter } from './peft.ts';
 import {
@@ -93,10 +93,6 @@ export function checkFileName(name: string): string {
       file: name,
     });
   return name;
-}
-
-function abortError(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException('The operation was aborted.', 'AbortError');
 }
 
 /**

@@ -50,7 +50,7 @@ import {
   type CustomModelRecord,
   type DownloadProgress,
 } from '../../core/llm/webllm_catalog.ts';
-import { DeviceLostError, SpadeError, StorageError } from '../../core/errors.ts';
+import { abortError, DeviceLostError, SpadeError, StorageError } from '../../core/errors.ts';
 
 /** What the backend needs of a Worker (a real one fits; tests pass a fake that speaks web-llm's protocol). */
 export interface LlmWorkerLike {
@@ -93,11 +93,6 @@ export function buildAppConfig(customModels: CustomModelRecord[] = []): AppConfi
 
 function contextWindowOf(record: ModelRecord): number {
   return findCatalogEntry(record.model_id)?.contextWindow ?? record.overrides?.context_window_size ?? 4096;
-}
-
-function abortError(signal: AbortSignal | undefined): Error {
-  const r: unknown = signal?.reason;
-  return r instanceof Error ? r : new DOMException('The operation was aborted.', 'AbortError');
 }
 
 /**
