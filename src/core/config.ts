@@ -231,7 +231,3 @@ export function parseConfig(input: unknown): Config {
   if (!r.ok) throw new ConfigError(`Invalid config: ${r.issues.join('; ')}`, { issues: r.issues });
   return r.config;
 }
-
-export function describeField(key: ConfigKey): Field {
-  return CONFIG_SCHEMA[key];
-}

@@ -110,12 +110,3 @@ export function deserializeError(rec: SerializedError): Error {
   e.name = rec.name;
   return e;
 }
-
-export function isSerializedError(v: unknown): v is SerializedError {
-  return (
-    typeof v === 'object' &&
-    v !== null &&
-    typeof (v as SerializedError).name === 'string' &&
-    typeof (v as SerializedError).message === 'string'
-  );
-}

@@ -18,7 +18,7 @@
  */
 import type { ModelConfig } from './io/config.ts';
 import { layerTensorNames } from './io/config.ts';
-import { LORA_MODULES, loraKey, loraScaling, type LoraAdapter, type LoraModule } from './io/peft.ts';
+import { loraKey, loraScaling, type LoraAdapter, type LoraModule } from './io/peft.ts';
 import type { TensorStore } from './io/safetensors.ts';
 import { ropeFrequencies } from './kernels/rope.ts';
 import type { Ops } from './ops.ts';
@@ -457,5 +457,3 @@ export class LlamaModel<X> {
     return out;
   }
 }
-
-export const ALL_LORA_MODULES = LORA_MODULES;
