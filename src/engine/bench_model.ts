@@ -4,7 +4,7 @@
  * training tokens/s (forward + backward + AdamW), and GPU bytes per base and per trained parameter.
  */
 import { createRng } from '../core/rng.ts';
-import { hfTensorSpecs, type ModelConfig } from './io/config.ts';
+import { hfTensorSpecs, paramCount, type ModelConfig } from './io/config.ts';
 import type { TensorStore } from './io/safetensors.ts';
 import { generate } from './generate.ts';
 import { LlamaModel } from './model.ts';
@@ -70,7 +70,7 @@ export async function benchModel(
   const before = e.bytesAllocated;
   const model = new LlamaModel<Tensor>(cfg, new GpuOps(e), randomWeights(cfg));
   e.flush();
-  const params = hfTensorSpecs(cfg).reduce((s, t) => s + t.shape.reduce((a, b) => a * b, 1), 0);
+  const params = paramCount(cfg);
   const baseBytes = e.bytesAllocated - before;
   const rng = createRng(1);
   const ids = Array.from({ length: seq }, () => rng.int(cfg.vocabSize));

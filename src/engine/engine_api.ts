@@ -17,6 +17,7 @@ import {
   type ModelFileCache,
   type ModelFiles,
 } from './io/load.ts';
+import { paramCount } from './io/config.ts';
 import { exportPeft, importPeft, type LoraModule } from './io/peft.ts';
 import type { TextTokenizer } from './io/tokenizer.ts';
 import { LocalChatModel } from './local_model.ts';
@@ -93,10 +94,7 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       local = new LocalChatModel(name, llm, ckpt.tokenizer);
       trainer = null;
       const c = ckpt.config;
-      const params =
-        c.vocabSize * c.hiddenSize * (c.tieWordEmbeddings ? 1 : 2) +
-        c.numLayers *
-          (c.hiddenSize * (2 * c.numHeads + 2 * c.numKvHeads) * c.headDim + 3 * c.hiddenSize * c.intermediateSize);
+      const params = paramCount(c);
       summary = {
         name,
         architecture: c.architecture,

@@ -1101,3 +1101,16 @@ describe('browser sources (exercised in Node)', () => {
     expect(await none.get('x')).toBeUndefined();
   });
 });
+
+describe('paramCount', () => {
+  it('counts every tensor: tiny qwen2 (untied, q/k/v biases) and qwen3 (tied, q/k norms), by hand', async () => {
+    const { paramCount } = await import('../../src/engine/io/config.ts');
+    const { tinyConfig } = await import('../helpers/tiny_checkpoint.ts');
+    // qwen2: V=272, C=32, F=64, 2 layers, 4 heads and 2 kv heads of 8
+    const qwen2Layer = 32 * 32 + 2 * (16 * 32) + 32 * 32 + (32 + 16 + 16) + 3 * 32 * 64 + 2 * 32;
+    expect(paramCount(tinyConfig('qwen2'))).toBe(2 * 272 * 32 + 32 + 2 * qwen2Layer);
+    // qwen3: head dim 16 → q 64, kv 32; tied embeddings; per-head q/k norms of 16
+    const qwen3Layer = 64 * 32 + 2 * (32 * 32) + 32 * 64 + 2 * 16 + 3 * 32 * 64 + 2 * 32;
+    expect(paramCount(tinyConfig('qwen3'))).toBe(272 * 32 + 32 + 2 * qwen3Layer);
+  });
+});

@@ -365,6 +365,11 @@ export const FINAL_NORM = 'model.norm.weight';
 export const LM_HEAD = 'lm_head.weight';
 
 /** Every tensor a checkpoint for this config must hold, with its shape, in a stable order. */
+/** Number of parameters of a checkpoint with this config (every tensor of hfTensorSpecs). */
+export function paramCount(c: ModelConfig): number {
+  return hfTensorSpecs(c).reduce((sum, t) => sum + t.shape.reduce((a, b) => a * b, 1), 0);
+}
+
 export function hfTensorSpecs(c: ModelConfig): TensorSpec[] {
   const H = c.hiddenSize;
   const qDim = c.numHeads * c.headDim;
