@@ -3,8 +3,8 @@
  * type, range, default and the reason for that default. DEFAULTS and
  * validateConfig() derive from the table, and so does the URL state (url_state.ts).
  *
- * Paper numbers are from ../shared/design/spade-method.md; where the paper's
- * setting is too big for a browser the playground default is smaller and says so.
+ * "paper" numbers are the public recipe of SPADE (arXiv 2608.19197; docs/loop.md); where the
+ * paper's setting is too big for a browser the playground default is smaller and says so.
  */
 import { ConfigError } from './errors.ts';
 
@@ -30,12 +30,16 @@ interface NumberField {
   max: number;
   default: number;
   why: string;
+  /** Listed in the URL hash (url_state.ts), so a link carries it. */
+  url?: boolean;
 }
 interface EnumField<T extends string = string> {
   kind: 'enum';
   values: readonly T[];
   default: T;
   why: string;
+  /** Listed in the URL hash (url_state.ts), so a link carries it. */
+  url?: boolean;
 }
 type Field = NumberField | EnumField;
 
@@ -47,18 +51,21 @@ export const CONFIG_SCHEMA = {
     max: 2 ** 32 - 1,
     default: 1,
     why: 'every random choice derives from it, so a run replays exactly',
+    url: true,
   },
   setting: {
     kind: 'enum',
     values: SETTINGS,
     default: 'games',
     why: 'the cognitive (games) setting needs no tool schemas, easiest for small models',
+    url: true,
   },
   difficulty: {
     kind: 'enum',
     values: DIFFICULTIES,
     default: 'medium',
     why: 'medium asks for 3+ steps of hidden state, the method default',
+    url: true,
   },
   skillsPerCycle: { kind: 'int', min: 1, max: 6, default: 3, why: 'paper: 3 of 6 skills per cycle, rotated' },
   playsPerEnv: {
@@ -67,6 +74,7 @@ export const CONFIG_SCHEMA = {
     max: 16,
     default: 4,
     why: 'paper uses 16 plays each with and without hint; 4 keeps a browser cycle short',
+    url: true,
   },
   maxTurns: {
     kind: 'int',
@@ -74,6 +82,33 @@ export const CONFIG_SCHEMA = {
     max: 50,
     default: 12,
     why: 'paper allows 25 turns; small models rarely use more than 12',
+  },
+  envsPerSkill: {
+    kind: 'int',
+    min: 1,
+    max: 16,
+    default: 2,
+    why: 'paper: 8 per skill; the designer reward is centred within a skill, so 2 is the fewest that gives a signal in every cycle',
+  },
+  envRewardScale: {
+    kind: 'number',
+    min: 0,
+    max: 10,
+    default: 1,
+    why: "fixed scale of the centred designer reward (the reference's env-reward scale); 1 keeps it on the agent's return scale",
+  },
+  checks: {
+    kind: 'enum',
+    values: ['paper', 'strict'],
+    default: 'paper',
+    why: "paper: SPADE's validator (loads, shapes, probe and garbage actions, determinism), solvability left to regret; strict adds the solution replay and four more",
+  },
+  maxConsecutiveErrors: {
+    kind: 'int',
+    min: 1,
+    max: 100,
+    default: 3,
+    why: 'one bad reply ends one task; three failed tasks in a row mean the model or server is down',
   },
   repairTurns: {
     kind: 'int',
@@ -87,6 +122,7 @@ export const CONFIG_SCHEMA = {
     values: ESTIMATORS,
     default: 'paper_blend',
     why: 'paper recipe: 0.6 plateau(win rate) + 0.4 clip(regret/0.15)',
+    url: true,
   },
   designerTemperature: { kind: 'number', min: 0, max: 2, default: 0.6, why: 'paper: 0.6 for both roles' },
   hintTemperature: { kind: 'number', min: 0, max: 2, default: 0.3, why: 'hints should be focused, not creative' },
@@ -167,6 +203,27 @@ export const CONFIG_SCHEMA = {
     max: 1024,
     default: 16,
     why: 'observations go into a small context window',
+  },
+  modelCallTimeoutS: {
+    kind: 'int',
+    min: 1,
+    max: 7200,
+    default: 600,
+    why: 'a 16k-token designer reply at ~30 tokens/s takes ~9 min; longer means a stuck server',
+  },
+  modelIdleTimeoutS: {
+    kind: 'int',
+    min: 1,
+    max: 3600,
+    default: 60,
+    why: 'a live server sends a token every few ms; a minute of silence (first token included) means a hang',
+  },
+  maxReplyChars: {
+    kind: 'int',
+    min: 1000,
+    max: 10_000_000,
+    default: 200_000,
+    why: 'the longest budget (16k tokens) is ~64k characters; 3x that leaves room, far below a 10 MB flood',
   },
 } as const satisfies Record<string, Field>;
 

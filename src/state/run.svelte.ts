@@ -10,6 +10,7 @@ import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
 import type { ChatMessage, ChatModel, ModelRole } from '../core/llm/chat_model.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
+import { applyEvent, type RunView, type TaskView } from '../core/spade/run_events.ts';
 import { importMemory, type Memory } from '../core/spade/memory.ts';
 import {
   StoreRunStore,
@@ -22,34 +23,12 @@ import type { Store } from '../core/store.ts';
 import type { CorpusDoc } from '../core/spade/corpus.ts';
 import { sandboxPool } from './envs.svelte.ts';
 
-export interface PlayView {
-  play: number;
-  hinted: boolean;
-  turns: { action: string; observation: string; reward: number }[];
-  result: number | null;
-  end: string | null;
-}
-
-export interface TaskView {
-  index: number;
-  skill: string;
-  source: string | null;
-  excerpt: string | null;
-  designer: string;
-  attempts: { ok: boolean; failures: string[] }[];
-  hint: string | null;
-  plays: PlayView[];
-  record: ArchiveRecord | null;
-}
-
 interface ActiveRun {
   runId: string;
   iterations: number;
 }
 
-const MAX_STREAM_CHARS = 20_000;
-
-export class RunState {
+export class RunState implements RunView {
   status = $state<'idle' | 'running' | 'paused' | 'done' | 'stopped' | 'error'>('idle');
   error = $state<string | null>(null);
   runId = $state<string | null>(null);
@@ -142,97 +121,18 @@ export class RunState {
   }
 
   private onEvent = (e: LoopEvent) => {
-    const task = (i: number) => this.tasks.find((t) => t.index === i);
-    switch (e.type) {
-      case 'cycle_start':
-        this.cycle = e.cycle;
-        this.tasks = e.skills.map((skill, index) => ({
-          index,
-          skill,
-          source: null,
-          excerpt: null,
-          designer: '',
-          attempts: [],
-          hint: null,
-          plays: [],
-          record: null,
-        }));
-        break;
-      case 'document': {
-        const t = task(e.index);
-        if (t) Object.assign(t, { source: e.source, excerpt: e.excerpt });
-        break;
-      }
-      case 'designer_token': {
-        const t = task(e.index);
-        if (t && t.designer.length < MAX_STREAM_CHARS) t.designer += e.delta;
-        break;
-      }
-      case 'designer_output': {
-        const t = task(e.index);
-        if (t) t.designer = e.text.slice(0, MAX_STREAM_CHARS);
-        if (e.attempt === 0) this.briefs.set(`${e.cycle}:${e.index}`, e.messages);
-        break;
-      }
-      case 'checks': {
-        const t = task(e.index);
-        if (t) t.attempts.push({ ok: e.ok, failures: e.failures });
-        break;
-      }
-      case 'hint': {
-        const t = task(e.index);
-        if (t) t.hint = e.hint;
-        break;
-      }
-      case 'rollout_turn': {
-        const t = task(e.index);
-        if (!t) break;
-        let p = t.plays.find((x) => x.play === e.play && x.hinted === e.hinted);
-        if (!p) {
-          p = { play: e.play, hinted: e.hinted, turns: [], result: null, end: null };
-          t.plays.push(p);
-        }
-        p.turns.push({
-          action: e.data.action.slice(0, 2000),
-          observation: e.data.observation.slice(0, 2000),
-          reward: e.data.reward,
-        });
-        break;
-      }
-      case 'rollout_end': {
-        const p = task(e.index)?.plays.find((x) => x.play === e.play && x.hinted === e.hinted);
-        if (p) Object.assign(p, { result: e.return, end: e.end });
-        break;
-      }
-      case 'env_scored': {
-        const t = task(e.index);
-        if (t) t.record = e.record;
-        break;
-      }
-      case 'cycle_end':
-        this.metrics = [...this.metrics, e.metrics];
-        this.archive = [...this.archive, ...e.archive];
-        if (this.afterCycle && this.loop) {
-          const loop = this.loop;
-          const hook = this.afterCycle;
-          loop.pause();
-          void hook({ archive: e.archive, rollouts: e.rollouts, briefs: this.briefs })
-            .catch(
-              (err: unknown) =>
-                (this.error = `Training after cycle ${e.cycle + 1} failed: ${serializeError(err).message}`),
-            )
-            .finally(() => loop.resume());
-        }
-        break;
-      case 'error':
-        this.error = e.message;
-        break;
-      case 'paused':
-        this.status = 'paused';
-        break;
-      case 'resumed':
-        this.status = 'running';
-        break;
+    if (e.type === 'stopped' || e.type === 'done') return; // start() sets the final status itself
+    applyEvent(this, e); // the one reducer (core/spade/run_events.ts) the CLI and tests use too
+    if (e.type === 'designer_output' && e.attempt === 0) this.briefs.set(`${e.cycle}:${e.index}`, e.messages);
+    if (e.type === 'cycle_end' && this.afterCycle && this.loop) {
+      const loop = this.loop;
+      const hook = this.afterCycle;
+      loop.pause();
+      void hook({ archive: e.archive, rollouts: e.rollouts, briefs: this.briefs })
+        .catch(
+          (err: unknown) => (this.error = `Training after cycle ${e.cycle + 1} failed: ${serializeError(err).message}`),
+        )
+        .finally(() => loop.resume());
     }
   };
 

@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { ESTIMATORS } from '../../src/core/config.ts';
 import {
-  designerRewards,
+  designerAdvantages,
+  rawDesignReward,
   episodeReturn,
   estimate,
   groupAdvantages,
@@ -55,19 +56,65 @@ describe('estimators', () => {
   it('covers every estimator in the config enum', () => {
     for (const e of ESTIMATORS) expect(Number.isFinite(estimate(e, S))).toBe(true);
   });
-  it('centres per skill, zeroes invalid first attempts, penalises timeouts', () => {
-    const r = designerRewards([
-      { skill: 'spatial', raw: 0.8 },
-      { skill: 'spatial', raw: 0.2 },
-      { skill: 'mathematical', raw: 0.5 },
-      { skill: 'spatial', raw: null },
-      { skill: 'spatial', raw: 0.9, timedOut: true },
-    ]);
-    expect(r[0]).toBeCloseTo(0.3);
-    expect(r[1]).toBeCloseTo(-0.3);
-    expect(r[2]).toBe(0);
-    expect(r[3]).toBe(0);
-    expect(r[4]).toBe(-0.5);
+  it('raw design reward: estimator value if the first attempt was valid, 0 if not, -0.5 for a time-out, null for a model failure', () => {
+    const base = { firstAttemptValid: true, timedOut: false, scoredRaw: 0.7, modelFailed: false };
+    expect(rawDesignReward(base)).toBe(0.7);
+    expect(rawDesignReward({ ...base, firstAttemptValid: false })).toBe(0); // repaired later: still 0
+    expect(rawDesignReward({ ...base, timedOut: true })).toBe(-0.5);
+    expect(rawDesignReward({ ...base, firstAttemptValid: false, timedOut: true })).toBe(-0.5);
+    expect(rawDesignReward({ ...base, scoredRaw: null, modelFailed: true })).toBeNull();
+  });
+  it('centres within each skill with invalid (0) and time-out (-0.5) designs inside the centring, times the role scale', () => {
+    // spatial: raws 1.0 (in band, high regret), 0 (always solved), 0 (invalid), -0.5 (time-out): mean 0.125
+    // mathematical: 0.6 and 0.2: mean 0.4
+    const { advantages } = designerAdvantages(
+      [
+        { skill: 'spatial', raw: 1 },
+        { skill: 'spatial', raw: 0 },
+        { skill: 'mathematical', raw: 0.6 },
+        { skill: 'spatial', raw: 0 },
+        { skill: 'spatial', raw: -0.5 },
+        { skill: 'mathematical', raw: 0.2 },
+        { skill: 'spatial', raw: null },
+      ],
+      2,
+    );
+    expect(advantages[0]).toBeCloseTo((1 - 0.125) * 2);
+    expect(advantages[1]).toBeCloseTo((0 - 0.125) * 2);
+    expect(advantages[2]).toBeCloseTo((0.6 - 0.4) * 2);
+    expect(advantages[3]).toBeCloseTo((0 - 0.125) * 2);
+    expect(advantages[4]).toBeCloseTo((-0.5 - 0.125) * 2);
+    expect(advantages[5]).toBeCloseTo((0.2 - 0.4) * 2);
+    expect(advantages[6]).toBeNull();
+    // the time-out ranks below the invalid design, which ranks below the valid high-regret one
+    expect(advantages[4]!).toBeLessThan(advantages[3]!);
+    expect(advantages[3]!).toBeLessThan(advantages[0]!);
+  });
+  it('with one design per skill, centres on the running baseline instead of producing zeros', () => {
+    // cycle 1: no baseline yet -> centre 0; the baseline becomes the raw values
+    const c1 = designerAdvantages(
+      [
+        { skill: 'spatial', raw: 1 },
+        { skill: 'mathematical', raw: 0 },
+      ],
+      1,
+    );
+    expect(c1.advantages).toEqual([1, 0]);
+    expect(c1.baseline).toEqual({ spatial: 1, mathematical: 0 });
+    // cycle 2: spatial 0.4 against baseline 1 -> -0.6; mathematical 1 against 0 -> 1
+    const c2 = designerAdvantages(
+      [
+        { skill: 'spatial', raw: 0.4 },
+        { skill: 'mathematical', raw: 1 },
+      ],
+      1,
+      c1.baseline,
+    );
+    expect(c2.advantages[0]).toBeCloseTo(-0.6);
+    expect(c2.advantages[1]).toBeCloseTo(1);
+    // EMA with alpha 0.3: 0.7 * 1 + 0.3 * 0.4 = 0.82; 0.7 * 0 + 0.3 * 1 = 0.3
+    expect(c2.baseline.spatial).toBeCloseTo(0.82);
+    expect(c2.baseline.mathematical).toBeCloseTo(0.3);
   });
   it('EMA and group advantages', () => {
     expect(updateEma(undefined, 0.5)).toBe(0.5);

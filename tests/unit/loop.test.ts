@@ -11,14 +11,22 @@ import { RecordingChatModel, ReplayChatModel } from '../../src/core/llm/replay.t
 import type { ChatModel } from '../../src/core/llm/chat_model.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { chunkText } from '../../src/core/spade/corpus.ts';
-import { mean } from '../../src/core/spade/estimators.ts';
 import { SpadeLoop, skillsForCycle, type LoopEvent } from '../../src/core/spade/loop.ts';
 import { StoreRunStore, type RunSpec } from '../../src/core/spade/run_store.ts';
 import { MemoryStore } from '../../src/core/store.ts';
 import { DirRunStore } from '../../src/platform/node/run_dir.ts';
-import { scriptedAgent, scriptedDesigner, scriptedHinter, scriptedTrio } from '../../src/core/llm/doubles.ts';
+import {
+  ScriptedChatModel,
+  scriptedAgent,
+  scriptedDesigner,
+  scriptedHinter,
+  scriptedTrio,
+} from '../../src/core/llm/doubles.ts';
+import { envId } from '../../src/core/env/envset.ts';
+import { FAKE_ENV } from '../../src/core/env/hostile.ts';
+import { ModelCallError, WorkerCrashedError } from '../../src/core/errors.ts';
 
-const CONFIG: Config = { ...DEFAULTS, seed: 7, playsPerEnv: 2, maxTurns: 12 };
+const CONFIG: Config = { ...DEFAULTS, seed: 7, playsPerEnv: 2, maxTurns: 12, envsPerSkill: 1 };
 const spec = (config = CONFIG): RunSpec => ({
   config,
   skills: [],
@@ -92,10 +100,11 @@ describe('the SPADE loop', () => {
     for (const a of archive.filter((x) => x.stats && !x.stats.timedOut)) {
       const mine = rollouts.filter((r) => r.cycle === a.cycle && r.index === a.index);
       expect(mine).toHaveLength(4);
-      const implied =
-        mean(mine.filter((r) => r.hinted).map((r) => r.return)) -
-        mean(mine.filter((r) => !r.hinted).map((r) => r.return));
-      expect(a.stats!.regret).toBeCloseTo(implied);
+      // two plays each way: regret = (h0 + h1) / 2 - (n0 + n1) / 2, worked out from the rollouts
+      const [h0, h1] = mine.filter((r) => r.hinted).map((r) => r.return);
+      const [n0, n1] = mine.filter((r) => !r.hinted).map((r) => r.return);
+      expect(a.stats!.noHint).toEqual([n0, n1]);
+      expect(a.stats!.regret).toBeCloseTo((h0! + h1!) / 2 - (n0! + n1!) / 2);
       expect(a.stats!.withHint).toEqual([1, 1]); // binary search with the hint always wins in 12 turns
     }
     // the broken first attempt for "spatial" was repaired: valid, but its designer sample earns 0
@@ -196,5 +205,131 @@ describe('the SPADE loop', () => {
     expect(a!.attempts).toHaveLength(2); // first attempt + one repair turn
     expect(a!.attempts[0]!.failures).toEqual(['validator: no reachable goal']);
     expect(a!.validator).toEqual({ accept: false, reason: 'no reachable goal' });
+  });
+
+  it('a design that crashes the checker is failed and blacklisted; the run goes on', async () => {
+    // the checker rejects (as the pool does after a watchdog kill) for the hanging design
+    const crashing = {
+      ...runner,
+      check: async (code: string, opts?: Parameters<typeof runner.check>[1]) => {
+        if (code.includes('HangHuntEnv')) throw new WorkerCrashedError('The sandbox worker stopped answering and was killed.');
+        return runner.check(code, opts);
+      },
+    };
+    const store = new StoreRunStore(new MemoryStore(), 'crash');
+    const state = await new SpadeLoop({
+      spec: { ...spec({ ...CONFIG, repairTurns: 0 }), skills: ['optimisation', 'causal_reasoning'] },
+      models: { designer: scriptedDesigner(), hint: scriptedHinter(), agent: scriptedAgent() },
+      runner: crashing,
+      corpus,
+      store,
+    }).run(1);
+    const archive = await store.readArchive();
+    expect(archive).toHaveLength(2);
+    const causal = archive.find((a) => a.skill === 'causal_reasoning')!;
+    expect(causal.valid).toBe(false);
+    expect(causal.firstAttemptCrashed).toBe(true);
+    expect(causal.attempts[0]!.failures).toEqual([
+      'checker: WorkerCrashedError: The sandbox worker stopped answering and was killed.',
+    ]);
+    expect(causal.rawReward).toBe(-0.5);
+    expect(causal.code).toContain('HangHuntEnv');
+    expect(state.blacklist).toEqual([envId(causal.code!)]);
+    expect(archive.find((a) => a.skill === 'optimisation')!.valid).toBe(true);
+  });
+
+  it('one failed model call ends one task; three in a row stop the run with the cause; resume continues', async () => {
+    let down = false;
+    const trio = scriptedTrio();
+    const calls = { n: 0 };
+    const model: ChatModel = {
+      backend: 'test',
+      model: 'flaky-double',
+      capabilities: trio.capabilities,
+      chat: async (m, o) => {
+        calls.n++;
+        if (down || calls.n === 1) throw new ModelCallError('HTTP 503: the server is restarting');
+        return trio.chat(m, o);
+      },
+    };
+    const config = { ...CONFIG, skillsPerCycle: 3, maxConsecutiveErrors: 3 };
+    const dir = await mkdtemp(join(tmpdir(), 'spade-run-'));
+    // cycle 0: the very first designer call fails -> that task is recorded, the other two run
+    const s1 = new DirRunStore(dir);
+    await new SpadeLoop({ spec: spec(config), models: { designer: model, hint: model, agent: model }, runner, corpus, store: s1 }).run(1);
+    const c0 = await s1.readArchive();
+    expect(c0.map((a) => Boolean(a.error))).toEqual([true, false, false]);
+    expect(c0[0]!.error).toEqual({ phase: 'design', name: 'ModelCallError', message: 'HTTP 503: the server is restarting' });
+    expect(c0[0]!.rawReward).toBeNull(); // not the design's fault: no part in the designer's reward
+    expect((await s1.readMetrics())[0]!.errors).toBe(1);
+    // cycle 1: the server is down -> three failed tasks in a row stop the run, naming the cause
+    down = true;
+    const events: LoopEvent[] = [];
+    await expect(
+      new SpadeLoop({
+        spec: spec(config),
+        models: { designer: model, hint: model, agent: model },
+        runner,
+        corpus,
+        store: new DirRunStore(dir),
+        onEvent: (e) => events.push(e),
+      }).run(2),
+    ).rejects.toThrow(/Stopped after 3 tasks in a row failed; the last failed in its design phase with ModelCallError: HTTP 503/);
+    expect(events.filter((e) => e.type === 'task_error')).toHaveLength(3);
+    expect((await new DirRunStore(dir).readState())!.cycle).toBe(1);
+    // the server is back: --resume retries the failed tasks and finishes the cycle
+    down = false;
+    const s3 = new DirRunStore(dir);
+    await new SpadeLoop({ spec: spec(config), models: { designer: model, hint: model, agent: model }, runner, corpus, store: s3 }).run(2);
+    const all = await s3.readArchive();
+    expect(all.filter((a) => a.cycle === 1).map((a) => Boolean(a.error))).toEqual([false, false, false]);
+  });
+
+  it('several designs per skill give the designer a signal: centred within the skill, invalid ranked below', async () => {
+    // two designs for one skill: the first valid (scored), the second broken with no repair turn
+    let n = 0;
+    const designer = new ScriptedChatModel('d', () =>
+      n++ === 0 ? '```javascript\n' + FAKE_ENV + '\n```' : 'I cannot write that program.',
+    );
+    const store = new StoreRunStore(new MemoryStore(), 'k2');
+    await new SpadeLoop({
+      spec: { ...spec({ ...CONFIG, envsPerSkill: 2, repairTurns: 0, skillsPerCycle: 1 }), skills: ['mathematical'] },
+      models: { designer, hint: scriptedHinter(), agent: scriptedAgent() },
+      runner,
+      corpus,
+      store,
+    }).run(1);
+    const [good, bad] = await store.readArchive();
+    expect([good!.index, bad!.index]).toEqual([0, 1]);
+    expect(bad!.rawReward).toBe(0);
+    const raw = good!.stats!.raw!;
+    expect(good!.rawReward).toBe(raw);
+    expect(raw).toBeGreaterThan(0);
+    // centred on the skill's mean (raw + 0) / 2, times envRewardScale 1
+    expect(good!.designerAdvantage).toBeCloseTo(raw / 2);
+    expect(bad!.designerAdvantage).toBeCloseTo(-raw / 2);
+  });
+
+  it('checks: paper accepts a well-formed game whose solution() is wrong (kept as a soft fact); strict rejects it', async () => {
+    const wrong = FAKE_ENV.replace("const s = []; let lo = 1, hi = 20;", "return ['\\\\boxed{0}']; const s = []; let lo = 1, hi = 20;");
+    expect(wrong).not.toBe(FAKE_ENV);
+    const designer = new ScriptedChatModel('d', () => '```javascript\n' + wrong + '\n```');
+    const run = async (checks: 'paper' | 'strict') => {
+      const store = new StoreRunStore(new MemoryStore(), checks);
+      await new SpadeLoop({
+        spec: { ...spec({ ...CONFIG, checks, repairTurns: 0, skillsPerCycle: 1 }), skills: ['mathematical'] },
+        models: { designer, hint: scriptedHinter(), agent: scriptedAgent() },
+        runner,
+        corpus,
+        store,
+      }).run(1);
+      return (await store.readArchive())[0]!;
+    };
+    const paper = await run('paper');
+    expect(paper.valid).toBe(true);
+    expect(paper.attempts[0]!.soft!.some((f) => f.startsWith('solution_solves:'))).toBe(true);
+    const strict = await run('strict');
+    expect(strict.valid).toBe(false);
+    expect(strict.attempts[0]!.failures.some((f) => f.startsWith('solution_solves:'))).toBe(true);
   });
 });

@@ -79,3 +79,16 @@ export function parseEnvHeader(code: string): EnvHeader {
   }
   return header as EnvHeader;
 }
+
+/** The title a person sees: the `// @title` header, else the environment class name. */
+export function envTitle(code: string): string {
+  return parseEnvHeader(code).title ?? /class\s+(\w+Env)\b/.exec(code)?.[1] ?? 'Untitled environment';
+}
+
+/**
+ * A game action as the player typed it, in the `\boxed{...}` form games read: text that already
+ * holds a complete `\boxed{...}` is kept as it is; anything else is trimmed and wrapped.
+ */
+export function boxedAction(text: string): string {
+  return extractBoxed(text) === null ? `\\boxed{${text.trim()}}` : text;
+}

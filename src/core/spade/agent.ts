@@ -29,7 +29,7 @@ export interface Episode {
   /** R: last reward clipped to [-1, 1] if terminated, else 0. */
   return: number;
   /** How it ended: terminated, truncated by the env, turn limit, token budget, or an env error. */
-  end: 'terminated' | 'truncated' | 'turn_limit' | 'token_budget' | 'env_error';
+  end: 'terminated' | 'truncated' | 'turn_limit' | 'token_budget' | 'env_error' | 'model_error';
   error?: { name: string; message: string };
   tokens: number;
 }
@@ -99,15 +99,24 @@ export async function playEpisode(s: EpisodeSpec): Promise<Episode> {
       ep.end = 'token_budget';
       return ep;
     }
-    const reply = await s.model.chat(
-      messages,
-      roleOptions('agent', {
-        temperature: s.temperature,
-        max_tokens: Math.min(400, left),
-        seed: s.sampleSeed + t,
-        signal: s.signal,
-      }),
-    );
+    let reply;
+    try {
+      reply = await s.model.chat(
+        messages,
+        roleOptions('agent', {
+          temperature: s.temperature,
+          max_tokens: Math.min(400, left),
+          seed: s.sampleSeed + t,
+          signal: s.signal,
+        }),
+      );
+    } catch (err) {
+      // a stop ends the run; any other failure of the model ends this play only
+      if (s.signal?.aborted || (err as Error)?.name === 'AbortError') throw err;
+      ep.end = 'model_error';
+      ep.error = { name: (err as Error)?.name ?? 'Error', message: (err as Error)?.message ?? String(err) };
+      return ep;
+    }
     ep.tokens += reply.usage.completionTokens || Math.ceil(reply.text.length / 4);
     let r;
     try {

@@ -79,27 +79,64 @@ export const ESTIMATOR_INFO: Record<Estimator, string> = {
 /** Penalty for an environment whose step() timed out (it is also blacklisted). */
 export const TIMEOUT_PENALTY = -0.5;
 
+/** The raw reward of a design whose first attempt was invalid (only the first attempt is trained on). */
+export const INVALID_REWARD = 0;
+
+/**
+ * The raw value one design brings into the centring: the estimator's value when its first
+ * attempt was valid and it was scored; 0 for an invalid first attempt; −0.5 when it timed out
+ * or broke the checker. null when a model call failed: that is not the design's doing, so it
+ * takes no part.
+ */
+export function rawDesignReward(d: {
+  firstAttemptValid: boolean;
+  timedOut: boolean;
+  scoredRaw: number | null;
+  modelFailed: boolean;
+}): number | null {
+  if (d.timedOut) return TIMEOUT_PENALTY;
+  if (d.modelFailed) return null;
+  if (!d.firstAttemptValid) return INVALID_REWARD;
+  return d.scoredRaw;
+}
+
 export interface RewardInput {
   skill: string;
-  /** null when the environment never got valid (invalid first attempt → reward 0). */
+  /** The raw value (rawDesignReward); null takes no part. */
   raw: number | null;
-  timedOut?: boolean;
 }
 
 /**
- * Final designer rewards for a batch: raw rewards centred on their skill's mean
- * (no division by the std); invalid first attempts get 0; timeouts get −0.5.
+ * Weight of a cycle's mean in the per-skill running baseline used when a skill has a single
+ * design in the batch (0.3: the last three or four cycles dominate, so the baseline follows
+ * the designer as it improves).
  */
-export function designerRewards(batch: RewardInput[]): number[] {
+export const BASELINE_ALPHA = 0.3;
+
+/**
+ * Designer advantages for one batch (a cycle), as the method has it: each raw value minus the
+ * mean raw value of its skill's group in the batch — invalid designs (0) and time-outs (−0.5)
+ * included, so they rank below valid ones — times a fixed role scale (the reference's
+ * env-reward scale), never divided by the batch std. A skill with a single design in the batch
+ * is centred on that skill's running baseline instead (centring a group of one gives 0: no
+ * signal); with no baseline yet, on 0. Returns the advantages and the updated baselines.
+ */
+export function designerAdvantages(
+  batch: RewardInput[],
+  scale: number,
+  baseline: Readonly<Record<string, number>> = {},
+): { advantages: (number | null)[]; baseline: Record<string, number> } {
   const bySkill = new Map<string, number[]>();
-  for (const b of batch) {
-    if (b.raw !== null && !b.timedOut) bySkill.set(b.skill, [...(bySkill.get(b.skill) ?? []), b.raw]);
-  }
-  return batch.map((b) => {
-    if (b.timedOut) return TIMEOUT_PENALTY;
-    if (b.raw === null) return 0;
-    return b.raw - mean(bySkill.get(b.skill)!);
+  for (const b of batch) if (b.raw !== null) bySkill.set(b.skill, [...(bySkill.get(b.skill) ?? []), b.raw]);
+  const next: Record<string, number> = { ...baseline };
+  for (const [skill, raws] of bySkill) next[skill] = updateEma(baseline[skill], mean(raws), BASELINE_ALPHA);
+  const advantages = batch.map((b) => {
+    if (b.raw === null) return null;
+    const group = bySkill.get(b.skill)!;
+    const centre = group.length > 1 ? mean(group) : (baseline[b.skill] ?? 0);
+    return (b.raw - centre) * scale;
   });
+  return { advantages, baseline: next };
 }
 
 /** Slow EMA update for learning potential (alpha 0.05: a few dozen environments of memory). */

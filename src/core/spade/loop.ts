@@ -1,87 +1,37 @@
 /**
  * The SPADE loop (one "regeneration" cycle after another), the same code in the
- * browser and in Node:
- *   1. pick skills (skillsPerCycle of the setting's six, rotated);
- *   2. per skill: sample a grounding excerpt and memory examples;
- *   3. the Designer writes an environment; 4. it is checked, with repair turns;
- *   5. a hint is written from the source; 6. the Agent plays N times without and
- *   N times with the hint; 7. regret; 8. designer reward (estimator, per-skill
- *   centring, penalties); 9. memory and metrics at the end of the cycle.
- * Async, cancellable (AbortSignal), pausable, concurrency-limited, emitting typed
- * events. Deterministic given the seed and a deterministic model: every random
- * choice derives from (seed, cycle, task), and all tasks of a cycle read the memory
- * as it was when the cycle began. State is saved after every environment.
+ * browser and in Node. Each cycle picks skillsPerCycle of the setting's six skills
+ * (rotated) and runs envsPerSkill tasks per skill; each task runs the phases of
+ * phases.ts (brief → design/check/repair → hint → plays → leak probe → score). At the
+ * end of a cycle the designer rewards are centred per skill, and memory and metrics
+ * are written. This class keeps only scheduling: pause/resume/stop gating, bounded
+ * concurrency, persistence after every task, and the error policy — one failed task
+ * never stops the run; maxConsecutiveErrors failed tasks in a row do, with the cause.
+ * Deterministic given the seed and a deterministic model: every random choice derives
+ * from (seed, cycle, task), and all tasks of a cycle read the memory as it was when
+ * the cycle began.
  */
-import type { Config, Setting } from '../config.ts';
-import type { CheckOptions, CheckReport, EnvRunner } from '../env/checker.ts';
+import { DEFAULTS, type Config, type Setting } from '../config.ts';
 import { GAME_SKILLS, TOOL_SKILLS } from '../env/contract.ts';
-import { envId as codeId } from '../env/envset.ts';
-import { SEED_ENVS } from '../env/seeds/index.ts';
-import { serializeError } from '../errors.ts';
+import { abortError, ModelCallError, serializeError } from '../errors.ts';
 import { Limiter } from '../limiter.ts';
-import { MeteredChatModel, roleOptions, type ChatMessage, type ChatModel } from '../llm/chat_model.ts';
-import { createRng, hashSeed, type Rng } from '../rng.ts';
+import { MeteredChatModel, type ChatModel } from '../llm/chat_model.ts';
+import { createRng, hashSeed } from '../rng.ts';
 import { limitsFromConfig } from '../sandbox/limits.ts';
-import { failedEpisode, playEpisode, type Episode, type Turn } from './agent.ts';
-import { excerpt, sampleDoc, type CorpusDoc } from './corpus.ts';
-import { designerRewards, estimate, mean, updateEma, winRate } from './estimators.ts';
-import { extractCode, extractHint, leakedValues, parseVerdict } from './extract.ts';
-import { addRecord, emptyMemory, selectExamples, type Memory } from './memory.ts';
-import { designerMessages, hintMessages, repairMessages, validatorMessages } from './prompts.ts';
-import type {
-  ArchiveRecord,
-  Attempt,
-  MetricsRecord,
-  PendingTask,
-  RolloutRecord,
-  RunSpec,
-  RunState,
-  RunStore,
-} from './run_store.ts';
+import { SEED_ENVS } from '../env/seeds/index.ts';
+import type { CorpusDoc } from './corpus.ts';
+import { designerAdvantages, rawDesignReward, updateEma } from './estimators.ts';
+import { addRecord, emptyMemory, type Memory } from './memory.ts';
+import { cycleMetrics, runTask, type CheckingRunner, type TaskContext } from './phases.ts';
+import type { LoopEvent } from './run_events.ts';
+import type { PendingTask, RunSpec, RunState, RunStore } from './run_store.ts';
 
-export type LoopEvent =
-  | { type: 'cycle_start'; cycle: number; skills: string[] }
-  | { type: 'document'; cycle: number; index: number; skill: string; source: string; excerpt: string }
-  | { type: 'designer_token'; cycle: number; index: number; attempt: number; delta: string }
-  | {
-      type: 'designer_output';
-      cycle: number;
-      index: number;
-      attempt: number;
-      text: string;
-      code: string | null;
-      messages: ChatMessage[];
-    }
-  | {
-      type: 'checks';
-      cycle: number;
-      index: number;
-      attempt: number;
-      ok: boolean;
-      failures: string[];
-      report: CheckReport | null;
-    }
-  | { type: 'hint'; cycle: number; index: number; hint: string }
-  | { type: 'rollout_turn'; cycle: number; index: number; play: number; hinted: boolean; turn: number; data: Turn }
-  | {
-      type: 'rollout_end';
-      cycle: number;
-      index: number;
-      play: number;
-      hinted: boolean;
-      return: number;
-      end: Episode['end'];
-    }
-  | { type: 'env_scored'; cycle: number; index: number; record: ArchiveRecord }
-  | { type: 'memory'; cycle: number; size: number; added: string[] }
-  | { type: 'cycle_end'; cycle: number; metrics: MetricsRecord; archive: ArchiveRecord[]; rollouts: RolloutRecord[] }
-  | { type: 'error'; cycle: number; index?: number; message: string }
-  | { type: 'paused' | 'resumed' | 'stopped' | 'done'; cycle: number };
+export type { LoopEvent } from './run_events.ts';
 
 export interface LoopDeps {
   spec: RunSpec;
   models: { designer: ChatModel; hint: ChatModel; agent: ChatModel };
-  runner: EnvRunner & { check(code: string, opts?: CheckOptions): Promise<CheckReport> };
+  runner: CheckingRunner;
   corpus: CorpusDoc[];
   store: RunStore;
   onEvent?: (e: LoopEvent) => void;
@@ -95,6 +45,11 @@ export function skillsForCycle(skills: readonly string[], c: number, k: number):
   const n = skills.length;
   const take = Math.min(k, n);
   return Array.from({ length: take }, (_, j) => skills[(c * take + j) % n]!);
+}
+
+/** The tasks of one cycle: envsPerSkill per skill, indexed skill-major (k = 1 keeps one task per skill). */
+export function tasksForCycle(skills: readonly string[], k: number): { index: number; skill: string }[] {
+  return skills.flatMap((skill, j) => Array.from({ length: k }, (_, r) => ({ index: j * k + r, skill })));
 }
 
 export function defaultSkills(setting: Setting): string[] {
@@ -136,19 +91,22 @@ export class SpadeLoop {
   private saving: Promise<void> = Promise.resolve();
   /** Set when run() has returned: pause/resume then change nothing the UI should see. */
   private finished = false;
+  /** Set when too many tasks failed in a row: no new task starts. */
+  private halted: Error | null = null;
   private readonly cfg: Config;
 
   constructor(private readonly d: LoopDeps) {
-    this.cfg = d.spec.config;
+    // a run saved before a knob existed reads that knob's default
+    this.cfg = { ...DEFAULTS, ...d.spec.config };
   }
 
-  private emit(e: LoopEvent) {
+  private emit = (e: LoopEvent): void => {
     try {
       this.d.onEvent?.(e);
     } catch {
       /* a listener's failure must not stop the run */
     }
-  }
+  };
 
   pause(): void {
     if (this.paused || this.finished) return;
@@ -186,24 +144,30 @@ export class SpadeLoop {
       ...(this.d.initialMemory ? { memory: this.d.initialMemory } : {}),
     };
     const state = this.state;
+    // A resumed run gets a fresh error count, and tasks cut short by a failed model call run
+    // again (the cause — a server down, a model not loaded — is usually fixed before resuming).
+    state.consecutiveErrors = 0;
+    state.pending = state.pending.filter((p) => !p.archive.error || p.archive.error.phase === 'check');
     const skills = this.d.spec.skills.length ? this.d.spec.skills : defaultSkills(this.cfg.setting);
     const limiter = new Limiter(this.cfg.concurrency);
     try {
       while (state.cycle < iterations) {
         const cycle = state.cycle;
         const cycleSkills = skillsForCycle(skills, cycle, this.cfg.skillsPerCycle);
-        this.emit({ type: 'cycle_start', cycle, skills: cycleSkills });
+        const tasks = tasksForCycle(cycleSkills, this.cfg.envsPerSkill);
+        this.emit({ type: 'cycle_start', cycle, skills: tasks.map((t) => t.skill) });
         const memory = state.memory; // the snapshot every task of this cycle reads
-        const todo = cycleSkills
-          .map((skill, index) => ({ skill, index }))
-          .filter((t) => !state.pending.some((p) => p.archive.index === t.index));
+        const todo = tasks.filter((t) => !state.pending.some((p) => p.archive.index === t.index));
         await limiter.map(todo, async (t) => {
           await this.gate();
-          const done = await this.runTask(cycle, t.index, t.skill, memory, state);
+          const { blacklist, ...done } = await runTask(this.taskContext(cycle, t.index, t.skill, memory, state));
+          for (const id of blacklist) if (!state.blacklist.includes(id)) state.blacklist.push(id);
           state.pending.push(done);
           state.pending.sort((a, b) => a.archive.index - b.archive.index);
+          this.countErrors(state, done);
           await this.save(state);
         });
+        if (this.halted) throw this.halted;
         await this.finishCycle(state, cycleSkills);
       }
       this.emit({ type: 'done', cycle: state.cycle });
@@ -213,16 +177,55 @@ export class SpadeLoop {
         this.emit({ type: 'stopped', cycle: state.cycle });
         return state;
       }
+      await this.saving.catch(() => undefined);
       this.emit({ type: 'error', cycle: state.cycle, message: serializeError(err).message });
       throw err;
     }
     return state;
   }
 
+  private taskContext(cycle: number, index: number, skill: string, memory: Memory, state: RunState): TaskContext {
+    return {
+      cfg: this.cfg,
+      cycle,
+      index,
+      skill,
+      memory,
+      blacklist: state.blacklist,
+      emaWinRate: state.ema[skill],
+      runner: this.d.runner,
+      models: {
+        designer: new MeteredChatModel(this.d.models.designer),
+        hint: new MeteredChatModel(this.d.models.hint),
+        agent: new MeteredChatModel(this.d.models.agent),
+      },
+      corpus: this.d.corpus,
+      rng: createRng(hashSeed(`${this.cfg.seed}:${cycle}:${index}:${skill}`)),
+      limits: limitsFromConfig(this.cfg),
+      signal: this.d.signal,
+      emit: this.emit,
+      gate: () => this.gate(),
+    };
+  }
+
+  /** One failed task is recorded and the run goes on; maxConsecutiveErrors in a row stop it. */
+  private countErrors(state: RunState, done: PendingTask): void {
+    const err = done.archive.error;
+    state.consecutiveErrors = err ? (state.consecutiveErrors ?? 0) + 1 : 0;
+    if (err && state.consecutiveErrors >= this.cfg.maxConsecutiveErrors && !this.halted) {
+      this.halted = new ModelCallError(
+        `Stopped after ${state.consecutiveErrors} tasks in a row failed; the last failed in its ${err.phase} phase with ${err.name}: ${err.message} Fix the cause (is the model loaded and the server up? does the prompt fit its context window?) and resume the run: finished tasks are kept.`,
+        { phase: err.phase, consecutive: state.consecutiveErrors },
+      );
+    }
+  }
+
   private async gate(): Promise<void> {
-    if (this.d.signal?.aborted) throw new DOMException('The run was stopped.', 'AbortError');
+    if (this.d.signal?.aborted) throw abortError(this.d.signal, 'The run was stopped.');
+    if (this.halted) throw this.halted;
     while (this.paused) await this.paused.promise;
-    if (this.d.signal?.aborted) throw new DOMException('The run was stopped.', 'AbortError');
+    if (this.d.signal?.aborted) throw abortError(this.d.signal, 'The run was stopped.');
+    if (this.halted) throw this.halted;
   }
 
   /** Serialise state writes (tasks finish concurrently). */
@@ -233,229 +236,32 @@ export class SpadeLoop {
     return write;
   }
 
-  private taskRng(cycle: number, index: number, skill: string): Rng {
-    return createRng(hashSeed(`${this.cfg.seed}:${cycle}:${index}:${skill}`));
-  }
-
-  private async runTask(
-    cycle: number,
-    index: number,
-    skill: string,
-    memory: Memory,
-    state: RunState,
-  ): Promise<PendingTask> {
-    const t0 = performance.now();
-    const cfg = this.cfg;
-    const { runner, signal } = this.d;
-    const designer = new MeteredChatModel(this.d.models.designer);
-    const hinter = new MeteredChatModel(this.d.models.hint);
-    const agent = new MeteredChatModel(this.d.models.agent);
-    const rng = this.taskRng(cycle, index, skill);
-    const limits = limitsFromConfig(cfg);
-    const setting = cfg.setting;
-
-    // 2. grounding and memory
-    const doc = sampleDoc(this.d.corpus, rng);
-    const ex = doc ? excerpt(doc, cfg.excerptWords) : null;
-    if (doc && ex) this.emit({ type: 'document', cycle, index, skill, source: doc.source, excerpt: ex });
-    const { positive, negative } = selectExamples(memory, skill, setting, rng, 2);
-
-    // 3-4. design, check, repair
-    let messages = designerMessages({
-      setting,
-      skill,
-      difficulty: cfg.difficulty,
-      excerpt: ex,
-      source: doc?.source ?? null,
-      positive,
-      negative,
-    });
-    const attempts: Attempt[] = [];
-    let validator: ArchiveRecord['validator'] = null;
-    for (let a = 0; a <= cfg.repairTurns; a++) {
-      await this.gate();
-      const reply = await designer.chat(
-        messages,
-        roleOptions('designer', {
-          temperature: cfg.designerTemperature,
-          max_tokens: cfg.designerMaxTokens,
-          seed: hashSeed(`${cfg.seed}:d:${cycle}:${index}:${a}`),
-          signal,
-          onToken: (delta) => this.emit({ type: 'designer_token', cycle, index, attempt: a, delta }),
-        }),
-      );
-      const code = extractCode(reply.text);
-      this.emit({ type: 'designer_output', cycle, index, attempt: a, text: reply.text, code, messages });
-      let failures: string[];
-      let report: CheckReport | null = null;
-      if (!code)
-        failures = ['no program found: reply with one ```javascript block containing a class whose name ends in "Env"'];
-      else if (state.blacklist.includes(codeId(code)))
-        failures = ['this exact program was blacklisted earlier (its step() timed out); write a different one'];
-      else {
-        report = await runner.check(code, { maxTurns: cfg.maxTurns, limits });
-        failures = report.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.message}`);
-        if (report.ok && setting === 'tool_use' && !report.setting?.startsWith('tool'))
-          failures.push('setting: the class must extend ToolUseEnv');
-        if (report.ok && setting === 'games' && report.setting === 'tool_use')
-          failures.push('setting: a game must not extend ToolUseEnv');
-      }
-      if (failures.length === 0 && code && cfg.llmValidator === 'on') {
-        const v = await designer.chat(
-          validatorMessages(setting, code),
-          roleOptions('hint', { temperature: 0, seed: hashSeed(`${cfg.seed}:v:${cycle}:${index}:${a}`), signal }),
-        );
-        validator = parseVerdict(v.text);
-        if (!validator.accept) failures.push(`validator: ${validator.reason}`);
-      }
-      this.emit({ type: 'checks', cycle, index, attempt: a, ok: failures.length === 0, failures, report });
-      attempts.push({ reply: reply.text, code, ok: failures.length === 0, failures });
-      if (failures.length === 0) break;
-      messages = repairMessages(messages, reply.text, failures);
-    }
-    const final = attempts[attempts.length - 1]!;
-    const code = final.ok ? final.code : null;
-    const header = code ? /@title\s+(.+)/.exec(code)?.[1]?.trim() : null;
-    const record: ArchiveRecord = {
-      cycle,
-      index,
-      skill,
-      setting,
-      difficulty: cfg.difficulty,
-      envId: code ? codeId(code) : null,
-      title: header ?? (code ? (/class\s+(\w+Env)\b/.exec(code)?.[1] ?? 'Untitled') : `invalid ${skill} environment`),
-      code: code ?? final.code,
-      hint: null,
-      source: doc ? { title: doc.source, ref: doc.source } : null,
-      valid: Boolean(code),
-      firstAttemptValid: attempts[0]!.ok,
-      attempts,
-      validator,
-      stats: null,
-      leak: null,
-    };
-    const rollouts: RolloutRecord[] = [];
-    if (!code) {
-      this.emit({ type: 'env_scored', cycle, index, record });
-      return { archive: record, rollouts, ms: performance.now() - t0, modelMs: designer.ms };
-    }
-
-    // 5. hint
-    await this.gate();
-    const hintReply = await hinter.chat(
-      hintMessages(setting, code),
-      roleOptions('hint', {
-        temperature: cfg.hintTemperature,
-        seed: hashSeed(`${cfg.seed}:h:${cycle}:${index}`),
-        signal,
-      }),
-    );
-    const hint = extractHint(hintReply.text);
-    record.hint = hint;
-    this.emit({ type: 'hint', cycle, index, hint });
-
-    // 6. plays: the same seeds with and without the hint
-    const seeds = Array.from({ length: cfg.playsPerEnv }, () => rng.int(2 ** 31));
-    const plays = seeds.flatMap((seed, play) => [false, true].map((hinted) => ({ seed, play, hinted })));
-    const playLimiter = new Limiter(cfg.concurrency);
-    const episodes = await playLimiter.map(plays, async (p) => {
-      await this.gate();
-      let env;
-      try {
-        env = await runner.load(code, cfg.maxTurns, limits);
-      } catch (err) {
-        const ep = failedEpisode(p.seed, p.hinted, err);
-        this.emit({ type: 'rollout_end', cycle, index, play: p.play, hinted: p.hinted, return: 0, end: ep.end });
-        return { ...p, ep };
-      }
-      try {
-        const ep = await playEpisode({
-          runner,
-          envId: env.id,
-          setting,
-          model: agent,
-          seed: p.seed,
-          hint: p.hinted ? hint : null,
-          maxTurns: cfg.maxTurns,
-          tokenBudget: cfg.agentTokenBudget,
-          temperature: cfg.agentTemperature,
-          sampleSeed: hashSeed(`${cfg.seed}:a:${cycle}:${index}:${p.play}:${p.hinted ? 1 : 0}`),
-          signal,
-          onTurn: (data, turn) =>
-            this.emit({ type: 'rollout_turn', cycle, index, play: p.play, hinted: p.hinted, turn, data }),
-        });
-        this.emit({
-          type: 'rollout_end',
-          cycle,
-          index,
-          play: p.play,
-          hinted: p.hinted,
-          return: ep.return,
-          end: ep.end,
-        });
-        return { ...p, ep };
-      } finally {
-        await runner.dispose(env.id);
-      }
-    });
-    for (const e of episodes) rollouts.push({ ...e.ep, cycle, index, skill, envId: record.envId!, play: e.play });
-
-    // leak detection: hidden values of the played seeds that the hint spells out
-    const solutions: string[][] = [];
-    let probe: { id: string } | null = null;
-    try {
-      probe = await runner.load(code, cfg.maxTurns, limits);
-      for (const s of seeds) {
-        await runner.reset(probe.id, s);
-        solutions.push(await runner.solution(probe.id));
-      }
-    } catch {
-      /* a seed the checker never tried failed: leak detection works with what it got */
-    } finally {
-      if (probe) await Promise.resolve(runner.dispose(probe.id)).catch(() => undefined);
-    }
-
-    // 7-8. regret and the raw designer reward
-    const noHint = episodes.filter((e) => !e.hinted).map((e) => e.ep.return);
-    const withHint = episodes.filter((e) => e.hinted).map((e) => e.ep.return);
-    const timedOut = episodes.some((e) => e.ep.error?.name === 'SandboxTimeoutError');
-    const values = leakedValues(
-      hint,
-      solutions,
-      episodes.map((e) => e.ep.firstObservation.split('\n\nHINT: ')[0]!),
-    );
-    record.leak = { values, suspicious: values.length > 0 || (mean(withHint) >= 0.9 && mean(noHint) <= 0.1) };
-    record.stats = {
-      noHint,
-      withHint,
-      winRate: winRate(noHint),
-      winRateHinted: winRate(withHint),
-      regret: mean(withHint) - mean(noHint),
-      raw: estimate(cfg.estimator, { noHint, withHint, emaWinRate: state.ema[skill] }),
-      designerReward: null,
-      timedOut,
-      blacklisted: timedOut,
-    };
-    this.emit({ type: 'env_scored', cycle, index, record });
-    return { archive: record, rollouts, ms: performance.now() - t0, modelMs: designer.ms + hinter.ms + agent.ms };
-  }
-
+  /** Designer rewards centred per skill, memory, metrics; then the cycle is written once. */
   private async finishCycle(state: RunState, skills: string[]): Promise<void> {
     const cycle = state.cycle;
     const pending = state.pending;
-    const rewards = designerRewards(
-      pending.map((p) => ({
-        skill: p.archive.skill,
-        raw: p.archive.firstAttemptValid && p.archive.stats ? p.archive.stats.raw : null,
-        timedOut: p.archive.stats?.timedOut ?? false,
-      })),
+    const raws = pending.map((p) =>
+      rawDesignReward({
+        firstAttemptValid: p.archive.firstAttemptValid,
+        timedOut: Boolean(p.archive.stats?.timedOut || p.archive.firstAttemptCrashed),
+        scoredRaw: p.archive.stats?.raw ?? null,
+        modelFailed: Boolean(p.archive.error && p.archive.error.phase !== 'check'),
+      }),
     );
+    const { advantages, baseline } = designerAdvantages(
+      pending.map((p, i) => ({ skill: p.archive.skill, raw: raws[i]! })),
+      this.cfg.envRewardScale,
+      state.rewardBaseline ?? {},
+    );
+    state.rewardBaseline = baseline;
     const added: string[] = [];
     let memory = state.memory;
     pending.forEach((p, i) => {
       const a = p.archive;
-      if (a.stats) a.stats.designerReward = rewards[i]!;
-      if (a.stats?.timedOut && a.envId) state.blacklist.push(a.envId);
+      a.rawReward = raws[i]!;
+      a.designerAdvantage = advantages[i]!;
+      if (a.stats) a.stats.designerReward = advantages[i]!;
+      if (a.stats?.timedOut && a.envId && !state.blacklist.includes(a.envId)) state.blacklist.push(a.envId);
       if (a.valid && a.code && a.stats && !a.stats.timedOut) {
         memory = addRecord(memory, {
           id: a.envId!,
@@ -471,43 +277,16 @@ export class SpadeLoop {
         added.push(a.title);
       }
     });
-    const scored = pending.filter((p) => p.archive.stats);
-    const avg = (xs: number[]) => (xs.length ? mean(xs) : null);
-    const metrics: MetricsRecord = {
-      cycle,
-      skills,
-      envs: pending.length,
-      valid: pending.filter((p) => p.archive.valid).length,
-      validityRate: pending.length ? pending.filter((p) => p.archive.valid).length / pending.length : 0,
-      firstAttemptValidityRate: pending.length
-        ? pending.filter((p) => p.archive.firstAttemptValid).length / pending.length
-        : 0,
-      meanRegret: avg(scored.map((p) => p.archive.stats!.regret)),
-      meanWinRate: avg(scored.map((p) => p.archive.stats!.winRate)),
-      meanWinRateHinted: avg(scored.map((p) => p.archive.stats!.winRateHinted)),
-      meanDesignerReward: avg(pending.filter((p) => p.archive.stats).map((p) => p.archive.stats!.designerReward!)),
-      timeouts: scored.filter((p) => p.archive.stats!.timedOut).length,
-      leaks: scored.filter((p) => p.archive.leak?.suspicious).length,
-      ms: pending.reduce((s, p) => s + p.ms, 0),
-      modelMs: pending.reduce((s, p) => s + p.modelMs, 0),
-    };
-    await this.d.store.writeCycle(cycle, {
-      archive: pending.map((p) => p.archive),
-      rollouts: pending.flatMap((p) => p.rollouts),
-      metrics,
-    });
+    const metrics = cycleMetrics(cycle, skills, pending);
+    const archive = pending.map((p) => p.archive);
+    const rollouts = pending.flatMap((p) => p.rollouts);
+    await this.d.store.writeCycle(cycle, { archive, rollouts, metrics });
     await this.d.store.writeMemory(memory);
     state.memory = memory;
     state.pending = [];
     state.cycle = cycle + 1;
     await this.save(state);
     this.emit({ type: 'memory', cycle, size: memory.records.length, added });
-    this.emit({
-      type: 'cycle_end',
-      cycle,
-      metrics,
-      archive: pending.map((p) => p.archive),
-      rollouts: pending.flatMap((p) => p.rollouts),
-    });
+    this.emit({ type: 'cycle_end', cycle, metrics, archive, rollouts });
   }
 }

@@ -25,6 +25,15 @@ export interface Attempt {
   code: string | null;
   ok: boolean;
   failures: string[];
+  /** Findings of the strict checks that did not fail the design under `checks: paper`. */
+  soft?: string[];
+}
+
+/** Why a task ended early: a model call (design, validate, hint, play) or the checker failed. */
+export interface TaskFailure {
+  phase: 'design' | 'validate' | 'check' | 'hint' | 'play';
+  name: string;
+  message: string;
 }
 
 export interface ArchiveRecord {
@@ -40,6 +49,8 @@ export interface ArchiveRecord {
   source: { title: string; ref: string } | null;
   valid: boolean;
   firstAttemptValid: boolean;
+  /** The first attempt hung or broke the checker (blacklisted; rewarded like a time-out). */
+  firstAttemptCrashed?: boolean;
   attempts: Attempt[];
   validator: { accept: boolean; reason: string } | null;
   stats: {
@@ -53,7 +64,13 @@ export interface ArchiveRecord {
     timedOut: boolean;
     blacklisted: boolean;
   } | null;
-  leak: { values: string[]; suspicious: boolean } | null;
+  leak: { values: string[]; suspicious: boolean; reasons?: string[] } | null;
+  /** Set when the task ended early; the run went on. */
+  error?: TaskFailure | null;
+  /** The designer's raw reward entering the centring (estimator value, 0 invalid, −0.5 time-out); null: no part. */
+  rawReward?: number | null;
+  /** (raw − its skill's centre) × envRewardScale: what trains the designer's first attempt. */
+  designerAdvantage?: number | null;
 }
 
 export interface RolloutRecord extends Episode {
@@ -74,9 +91,16 @@ export interface MetricsRecord {
   meanRegret: number | null;
   meanWinRate: number | null;
   meanWinRateHinted: number | null;
+  /** Mean raw designer reward (before centring). */
   meanDesignerReward: number | null;
+  /** Mean centred, scaled designer reward (what the designer is trained on). */
+  meanDesignerAdvantage?: number | null;
+  /** Share of scored environments whose win rate is in the plateau band [0.4, 0.6]. */
+  inBandShare?: number | null;
   timeouts: number;
   leaks: number;
+  /** Tasks ended by a failed model call or checker. */
+  errors?: number;
   ms: number;
   modelMs: number;
 }
@@ -98,6 +122,10 @@ export interface RunState {
   blacklist: string[];
   /** Finished tasks of the current cycle, by task index. */
   pending: PendingTask[];
+  /** Per-skill running baseline of raw designer rewards (centres a skill with one design per cycle). */
+  rewardBaseline?: Record<string, number>;
+  /** Tasks in a row that ended with an error; the run stops at maxConsecutiveErrors. */
+  consecutiveErrors?: number;
 }
 
 export interface RunStore {
