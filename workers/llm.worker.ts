@@ -8,7 +8,7 @@
  * Created by `new Worker(new URL('../../../workers/llm.worker.ts', import.meta.url), { type: 'module' })`.
  */
 import { WebWorkerMLCEngineHandler } from '@mlc-ai/web-llm';
-import type { WebLlmDeviceLostMessage } from '../src/core/llm/webllm_catalog.ts';
+import type { WebLlmDeviceLostMessage } from '../src/core/llm/webllm/side_channel.ts';
 
 /** Wrap navigator.gpu.requestAdapter so that every device web-llm requests reports its loss. */
 function watchDeviceLoss(post: (msg: WebLlmDeviceLostMessage) => void): void {

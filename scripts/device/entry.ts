@@ -1,9 +1,11 @@
-// Entry of the bundle made by scripts/device_bundle.js: the engine commands of `spade` only.
-import { engine } from '../../src/cli/cmd_engine.ts';
+// Entry of the bundle made by scripts/device/bundle.js (.dev/spade_engine.mjs): the engine commands of
+// `spade` only — `logits|generate ...` as `spade engine`, `bench-engine [--json] [--quick]` as
+// `spade bench engine` (see docs/benchmarks.md).
+import { parseArgs, type Io } from '../../src/cli/args.ts';
 import { benchEngine } from '../../src/cli/bench_engine.ts';
-import { parseArgs } from '../../src/cli/spade.ts';
+import { engine } from '../../src/cli/cmd_engine.ts';
 
-const io = { out: (l: string) => console.log(l), err: (l: string) => console.error(l) };
+const io: Io = { out: (l: string) => console.log(l), err: (l: string) => console.error(l) };
 const [cmd, ...rest] = process.argv.slice(2);
 process.exitCode =
   cmd === 'bench-engine'

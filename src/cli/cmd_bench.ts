@@ -16,7 +16,7 @@ import { checkEnv } from '../core/env/checker.ts';
 import { UsageError } from '../core/errors.ts';
 import { SandboxHost } from '../core/sandbox/host.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
-import { parseArgs, type Io } from './spade.ts';
+import { parseArgs, type Io } from './args.ts';
 import { DEFAULTS } from '../core/config.ts';
 import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
 import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../core/llm/doubles.ts';

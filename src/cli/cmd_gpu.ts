@@ -1,7 +1,7 @@
 /** `spade gpu [--json]`: acquire a WebGPU device in Node and print its report and the kernel self-check. */
 import { gpuSelfCheck } from '../engine/self_check.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';
-import { parseArgs, type Io } from './spade.ts';
+import { parseArgs, type Io } from './args.ts';
 
 export async function run(argv: string[], io: Io): Promise<number> {
   const args = parseArgs(argv, ['json']);

@@ -4,9 +4,9 @@
  *   — stream one reply: a quick way to check a server.
  */
 import { UsageError } from '../core/errors.ts';
-import { formatParams, WEBLLM_CATALOG } from '../core/llm/webllm_catalog.ts';
-import { modelFromFlags } from './cmd_run.ts';
-import { parseArgs, type Io } from './spade.ts';
+import { formatParams, WEBLLM_CATALOG } from '../core/llm/webllm/catalog.ts';
+import { parseArgs, type Io } from './args.ts';
+import { modelFromFlags } from './model_flags.ts';
 
 export async function chat(argv: string[], io: Io): Promise<number> {
   const a = parseArgs(argv, ['json']);

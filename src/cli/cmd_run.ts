@@ -15,49 +15,16 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseConfig, type Config } from '../core/config.ts';
 import { UsageError } from '../core/errors.ts';
-import type { ChatModel } from '../core/llm/chat_model.ts';
-import { OpenAIChatModel } from '../core/llm/openai_model.ts';
-import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
+import { modelLimits, type ChatModel } from '../core/llm/chat_model.ts';
+import { RecordingChatModel } from '../core/llm/replay.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import { importMemory } from '../core/spade/memory.ts';
 import type { RunSpec } from '../core/spade/run_store.ts';
 import { loadCorpus } from '../platform/node/corpus.ts';
 import { DirRunStore } from '../platform/node/run_dir.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
-import { intFlag, parseArgs, type Args, type Io } from './spade.ts';
-
-const flag = (a: Args, name: string): string | undefined => a.flags.get(name)?.[0];
-
-/** Build the model for all three roles from the flags. */
-export async function modelFromFlags(a: Args): Promise<ChatModel> {
-  const backend = flag(a, 'backend');
-  if (backend === 'openai') {
-    const baseURL = flag(a, 'base-url');
-    const model = flag(a, 'model');
-    if (!baseURL || !model) throw new UsageError('--backend openai needs --base-url URL and --model NAME');
-    return new OpenAIChatModel({
-      baseURL,
-      model,
-      apiKey: flag(a, 'api-key') ?? process.env.OPENAI_API_KEY,
-      maxConcurrency: intFlag(a, 'max-concurrency', 4),
-    });
-  }
-  if (backend === 'replay') {
-    const file = flag(a, 'replay');
-    if (!file) throw new UsageError('--backend replay needs --replay FILE (a transcript recorded with --record)');
-    return new ReplayChatModel(await readFile(file, 'utf8'), { tokensPerSecond: intFlag(a, 'tokens-per-second', 0) });
-  }
-  if (backend === 'local') {
-    const dir = flag(a, 'model-dir');
-    if (!dir)
-      throw new UsageError(
-        '--backend local needs --model-dir DIR (a Hugging Face checkpoint directory with tokenizer.json)',
-      );
-    const { loadLocalChatModel } = await import('./cmd_engine.ts');
-    return loadLocalChatModel(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu');
-  }
-  throw new UsageError(`--backend must be openai, replay or local${backend ? `; got "${backend}"` : ''}`);
-}
+import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
+import { modelFromFlags } from './model_flags.ts';
 
 async function configFromFlags(a: Args): Promise<Config> {
   let base: Record<string, unknown> = {};
@@ -120,6 +87,9 @@ function progress(io: Io, iterations: number, perCycle: number) {
         stage = `cycle done: validity ${(e.metrics.validityRate * 100).toFixed(0)}%, mean regret ${e.metrics.meanRegret?.toFixed(2) ?? '–'}`;
         draw(true);
         return;
+      case 'task_error':
+        stage = `task ${e.index + 1} failed (${e.phase}): ${e.message.slice(0, 60)}`;
+        break;
       case 'error':
         stage = `error: ${e.message}`;
         break;
@@ -143,10 +113,10 @@ export async function run(argv: string[], io: Io): Promise<number> {
   if (!existing && a.flags.has('resume')) throw new UsageError(`${out} holds no run to resume`);
 
   let spec: RunSpec;
-  const model = await modelFromFlags(a);
+  const config = existing ? existing.config : await configFromFlags(a);
+  const model = await modelFromFlags(a, modelLimits(config));
   if (existing) spec = existing;
   else {
-    const config = await configFromFlags(a);
     const skills =
       flag(a, 'skills')
         ?.split(',')
@@ -184,7 +154,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
   const ac = new AbortController();
   const onSig = () => ac.abort();
   process.once('SIGINT', onSig);
-  const bar = progress(io, iterations, spec.config.skillsPerCycle);
+  const bar = progress(io, iterations, spec.config.skillsPerCycle * (spec.config.envsPerSkill ?? 1));
   try {
     const loop = new SpadeLoop({
       spec,

@@ -14,7 +14,7 @@ import {
   recordFromCode,
 } from '../core/env/envset.ts';
 import { UsageError } from '../core/errors.ts';
-import { parseArgs, type Io } from './spade.ts';
+import { parseArgs, type Io } from './args.ts';
 
 export async function share(argv: string[], io: Io): Promise<number> {
   const [sub, ...rest] = argv;

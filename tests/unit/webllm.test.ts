@@ -16,29 +16,30 @@ import {
 } from '../../src/core/errors.ts';
 import {
   WEBLLM_CATALOG,
-  assessCatalog,
-  assessFeasibility,
-  classifyWebLlmError,
-  customFeasibilityInput,
-  customToModelRecord,
-  describeThrown,
-  filterCatalog,
   findCatalogEntry,
-  formatDownloadProgress,
   formatParams,
-  mapWebLlmError,
   precisionTwin,
   smallerModels,
+} from '../../src/core/llm/webllm/catalog.ts';
+import {
+  customFeasibilityInput,
+  customToModelRecord,
   validateCustomModel,
+} from '../../src/core/llm/webllm/custom_records.ts';
+import {
+  classifyWebLlmError,
+  describeThrown,
+  mapWebLlmError,
   type WebLlmErrorCategory,
-} from '../../src/core/llm/webllm_catalog.ts';
+} from '../../src/core/llm/webllm/errors.ts';
+import { assessCatalog, assessFeasibility, filterCatalog } from '../../src/core/llm/webllm/feasibility.ts';
+import { formatDownloadProgress, type DownloadProgress } from '../../src/core/llm/webllm/progress.ts';
 import {
   WebLlmChatModel,
   buildAppConfig,
   buildChatRequest,
   type LlmWorkerLike,
 } from '../../src/platform/browser/webllm_model.ts';
-import type { DownloadProgress } from '../../src/core/llm/webllm_catalog.ts';
 
 const MiB = 2 ** 20;
 
@@ -818,6 +819,28 @@ describe('WebLlmChatModel over a fake worker', () => {
     await expect(model.chat(USER, { signal: ctl.signal })).rejects.toMatchObject({ name: 'AbortError' });
     expect(worker.requests.length).toBe(before);
     await model.unload();
+  });
+
+  it('bounds each call: time-outs interrupt and fail with ModelCallError, a long reply is cut at maxReplyChars', async () => {
+    const slow = new FakeLlmWorker({ tokens: ['a', 'b', 'c'], chunkMs: 300 });
+    const m1 = await WebLlmChatModel.load(MODEL, undefined, undefined, { createWorker: () => slow });
+    m1.limits = { callTimeoutMs: 60_000, idleTimeoutMs: 100, maxReplyChars: 1000 };
+    const idle = await m1.chat(USER, { onToken: () => {} }).catch((e: unknown) => e);
+    expect((idle as Error).name).toBe('ModelCallError');
+    expect((idle as { data: unknown }).data).toMatchObject({ kind: 'timeout', timeout: 'idle' });
+    expect(slow.kinds).toContain('interruptGenerate');
+    await m1.unload();
+    const long = new FakeLlmWorker({ tokens: Array.from({ length: 500 }, () => 't'), chunkMs: 5 });
+    const m2 = await WebLlmChatModel.load(MODEL, undefined, undefined, { createWorker: () => long });
+    m2.limits = { callTimeoutMs: 150, idleTimeoutMs: 60_000, maxReplyChars: 1000 };
+    const total = await m2.chat(USER, { onToken: () => {} }).catch((e: unknown) => e);
+    expect((total as { data: unknown }).data).toMatchObject({ kind: 'timeout', timeout: 'total' });
+    m2.limits = { callTimeoutMs: 60_000, idleTimeoutMs: 60_000, maxReplyChars: 5 };
+    const r = await m2.chat(USER, { onToken: () => {} });
+    expect(r).toMatchObject({ text: 'ttttt', finishReason: 'length' });
+    const unstreamed = await m2.chat(USER, { logprobs: true });
+    expect(unstreamed).toMatchObject({ text: 'ttttt', finishReason: 'length' });
+    await m2.unload();
   });
 
   it('device lost mid-generation surfaces as DeviceLostError, now and on later calls', async () => {
