@@ -39,6 +39,8 @@ export class SandboxMemoryError extends SpadeError {}
 export class SandboxRuntimeError extends SpadeError {}
 /** A worker died or stopped answering; it has been replaced. */
 export class WorkerCrashedError extends SpadeError {}
+/** An agent's action was refused before the environment saw it (too long or too deeply nested). */
+export class ActionRejectedError extends SpadeError {}
 /** A model failed to load (download, unsupported GPU, out of memory); the message suggests what to try. */
 export class ModelLoadError extends SpadeError {}
 /** A safetensors file is malformed, truncated or hostile (data.code says which). */
@@ -49,6 +51,8 @@ export class SafetensorsError extends ModelLoadError {
 }
 /** A model call failed (server error, bad reply, timeout) after any retries. */
 export class ModelCallError extends SpadeError {}
+/** A prompt cannot fit the model's context window with room for a useful reply: the call was not sent. */
+export class ContextBudgetError extends SpadeError {}
 /** A replayed transcript has no recorded reply for this request. */
 export class ReplayMismatchError extends SpadeError {}
 /** Bad command-line usage (exit code 2). */
@@ -68,9 +72,11 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   SandboxMemoryError,
   SandboxRuntimeError,
   WorkerCrashedError,
+  ActionRejectedError,
   ModelLoadError,
   SafetensorsError,
   ModelCallError,
+  ContextBudgetError,
   ReplayMismatchError,
   UsageError,
 };

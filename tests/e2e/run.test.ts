@@ -7,7 +7,7 @@ import type { Page } from 'playwright-core';
 import { DEFAULTS } from '../../src/core/config.ts';
 import { scriptedTrio } from '../../src/core/llm/doubles.ts';
 import { RecordingChatModel } from '../../src/core/llm/replay.ts';
-import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
+import { inProcessRunner } from '../helpers/in_process_runner.ts';
 import { parseCorpusJsonl } from '../../src/core/spade/corpus.ts';
 import { defaultSkills, SpadeLoop } from '../../src/core/spade/loop.ts';
 import { StoreRunStore, type ArchiveRecord, type RunSpec } from '../../src/core/spade/run_store.ts';
@@ -32,7 +32,7 @@ async function recordInNode() {
   await new SpadeLoop({
     spec,
     models: { designer: model, hint: model, agent: model },
-    runner: createSandboxWorkerApi(),
+    runner: inProcessRunner(),
     corpus,
     store,
   }).run(CYCLES);

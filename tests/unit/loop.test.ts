@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULTS, type Config } from '../../src/core/config.ts';
 import { RecordingChatModel, ReplayChatModel } from '../../src/core/llm/replay.ts';
 import type { ChatModel } from '../../src/core/llm/chat_model.ts';
-import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
+import { inProcessRunner } from '../helpers/in_process_runner.ts';
 import { chunkText } from '../../src/core/spade/corpus.ts';
 import { SpadeLoop, skillsForCycle, type LoopEvent } from '../../src/core/spade/loop.ts';
 import { StoreRunStore, type RunSpec } from '../../src/core/spade/run_store.ts';
@@ -39,7 +39,7 @@ const corpus = chunkText(
   'doc',
   50,
 );
-const runner = createSandboxWorkerApi();
+const runner = inProcessRunner();
 
 async function record(iterations: number) {
   const models = {

@@ -12,7 +12,7 @@ import { MeteredChatModel, type ChatModel } from '../../src/core/llm/chat_model.
 import { ScriptedChatModel, scriptedAgent } from '../../src/core/llm/doubles.ts';
 import { createRng } from '../../src/core/rng.ts';
 import { DEFAULT_LIMITS } from '../../src/core/sandbox/limits.ts';
-import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
+import { inProcessRunner } from '../helpers/in_process_runner.ts';
 import type { Episode } from '../../src/core/spade/agent.ts';
 import { chunkText } from '../../src/core/spade/corpus.ts';
 import { emptyMemory } from '../../src/core/spade/memory.ts';
@@ -32,13 +32,13 @@ import {
 import { applyEvent, emptyRunView, type LoopEvent } from '../../src/core/spade/run_events.ts';
 import type { ArchiveRecord, PendingTask } from '../../src/core/spade/run_store.ts';
 
-const sandbox = createSandboxWorkerApi();
+const sandbox = inProcessRunner();
 const fail = (): never => {
   throw new ModelCallError('HTTP 500 from the server: overloaded');
 };
 const failing: ChatModel = new ScriptedChatModel('down', fail);
 
-function ctx(over: Partial<TaskContext> & { cfg?: Partial<Config> } = {}): TaskContext & { events: LoopEvent[] } {
+function ctx(over: Partial<Omit<TaskContext, 'cfg'>> & { cfg?: Partial<Config> } = {}): TaskContext & { events: LoopEvent[] } {
   const events: LoopEvent[] = [];
   const { cfg, ...rest } = over;
   const agent = new MeteredChatModel(scriptedAgent());
@@ -87,9 +87,9 @@ function report(failing: string[]): CheckReport {
 const fakeRunner = (check: CheckingRunner['check']): CheckingRunner => ({ ...sandbox, check });
 
 describe('phases: brief', () => {
-  it('grounds the designer on a corpus excerpt and emits the document', () => {
+  it('grounds the designer on a corpus excerpt and emits the document', async () => {
     const c = ctx();
-    const b = brief(c);
+    const b = await brief(c);
     expect(b.doc?.source).toBe('doc §1');
     expect(b.messages).toHaveLength(2);
     expect(b.messages[1]!.content).toContain('Binary search halves an interval each time.');
@@ -157,7 +157,7 @@ describe('phases: checkAndRepair', () => {
       return m.length === 2 ? 'no code here' : '```javascript\n' + FAKE_ENV + '\n```';
     });
     const c = ctx({ models: { ...ctx().models, designer: new MeteredChatModel(designer) } });
-    const d = await checkAndRepair(c, brief(c));
+    const d = await checkAndRepair(c, await brief(c));
     expect(seen).toEqual([2, 4]); // the repair turn sees the first reply and the failures
     expect(d.attempts.map((a) => a.ok)).toEqual([false, true]);
     expect(d.code).toBe(FAKE_ENV);
@@ -166,7 +166,7 @@ describe('phases: checkAndRepair', () => {
 
   it('a failed designer call ends the task with the cause, not the run', async () => {
     const c = ctx({ models: { ...ctx().models, designer: new MeteredChatModel(failing) } });
-    const d = await checkAndRepair(c, brief(c));
+    const d = await checkAndRepair(c, await brief(c));
     expect(d.attempts).toEqual([]);
     expect(d.code).toBeNull();
     expect(d.error).toEqual({ phase: 'design', name: 'ModelCallError', message: 'HTTP 500 from the server: overloaded' });
@@ -180,7 +180,7 @@ describe('phases: checkAndRepair', () => {
     });
     const designer = new ScriptedChatModel('d', () => '```javascript\n' + FAKE_ENV + '\n```');
     const c = ctx({ runner: r, models: { ...ctx().models, designer: new MeteredChatModel(designer) } });
-    const d = await checkAndRepair(c, brief(c));
+    const d = await checkAndRepair(c, await brief(c));
     expect(d.firstAttemptCrashed).toBe(true);
     expect(d.blacklist).toEqual([envId(FAKE_ENV)]);
     expect(d.attempts.map((a) => a.ok)).toEqual([false, true]);
@@ -190,7 +190,7 @@ describe('phases: checkAndRepair', () => {
     const ac = new AbortController();
     ac.abort();
     const c = ctx({ signal: ac.signal, models: { ...ctx().models, designer: new MeteredChatModel(failing) } });
-    await expect(checkAndRepair(c, brief(c))).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(checkAndRepair(c, await brief(c))).rejects.toMatchObject({ name: 'AbortError' });
   });
 });
 
@@ -198,7 +198,7 @@ describe('phases: hint, plays, leaks, score', () => {
   it('writes the hint from the first paragraph of the reply', async () => {
     const hinter = new ScriptedChatModel('h', () => 'Hint: Halve the range.\n\nMore text.');
     const c = ctx({ models: { ...ctx().models, hint: new MeteredChatModel(hinter) } });
-    expect(await writeHint(c, FAKE_ENV)).toBe('Halve the range.');
+    expect((await writeHint(c, FAKE_ENV)).hint).toBe('Halve the range.');
     expect(c.events).toEqual([{ type: 'hint', cycle: 0, index: 0, hint: 'Halve the range.' }]);
   });
 

@@ -4,6 +4,7 @@
  * letting callers guess. Messages follow the OpenAI chat format, tools included.
  */
 import type { ToolSchema } from '../env/contract.ts';
+import { DEFAULTS, type Config } from '../config.ts';
 import { abortError } from '../errors.ts';
 
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
@@ -61,6 +62,11 @@ export interface ChatModel {
   readonly model: string;
   readonly capabilities: ModelCapabilities;
   chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
+  /**
+   * Prompt tokens of these messages under the model's own tokenizer and chat template, where
+   * the backend has them; absent otherwise (the loop then uses a conservative estimate).
+   */
+  countTokens?(messages: ChatMessage[]): Promise<number>;
 }
 
 /** The three roles of one SPADE model, each with its sampling preset. */
@@ -79,6 +85,27 @@ export function roleOptions(role: ModelRole, overrides: ChatOptions = {}): ChatO
   return { ...ROLE_PRESETS[role], ...overrides };
 }
 
+/** The bounds on one model call (config: modelCallTimeoutS, modelIdleTimeoutS, maxReplyChars). */
+export interface ModelLimits {
+  /** The whole call, retries included, ms. */
+  callTimeoutMs: number;
+  /** The longest silence between two streamed pieces (the wait for the first one included), ms. */
+  idleTimeoutMs: number;
+  /** Reply text beyond this is cut off (finishReason 'length') and the request stopped. */
+  maxReplyChars: number;
+}
+
+/** The limits from a config (keys missing from an older run's config take their defaults). */
+export function modelLimits(
+  config: Partial<Pick<Config, 'modelCallTimeoutS' | 'modelIdleTimeoutS' | 'maxReplyChars'>> = {},
+): ModelLimits {
+  return {
+    callTimeoutMs: (config.modelCallTimeoutS ?? DEFAULTS.modelCallTimeoutS) * 1000,
+    idleTimeoutMs: (config.modelIdleTimeoutS ?? DEFAULTS.modelIdleTimeoutS) * 1000,
+    maxReplyChars: config.maxReplyChars ?? DEFAULTS.maxReplyChars,
+  };
+}
+
 /** Throws an AbortError-like DOMException if the signal is aborted. */
 export function throwIfAborted(signal?: AbortSignal): void {
   if (signal?.aborted) throw abortError(signal);
@@ -89,7 +116,10 @@ export class MeteredChatModel implements ChatModel {
   calls = 0;
   tokens = 0;
   ms = 0;
-  constructor(private readonly inner: ChatModel) {}
+  readonly countTokens?: (messages: ChatMessage[]) => Promise<number>;
+  constructor(private readonly inner: ChatModel) {
+    if (inner.countTokens) this.countTokens = (m) => inner.countTokens!(m);
+  }
   get backend(): string {
     return this.inner.backend;
   }
@@ -110,4 +140,21 @@ export class MeteredChatModel implements ChatModel {
       this.ms += performance.now() - t0;
     }
   }
+}
+
+export interface CallSpeed {
+  tokens: number;
+  seconds: number;
+  /** 0 when no time was measured (a call that returned at once). */
+  tokensPerSecond: number;
+}
+
+/**
+ * How fast one call generated: its completion tokens over `ms` of wall time. A backend that reports
+ * no token count (0) is measured by the streamed pieces instead (one onToken call ≈ one token).
+ */
+export function callSpeed(result: Pick<ChatResult, 'usage'>, ms: number, streamedPieces = 0): CallSpeed {
+  const tokens = result.usage.completionTokens || streamedPieces;
+  const seconds = ms / 1000;
+  return { tokens, seconds, tokensPerSecond: seconds > 0 ? tokens / seconds : 0 };
 }

@@ -7,6 +7,7 @@
 import type { Setting } from '../config.ts';
 import type { EnvRunner } from '../env/checker.ts';
 import { extractBoxed } from '../env/contract.ts';
+import { fitConversation } from '../llm/budget.ts';
 import { roleOptions, type ChatMessage, type ChatModel } from '../llm/chat_model.ts';
 import { episodeReturn } from './estimators.ts';
 import { agentSystemPrompt, HINT_PREFIX } from './prompts.ts';
@@ -29,10 +30,17 @@ export interface Episode {
   /** R: last reward clipped to [-1, 1] if terminated, else 0. */
   return: number;
   /** How it ended: terminated, truncated by the env, turn limit, token budget, or an env error. */
-  end: 'terminated' | 'truncated' | 'turn_limit' | 'token_budget' | 'env_error' | 'model_error';
+  end: 'terminated' | 'truncated' | 'turn_limit' | 'token_budget' | 'context_full' | 'env_error' | 'model_error';
   error?: { name: string; message: string };
   tokens: number;
+  /** The largest prompt sent in this episode, in tokens (estimated unless the model counts). */
+  maxPromptTokens?: number;
+  /** Earlier turns left out of the prompt to fit the context window (at the last call). */
+  droppedTurns?: number;
 }
+
+/** The fewest reply tokens an agent turn is sent with (a short command fits in 32). */
+export const MIN_AGENT_REPLY = 32;
 
 export interface EpisodeSpec {
   runner: EnvRunner;
@@ -50,10 +58,17 @@ export interface EpisodeSpec {
   onTurn?: (t: Turn, index: number) => void;
 }
 
+/**
+ * Games: no \boxed{}. Tool use: no <tool_call> or <answer> with its closing tag somewhere after it
+ * (two indexOf scans: a regular expression here went quadratic on a reply of many unclosed tags).
+ */
 export function isFormatError(setting: Setting, reply: string): boolean {
-  return setting === 'games'
-    ? extractBoxed(reply) === null
-    : !/<tool_call>[\s\S]*?<\/tool_call>|<answer>[\s\S]*?<\/answer>/.test(reply);
+  if (setting === 'games') return extractBoxed(reply) === null;
+  const closed = (open: string, close: string) => {
+    const at = reply.indexOf(open);
+    return at >= 0 && reply.indexOf(close, at + open.length) >= 0;
+  };
+  return !closed('<tool_call>', '</tool_call>') && !closed('<answer>', '</answer>');
 }
 
 /** An episode that could not start or go on because the environment failed. */
@@ -99,13 +114,21 @@ export async function playEpisode(s: EpisodeSpec): Promise<Episode> {
       ep.end = 'token_budget';
       return ep;
     }
+    // budget: the system prompt and first observation stay; the oldest turns go first
+    const fit = await fitConversation(s.model, messages, Math.min(400, left), MIN_AGENT_REPLY);
+    ep.maxPromptTokens = Math.max(ep.maxPromptTokens ?? 0, fit.plan.promptTokens);
+    ep.droppedTurns = fit.dropped;
+    if (!fit.plan.fits) {
+      ep.end = 'context_full';
+      return ep;
+    }
     let reply;
     try {
       reply = await s.model.chat(
-        messages,
+        fit.messages,
         roleOptions('agent', {
           temperature: s.temperature,
-          max_tokens: Math.min(400, left),
+          max_tokens: fit.plan.maxTokens,
           seed: s.sampleSeed + t,
           signal: s.signal,
         }),

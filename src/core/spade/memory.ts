@@ -22,6 +22,8 @@ export interface MemoryRecord {
   regret: number | null;
   /** Cycle that produced it; -1 for the seed library. */
   cycle: number;
+  /** The code was longer than MEMORY_CODE_CHARS and was cut (never shown as a whole example). */
+  cut?: boolean;
 }
 
 export interface Memory {
@@ -35,7 +37,12 @@ export function emptyMemory(capacity = 200): Memory {
 
 /** Add a record (code cut to 2,000 characters); evicts the oldest past capacity. */
 export function addRecord(mem: Memory, rec: MemoryRecord): Memory {
-  const cut = { ...rec, code: rec.code.slice(0, MEMORY_CODE_CHARS) };
+  const cut = {
+    ...rec,
+    code: rec.code.slice(0, MEMORY_CODE_CHARS),
+    // exactly the limit may be an already-cut program (SPADE's env_memory.json has no flag): treat it as cut
+    ...(rec.cut || rec.code.length >= MEMORY_CODE_CHARS ? { cut: true } : {}),
+  };
   const records = [...mem.records.filter((r) => r.id !== rec.id), cut];
   return { ...mem, records: records.slice(Math.max(0, records.length - mem.capacity)) };
 }
@@ -55,8 +62,11 @@ export function selectExamples(
   setting: MemoryRecord['setting'],
   rng: Rng,
   n = 2,
+  opts: { completeOnly?: boolean } = {},
 ): Examples {
-  const same = mem.records.filter((r) => r.skill === skill && r.setting === setting);
+  const same = mem.records.filter(
+    (r) => r.skill === skill && r.setting === setting && !(opts.completeOnly && r.cut),
+  );
   const pool = same
     .filter(inBand)
     .sort((a, b) => (b.regret ?? 0) - (a.regret ?? 0))

@@ -12,18 +12,20 @@
 import type { Config } from '../config.ts';
 import type { CheckName, CheckOptions, CheckReport, EnvRunner } from '../env/checker.ts';
 import { envId as codeId } from '../env/envset.ts';
-import { serializeError } from '../errors.ts';
+import { ContextBudgetError, serializeError } from '../errors.ts';
+import { callBudget, planCall, type CallBudget, type CallPlan } from '../llm/budget.ts';
 import { Limiter } from '../limiter.ts';
-import { roleOptions, type ChatMessage, type MeteredChatModel } from '../llm/chat_model.ts';
+import { ROLE_PRESETS, roleOptions, type ChatMessage, type MeteredChatModel } from '../llm/chat_model.ts';
 import { hashSeed, type Rng } from '../rng.ts';
 import type { SandboxLimits } from '../sandbox/limits.ts';
 import { failedEpisode, playEpisode, type Episode } from './agent.ts';
 import { excerpt as cutExcerpt, sampleDoc, type CorpusDoc } from './corpus.ts';
 import { estimate, mean, winRate } from './estimators.ts';
 import { extractCode, extractHint, leakedValues, parseVerdict } from './extract.ts';
-import { selectExamples, type Memory } from './memory.ts';
+import { selectExamples, type Memory, type MemoryRecord } from './memory.ts';
+import { COMPACT_GAME, COMPACT_TOOL } from './compact_examples.ts';
 import { envTitle } from '../env/contract.ts';
-import { designerMessages, hintMessages, HINT_PREFIX, repairMessages, validatorMessages } from './prompts.ts';
+import { designerMessages, hintMessages, HINT_PREFIX, repairMessages, validatorMessages, type DesignerBrief } from './prompts.ts';
 import type { LoopEvent } from './run_events.ts';
 import type { ArchiveRecord, Attempt, MetricsRecord, PendingTask, RolloutRecord, TaskFailure } from './run_store.ts';
 
@@ -70,31 +72,105 @@ function failure(phase: TaskFailure['phase'], err: unknown): TaskFailure {
   return { phase, name: e.name, message: e.message };
 }
 
-// --- brief -----------------------------------------------------------------------------
+// --- brief ---------------------------------------------------------------------------------
+
+/** The fewest reply tokens worth asking for, per call (a program, a verdict line, a hint, a move). */
+export const MIN_REPLY = { designer: 256, validator: 32, hint: 32, agent: 32 } as const;
 
 export interface Brief {
   doc: CorpusDoc | null;
   excerpt: string | null;
   messages: ChatMessage[];
+  /** The first designer call's budget: prompt tokens, window, max_tokens, what was dropped to fit. */
+  budget: CallBudget;
 }
 
-/** Grounding document and memory examples → the designer's first-attempt messages. */
-export function brief(ctx: TaskContext): Brief {
+/** The positive example when the memory has no complete in-band one for the skill. */
+function compactExample(setting: Config['setting']): MemoryRecord {
+  const code = setting === 'games' ? COMPACT_GAME : COMPACT_TOOL;
+  return {
+    id: `compact-${setting}`,
+    skill: setting === 'games' ? 'logical_deduction' : 'data_retrieval',
+    setting,
+    title: envTitle(code),
+    code,
+    winRate: null,
+    regret: null,
+    cycle: -1,
+  };
+}
+
+const words = (text: string, n: number) => text.split(/\s+/).slice(0, Math.max(0, n)).join(' ');
+
+/**
+ * The steps that make a designer prompt fit a small window, in this fixed order: halve the
+ * excerpt, quarter it, drop it; drop the example; drop the negative line; use the contract's
+ * short form. Each step keeps the ones before it.
+ */
+export const SHRINK_ORDER = ['excerpt 1/2', 'excerpt 1/4', 'excerpt', 'examples', 'negative', 'contract'] as const;
+
+function shrunkBrief(b: DesignerBrief, step: (typeof SHRINK_ORDER)[number], full: number): DesignerBrief {
+  switch (step) {
+    case 'excerpt 1/2':
+      return { ...b, excerpt: b.excerpt ? words(b.excerpt, Math.floor(full / 2)) : null };
+    case 'excerpt 1/4':
+      return { ...b, excerpt: b.excerpt ? words(b.excerpt, Math.floor(full / 4)) : null };
+    case 'excerpt':
+      return { ...b, excerpt: null, source: null };
+    case 'examples':
+      return { ...b, positive: [] };
+    case 'negative':
+      return { ...b, negative: null };
+    case 'contract':
+      return { ...b, shortContract: true };
+  }
+}
+
+/**
+ * Grounding document and memory examples → the designer's first-attempt messages, shrunk in
+ * SHRINK_ORDER until prompt + a useful reply fit the designer's window. The budget says what
+ * was dropped; `budget.skipped` means not even the smallest prompt fits (the call is never sent).
+ */
+export async function brief(ctx: TaskContext): Promise<Brief> {
   const { cfg } = ctx;
   const doc = sampleDoc(ctx.corpus, ctx.rng);
   const ex = doc ? cutExcerpt(doc, cfg.excerptWords) : null;
   if (doc && ex) ctx.emit({ type: 'document', cycle: ctx.cycle, index: ctx.index, skill: ctx.skill, source: doc.source, excerpt: ex });
-  const { positive, negative } = selectExamples(ctx.memory, ctx.skill, cfg.setting, ctx.rng, 2);
-  const messages = designerMessages({
+  // one complete example (never a program cut mid-way), else the compact example of the setting
+  const { positive, negative } = selectExamples(ctx.memory, ctx.skill, cfg.setting, ctx.rng, 1, { completeOnly: true });
+  let b: DesignerBrief = {
     setting: cfg.setting,
     skill: ctx.skill,
     difficulty: cfg.difficulty,
     excerpt: ex,
     source: doc?.source ?? null,
-    positive,
+    positive: positive.length ? positive : [compactExample(cfg.setting)],
     negative,
-  });
-  return { doc, excerpt: ex, messages };
+  };
+  const fullWords = ex ? ex.split(/\s+/).length : 0;
+  const shrunk: string[] = [];
+  let messages = designerMessages(b);
+  let plan = await planCall(ctx.models.designer, messages, cfg.designerMaxTokens, MIN_REPLY.designer);
+  for (const step of SHRINK_ORDER) {
+    if (plan.fits) break;
+    b = shrunkBrief(b, step, fullWords);
+    shrunk.push(step);
+    messages = designerMessages(b);
+    plan = await planCall(ctx.models.designer, messages, cfg.designerMaxTokens, MIN_REPLY.designer);
+  }
+  return { doc, excerpt: b.excerpt, messages, budget: callBudget('designer', plan, shrunk) };
+}
+
+/** The error recorded for a call that cannot fit: what it needed and what the window holds. */
+function overBudget(
+  role: string,
+  plan: Pick<CallPlan, 'promptTokens' | 'exact' | 'window' | 'maxTokens'>,
+  min: number,
+): ContextBudgetError {
+  return new ContextBudgetError(
+    `The ${role} prompt takes ${plan.promptTokens} tokens${plan.exact ? '' : ' (estimated)'} of the model's ${plan.window}-token window, leaving ${plan.maxTokens} for the reply; at least ${min} are needed. Use a model with a larger window (or raise its context size), or shorten the excerpt (excerptWords).`,
+    { role, promptTokens: plan.promptTokens, window: plan.window },
+  );
 }
 
 // --- design and check --------------------------------------------------------------------
@@ -153,6 +229,8 @@ export interface DesignResult {
   firstAttemptCrashed: boolean;
   /** Code ids to blacklist (programs that crashed the checker). */
   blacklist: string[];
+  /** Every designer-side call's budget (designer, repair, validator), in order. */
+  calls: CallBudget[];
   error: TaskFailure | null;
 }
 
@@ -165,9 +243,15 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
     code: null,
     firstAttemptCrashed: false,
     blacklist: [],
+    calls: [b.budget],
     error: null,
   };
+  if (b.budget.skipped) {
+    out.error = failure('design', overBudget('designer', b.budget, MIN_REPLY.designer));
+    return out;
+  }
   let messages = b.messages;
+  let maxTokens = b.budget.maxTokens;
   for (let a = 0; a <= cfg.repairTurns; a++) {
     await ctx.gate();
     let text: string;
@@ -176,7 +260,7 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
         messages,
         roleOptions('designer', {
           temperature: cfg.designerTemperature,
-          max_tokens: cfg.designerMaxTokens,
+          max_tokens: maxTokens,
           seed: hashSeed(`${cfg.seed}:d:${cycle}:${index}:${a}`),
           signal: ctx.signal,
           onToken: (delta) => ctx.emit({ type: 'designer_token', cycle, index, attempt: a, delta }),
@@ -196,18 +280,29 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
       if (a === 0) out.firstAttemptCrashed = true;
     }
     if (c.failures.length === 0 && code && cfg.llmValidator === 'on') {
-      try {
-        const v = await ctx.models.designer.chat(
-          validatorMessages(cfg.setting, code),
-          roleOptions('hint', { temperature: 0, seed: hashSeed(`${cfg.seed}:v:${cycle}:${index}:${a}`), signal: ctx.signal }),
-        );
-        out.validator = parseVerdict(v.text);
-        if (!out.validator.accept) c.failures.push(`validator: ${out.validator.reason}`);
-      } catch (err) {
-        if (isStop(err, ctx.signal)) throw err;
-        out.error = failure('validate', err);
-        out.attempts.push({ reply: text, code, ok: false, failures: ['validator: the model call failed'], soft: c.soft });
-        return out;
+      const vm = validatorMessages(cfg.setting, code);
+      const plan = await planCall(ctx.models.designer, vm, ROLE_PRESETS.hint.max_tokens!, MIN_REPLY.validator);
+      out.calls.push(callBudget('validator', plan));
+      if (!plan.fits) out.validator = { accept: true, reason: 'validator skipped: the program fills the context window' };
+      else {
+        try {
+          const v = await ctx.models.designer.chat(
+            vm,
+            roleOptions('hint', {
+              temperature: 0,
+              max_tokens: plan.maxTokens,
+              seed: hashSeed(`${cfg.seed}:v:${cycle}:${index}:${a}`),
+              signal: ctx.signal,
+            }),
+          );
+          out.validator = parseVerdict(v.text);
+          if (!out.validator.accept) c.failures.push(`validator: ${out.validator.reason}`);
+        } catch (err) {
+          if (isStop(err, ctx.signal)) throw err;
+          out.error = failure('validate', err);
+          out.attempts.push({ reply: text, code, ok: false, failures: ['validator: the model call failed'], soft: c.soft });
+          return out;
+        }
       }
     }
     const ok = c.failures.length === 0;
@@ -217,27 +312,41 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
       out.code = code;
       break;
     }
-    messages = repairMessages(messages, text, c.failures);
+    if (a === cfg.repairTurns) break;
+    const next = repairMessages(messages, text, c.failures);
+    const plan = await planCall(ctx.models.designer, next, cfg.designerMaxTokens, MIN_REPLY.designer);
+    out.calls.push(callBudget('repair', plan));
+    if (!plan.fits) break; // the conversation no longer fits: no repair turn is sent (recorded in calls)
+    messages = next;
+    maxTokens = plan.maxTokens;
   }
   return out;
 }
 
 // --- hint ----------------------------------------------------------------------------------
 
-/** A separate call of the model reads the source and writes a short strategy hint. */
-export async function writeHint(ctx: TaskContext, code: string): Promise<string> {
+/**
+ * A separate call of the model reads the source and writes a short strategy hint. Throws a
+ * ContextBudgetError, never sent, when the source leaves no room for a hint in the window.
+ */
+export async function writeHint(ctx: TaskContext, code: string): Promise<{ hint: string; budget: CallBudget }> {
   const { cfg } = ctx;
+  const messages = hintMessages(cfg.setting, code);
+  const plan = await planCall(ctx.models.hint, messages, ROLE_PRESETS.hint.max_tokens!, MIN_REPLY.hint);
+  const budget = callBudget('hint', plan);
+  if (!plan.fits) throw Object.assign(overBudget('hint', plan, MIN_REPLY.hint), { budget });
   const reply = await ctx.models.hint.chat(
-    hintMessages(cfg.setting, code),
+    messages,
     roleOptions('hint', {
       temperature: cfg.hintTemperature,
+      max_tokens: plan.maxTokens,
       seed: hashSeed(`${cfg.seed}:h:${ctx.cycle}:${ctx.index}`),
       signal: ctx.signal,
     }),
   );
   const hint = extractHint(reply.text);
   ctx.emit({ type: 'hint', cycle: ctx.cycle, index: ctx.index, hint });
-  return hint;
+  return { hint, budget };
 }
 
 // --- plays ---------------------------------------------------------------------------------
@@ -351,7 +460,7 @@ export function score(cfg: Config, plays: Play[], emaWinRate: number | undefined
 export async function runTask(ctx: TaskContext): Promise<PendingTask & { blacklist: string[] }> {
   const t0 = performance.now();
   const { cfg, cycle, index, skill } = ctx;
-  const b = brief(ctx);
+  const b = await brief(ctx);
   const d = await checkAndRepair(ctx, b);
   const final = d.attempts[d.attempts.length - 1];
   const code = d.code;
@@ -376,6 +485,7 @@ export async function runTask(ctx: TaskContext): Promise<PendingTask & { blackli
     error: d.error,
     rawReward: null,
     designerAdvantage: null,
+    calls: d.calls,
   };
   const modelMs = () => ctx.models.designer.ms + ctx.models.hint.ms + ctx.models.agent.ms;
   const finish = (rollouts: RolloutRecord[]) => {
@@ -389,9 +499,13 @@ export async function runTask(ctx: TaskContext): Promise<PendingTask & { blackli
   await ctx.gate();
   let hint: string;
   try {
-    hint = await writeHint(ctx, code);
+    const h = await writeHint(ctx, code);
+    hint = h.hint;
+    record.calls!.push(h.budget);
   } catch (err) {
     if (isStop(err, ctx.signal)) throw err;
+    const budget = (err as { budget?: CallBudget }).budget;
+    if (budget) record.calls!.push(budget);
     record.error = failure('hint', err);
     return finish([]);
   }
@@ -411,6 +525,24 @@ export async function runTask(ctx: TaskContext): Promise<PendingTask & { blackli
 }
 
 // --- per cycle -------------------------------------------------------------------------------
+
+/** The context budget across a cycle's calls: the largest prompt, and how many calls were clamped, shrunk or skipped. */
+function budgetMetrics(pending: PendingTask[]): Pick<MetricsRecord, 'budget'> {
+  const calls = pending.flatMap((p) => p.archive.calls ?? []);
+  const eps = pending.flatMap((p) => p.rollouts);
+  return {
+    budget: {
+      calls: calls.length,
+      maxPromptTokens: Math.max(0, ...calls.map((c) => c.promptTokens), ...eps.map((e) => e.maxPromptTokens ?? 0)),
+      window: calls[0]?.window ?? null,
+      clamped: calls.filter((c) => c.clamped && !c.skipped).length,
+      shrunk: calls.filter((c) => c.shrunk.length > 0).length,
+      skipped: calls.filter((c) => c.skipped).length,
+      agentTurnsDropped: eps.reduce((n, e) => n + (e.droppedTurns ?? 0), 0),
+      contextFullPlays: eps.filter((e) => e.end === 'context_full').length,
+    },
+  };
+}
 
 /** The metrics line of one finished cycle. */
 export function cycleMetrics(cycle: number, skills: string[], pending: PendingTask[]): MetricsRecord {
@@ -437,6 +569,7 @@ export function cycleMetrics(cycle: number, skills: string[], pending: PendingTa
     timeouts: pending.filter((p) => p.archive.stats?.timedOut || p.archive.firstAttemptCrashed).length,
     leaks: scored.filter((p) => p.archive.leak?.suspicious).length,
     errors: pending.filter((p) => p.archive.error).length,
+    ...budgetMetrics(pending),
     ms: pending.reduce((s, p) => s + p.ms, 0),
     modelMs: pending.reduce((s, p) => s + p.modelMs, 0),
   };

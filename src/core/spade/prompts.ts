@@ -55,10 +55,24 @@ const DIFFICULTY: Record<Difficulty, string> = {
   hard: 'hard: 5+ steps, feedback that must be combined carefully',
 };
 
+/**
+ * The contract's short form, the last thing dropped to fit a small window: the method
+ * signatures and the rules a checker enforces, without the explanations.
+ */
+const GAME_CONTRACT_SHORT = `Write ONE JavaScript program: a class whose name ends in "Env" with constructor(maxTurns = 12), reset(seed) → [observation, {}], step(action) → [observation, reward, terminated, truncated, {}] on every path, solution() → list of winning actions. Read the command with extractBoxed(action). Win: reward 1, terminated true. Never throw on bad input. Use Math.random only.`;
+const TOOL_CONTRACT_SHORT = `Write ONE JavaScript program: a class whose name ends in "Env" extending ToolUseEnv, with static tools = [{name, description, parameters}], one method per tool, reset(seed) ending in return this.start(intro, [instructions]), checkAnswer(answer, stage), solution() → list of <tool_call>/<answer> strings. Use Math.random only.`;
+
 function example(r: MemoryRecord): string {
   const stats =
     r.winRate === null ? 'not played yet' : `win rate ${r.winRate.toFixed(2)}, regret ${(r.regret ?? 0).toFixed(2)}`;
   return `// ${r.title} (${stats})\n${r.code}`;
+}
+
+/** The negative example as one line, as the reference shows it: "too easy (win_rate=0.95): class X". */
+export function negativeLine(r: MemoryRecord): string {
+  const w = r.winRate ?? 0;
+  const cls = /class\s+(\w+Env)\b/.exec(r.code)?.[1];
+  return `${w > 0.5 ? 'too easy' : 'too hard'} (win_rate=${w.toFixed(2)}): ${r.title}${cls && cls !== r.title ? ` (class ${cls})` : ''}`;
 }
 
 export interface DesignerBrief {
@@ -69,6 +83,8 @@ export interface DesignerBrief {
   source: string | null;
   positive: MemoryRecord[];
   negative: MemoryRecord | null;
+  /** Use the contract's short form (the last step of fitting a small context window). */
+  shortContract?: boolean;
 }
 
 export function designerMessages(b: DesignerBrief): ChatMessage[] {
@@ -82,19 +98,23 @@ export function designerMessages(b: DesignerBrief): ChatMessage[] {
   }
   if (b.positive.length) {
     parts.push(
-      `Examples of earlier environments — create a DIFFERENT one:\n\`\`\`javascript\n${b.positive.map(example).join('\n\n')}\n\`\`\``,
+      `${b.positive.length > 1 ? 'Examples' : 'An example'} of earlier environments — create a DIFFERENT one:\n\`\`\`javascript\n${b.positive.map(example).join('\n\n')}\n\`\`\``,
     );
   }
-  if (b.negative) {
-    parts.push(
-      `Avoid generating environments like this one (the agent ${b.negative.winRate !== null && b.negative.winRate > 0.5 ? 'always' : 'never'} solved it):\n\`\`\`javascript\n${example(b.negative)}\n\`\`\``,
-    );
-  }
+  if (b.negative) parts.push(`Avoid generating environments like: ${negativeLine(b.negative)}`);
   parts.push('Reply with the complete program in one ```javascript block and nothing else.');
   return [
     {
       role: 'system',
-      content: `You design training environments for a reasoning agent.\n\n${b.setting === 'games' ? GAME_CONTRACT : TOOL_CONTRACT}`,
+      content: `You design training environments for a reasoning agent.\n\n${
+        b.setting === 'games'
+          ? b.shortContract
+            ? GAME_CONTRACT_SHORT
+            : GAME_CONTRACT
+          : b.shortContract
+            ? TOOL_CONTRACT_SHORT
+            : TOOL_CONTRACT
+      }`,
     },
     { role: 'user', content: parts.join('\n\n') },
   ];

@@ -7,6 +7,8 @@
  * metrics.jsonl, memory.json).
  */
 import type { Config } from '../config.ts';
+import { StorageError } from '../errors.ts';
+import type { CallBudget } from '../llm/budget.ts';
 import type { Store } from '../store.ts';
 import type { Episode } from './agent.ts';
 import type { Memory } from './memory.ts';
@@ -71,6 +73,8 @@ export interface ArchiveRecord {
   rawReward?: number | null;
   /** (raw − its skill's centre) × envRewardScale: what trains the designer's first attempt. */
   designerAdvantage?: number | null;
+  /** The context budget of each designer, repair, validator and hint call. */
+  calls?: CallBudget[];
 }
 
 export interface RolloutRecord extends Episode {
@@ -101,6 +105,17 @@ export interface MetricsRecord {
   leaks: number;
   /** Tasks ended by a failed model call or checker. */
   errors?: number;
+  /** The context budget of the cycle's calls (designer, repair, validator, hint; agent prompts in maxPromptTokens). */
+  budget?: {
+    calls: number;
+    maxPromptTokens: number;
+    window: number | null;
+    clamped: number;
+    shrunk: number;
+    skipped: number;
+    agentTurnsDropped: number;
+    contextFullPlays: number;
+  };
   ms: number;
   modelMs: number;
 }
@@ -194,4 +209,40 @@ export class StoreRunStore implements RunStore {
   async readRollouts() {
     return (await this.cycles()).flatMap((c) => c.rollouts);
   }
+}
+
+/** A .jsonl text's records, and its torn last line if it has one. */
+export interface ParsedJsonl<T> {
+  records: T[];
+  /** A last line without its newline: a write cut short (crash, full disk). Not parsed; its 1-based number and size. */
+  torn: { line: number; chars: number } | null;
+}
+
+/**
+ * Parse a .jsonl text (one JSON value per line; every write ends its line with "\n"). A last line
+ * without "\n" is torn: returned apart, never parsed, so a caller can cut it off before appending.
+ * Any other line that is not JSON is corruption: a StorageError naming `file` and the line number.
+ * Blank lines are skipped. Linear: lines are found with indexOf.
+ */
+export function parseJsonl<T>(text: string, file: string): ParsedJsonl<T> {
+  const records: T[] = [];
+  let line = 0;
+  let pos = 0;
+  while (pos < text.length) {
+    line++;
+    const nl = text.indexOf('\n', pos);
+    if (nl < 0) return { records, torn: { line, chars: text.length - pos } };
+    const raw = text.slice(pos, nl);
+    pos = nl + 1;
+    if (!raw.trim()) continue;
+    try {
+      records.push(JSON.parse(raw) as T);
+    } catch (err) {
+      throw new StorageError(
+        `${file} line ${line} is not valid JSON (${(err as Error).message}); the file is corrupt there. Fix or delete that line, or start a new run.`,
+        { file, line },
+      );
+    }
+  }
+  return { records, torn: null };
 }
