@@ -154,12 +154,18 @@ export const CONFIG_SCHEMA = {
     default: 'off',
     why: 'an extra model call per environment; the checker catches most problems',
   },
+  thinking: {
+    kind: 'enum',
+    values: ['off', 'on'],
+    default: 'off',
+    why: "Qwen3's <think> block spends a small model's window and max_tokens before the answer; off sends enable_thinking: false (chat template, server, WebLLM) for every role",
+  },
   excerptWords: {
     kind: 'int',
     min: 50,
     max: 6000,
-    default: 400,
-    why: 'paper cuts to 6,000 words; small models have ~4k-token contexts',
+    default: 200,
+    why: 'paper cuts to 6,000 words; 200 words (~270 tokens) leave a 4k-token window room for the contract, one example and the reply',
   },
   memoryCapacity: { kind: 'int', min: 1, max: 1000, default: 200, why: 'paper: 200 records, oldest evicted first' },
   sandboxMemoryMiB: {
@@ -203,6 +209,13 @@ export const CONFIG_SCHEMA = {
     max: 1024,
     default: 16,
     why: 'observations go into a small context window',
+  },
+  maxActionKiB: {
+    kind: 'int',
+    min: 1,
+    max: 1024,
+    default: 64,
+    why: 'a 16k-token reply is ~64 KiB; a longer action is a runaway model, refused before the sandbox sees it',
   },
   modelCallTimeoutS: {
     kind: 'int',

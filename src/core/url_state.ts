@@ -1,69 +1,94 @@
 /**
- * URL state, TF-Playground style: only the fields listed in URL_SCHEMA live in
- * the URL hash (plus, for sharing, a compressed env set under "set"). Parsing is
- * forgiving: a bad value is dropped with a warning and the default stays; it
- * never throws. Pure: the browser side (state/url.svelte.ts) writes the result
- * with history.replaceState only when the string changes.
+ * URL state, TF-Playground style: the open panel, the theme, the config fields whose schema entry
+ * says `url: true` (config.ts), and, for sharing, a compressed env set under "set" live in the URL
+ * hash. Parsing returns only the fields that are present in the hash AND valid (the Playground's
+ * `hasKey`): a bad value is dropped with a warning and never replaces what the app already holds
+ * (a saved seed stays when a link says `seed=abc`); it never throws. Pure: the browser side
+ * (state/app.svelte.ts) applies the fields and writes the hash with history.replaceState only when
+ * its text changes.
  */
-import { CONFIG_SCHEMA, checkField, DEFAULTS, type Config } from './config.ts';
+import { CONFIG_KEYS, CONFIG_SCHEMA, checkField, DEFAULTS, type Config } from './config.ts';
 
 export const PANELS = ['run', 'environments', 'memory', 'training', 'models', 'settings'] as const;
 export type Panel = (typeof PANELS)[number];
 export const THEMES = ['system', 'light', 'dark'] as const;
 export type Theme = (typeof THEMES)[number];
 
-/** Config fields that are shareable through the URL. */
-export const URL_CONFIG_KEYS = [
-  'seed',
-  'setting',
-  'difficulty',
-  'estimator',
-  'playsPerEnv',
-] as const satisfies readonly (keyof Config)[];
+type Schema = typeof CONFIG_SCHEMA;
+/** The config keys whose schema entry has `url: true`. */
+export type UrlConfigKey = { [K in keyof Schema]: Schema[K] extends { url: true } ? K : never }[keyof Schema];
+
+/** Config fields that are shareable through the URL: the schema's `url` column, in schema order. */
+export const URL_CONFIG_KEYS: readonly UrlConfigKey[] = CONFIG_KEYS.filter(
+  (k): k is UrlConfigKey => (CONFIG_SCHEMA[k] as { url?: boolean }).url === true,
+);
+
+export type UrlConfig = Pick<Config, UrlConfigKey>;
 
 export interface UrlState {
   panel: Panel;
   theme: Theme;
-  config: Pick<Config, (typeof URL_CONFIG_KEYS)[number]>;
+  config: UrlConfig;
   /** A compressed env set (share link payload), kept opaque here. */
   set: string | null;
+}
+
+/** The fields a hash sets: each one present in it and valid; absent or rejected fields are missing. */
+export interface UrlFields {
+  panel?: Panel;
+  theme?: Theme;
+  config: Partial<UrlConfig>;
+  set?: string;
 }
 
 export const URL_DEFAULTS: UrlState = {
   panel: 'run',
   theme: 'system',
-  config: Object.fromEntries(URL_CONFIG_KEYS.map((k) => [k, DEFAULTS[k]])) as UrlState['config'],
+  config: Object.fromEntries(URL_CONFIG_KEYS.map((k) => [k, DEFAULTS[k]])) as UrlConfig,
   set: null,
 };
 
-/** Parse a location hash ("#a=1&b=2" or "a=1&b=2"). Returns state and warnings. */
-export function parseUrlState(hash: string): { state: UrlState; warnings: string[] } {
+/** Parse a location hash ("#a=1&b=2" or "a=1&b=2") into the fields it validly sets, with warnings. */
+export function parseUrlState(hash: string): { fields: UrlFields; warnings: string[] } {
   const params = new URLSearchParams(hash.replace(/^#/, ''));
   const warnings: string[] = [];
-  const state: UrlState = { ...URL_DEFAULTS, config: { ...URL_DEFAULTS.config } };
+  const fields: UrlFields = { config: {} };
   const panel = params.get('panel');
   if (panel !== null) {
-    if ((PANELS as readonly string[]).includes(panel)) state.panel = panel as Panel;
-    else warnings.push(`unknown panel "${panel}" in the link; showing "${state.panel}"`);
+    if ((PANELS as readonly string[]).includes(panel)) fields.panel = panel as Panel;
+    else warnings.push(`unknown panel "${panel}" in the link; it was ignored`);
   }
   const theme = params.get('theme');
   if (theme !== null) {
-    if ((THEMES as readonly string[]).includes(theme)) state.theme = theme as Theme;
-    else warnings.push(`unknown theme "${theme}" in the link; using "${state.theme}"`);
+    if ((THEMES as readonly string[]).includes(theme)) fields.theme = theme as Theme;
+    else warnings.push(`unknown theme "${theme}" in the link; it was ignored`);
   }
   for (const key of URL_CONFIG_KEYS) {
     const raw = params.get(key);
     if (raw === null) continue;
-    const field = CONFIG_SCHEMA[key];
     const num = Number(raw);
-    const value = field.kind === 'enum' || raw.trim() === '' || Number.isNaN(num) ? raw : num;
+    const value = CONFIG_SCHEMA[key].kind === 'enum' || raw.trim() === '' || Number.isNaN(num) ? raw : num;
     const problem = checkField(key, value);
     if (problem) warnings.push(`ignored from the link: ${problem}`);
-    else (state.config as Record<string, unknown>)[key] = value;
+    else (fields.config as Record<string, unknown>)[key] = value;
   }
   const set = params.get('set');
-  if (set) state.set = set;
-  return { state, warnings };
+  if (set) fields.set = set;
+  return { fields, warnings };
+}
+
+/**
+ * `current` with the hash's fields applied: each field the hash validly sets replaces the current
+ * one, every other field stays. The env set is the exception: it is the link's payload, not a
+ * setting, so a hash without one has none.
+ */
+export function applyUrlFields(current: UrlState, fields: UrlFields): UrlState {
+  return {
+    panel: fields.panel ?? current.panel,
+    theme: fields.theme ?? current.theme,
+    config: { ...current.config, ...fields.config },
+    set: fields.set ?? null,
+  };
 }
 
 /** Serialize to a hash without "#"; fields equal to their default are left out. */

@@ -5,7 +5,15 @@
  * IndexedDB so a reload loses nothing.
  */
 import { DEFAULTS, validateConfig, type Config } from '../core/config.ts';
-import { formatUrlState, parseUrlState, URL_CONFIG_KEYS, type Panel, type Theme } from '../core/url_state.ts';
+import {
+  applyUrlFields,
+  formatUrlState,
+  parseUrlState,
+  URL_CONFIG_KEYS,
+  type Panel,
+  type Theme,
+  type UrlState,
+} from '../core/url_state.ts';
 import { IdbStore } from '../platform/browser/idb_store.ts';
 import type { Store } from '../core/store.ts';
 
@@ -38,19 +46,24 @@ export class AppState {
     this.applyHash(readHash()); // read after the awaits: the hash may have changed meanwhile
   }
 
+  /** Apply the fields the hash validly sets; absent or rejected ones keep their current value. */
   applyHash(hash: string): void {
-    const { state, warnings } = parseUrlState(hash);
+    const { fields, warnings } = parseUrlState(hash);
     this.notices.push(...warnings);
-    this.panel = state.panel;
-    if (hash.includes('theme=')) this.theme = state.theme;
-    for (const k of URL_CONFIG_KEYS)
-      if (hash.includes(`${k}=`)) (this.config as Record<string, unknown>)[k] = state.config[k];
-    this.sharedSet = state.set;
+    const next = applyUrlFields(this.urlState(), fields);
+    this.panel = next.panel;
+    this.theme = next.theme;
+    Object.assign(this.config, next.config);
+    this.sharedSet = next.set;
+  }
+
+  private urlState(): UrlState {
+    const config = Object.fromEntries(URL_CONFIG_KEYS.map((k) => [k, this.config[k]])) as UrlState['config'];
+    return { panel: this.panel, theme: this.theme, config, set: this.sharedSet };
   }
 
   hash(): string {
-    const config = Object.fromEntries(URL_CONFIG_KEYS.map((k) => [k, this.config[k]])) as never;
-    return formatUrlState({ panel: this.panel, theme: this.theme, config, set: this.sharedSet });
+    return formatUrlState(this.urlState());
   }
 
   async save(): Promise<void> {

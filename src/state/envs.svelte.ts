@@ -16,6 +16,7 @@ import {
   type EnvRecord,
   type EnvSet,
 } from '../core/env/envset.ts';
+import { loadSavedSets, removeSavedSet, saveSet, type SavedSet } from '../core/env/saved_sets.ts';
 import type { CheckReport } from '../core/env/checker.ts';
 import { serializeError } from '../core/errors.ts';
 import type { SandboxPool } from '../core/sandbox/pool.ts';
@@ -36,7 +37,8 @@ export interface EnvGroup {
   key: string;
   title: string;
   envs: EnvRecord[];
-  removable: boolean;
+  /** The store key of an imported set (its Remove deletes that key); null for the other groups. */
+  storeKey: string | null;
 }
 
 let sharedPool: SandboxPool | null = null;
@@ -47,7 +49,8 @@ export function sandboxPool(): SandboxPool {
 }
 
 export class EnvLibrary {
-  imported = $state<EnvSet[]>([]);
+  /** Imported sets, each with the store key it is saved under. */
+  imported = $state<SavedSet[]>([]);
   shared = $state<EnvSet | null>(null);
   /** Environments produced by the current run (set by the app from RunState). */
   runEnvs = $state<EnvRecord[]>([]);
@@ -64,13 +67,12 @@ export class EnvLibrary {
   groups = $derived.by((): EnvGroup[] => {
     const g: EnvGroup[] = [];
     if (this.shared)
-      g.push({ key: 'shared', title: `From link: ${this.shared.title}`, envs: this.shared.envs, removable: false });
-    this.imported.forEach((set, i) =>
-      g.push({ key: `imported-${i}`, title: set.title, envs: set.envs, removable: true }),
-    );
-    if (this.runEnvs.length) g.push({ key: 'run', title: 'Made in this run', envs: this.runEnvs, removable: false });
-    g.push({ key: 'seeds', title: 'Seed library', envs: SEED_ENVS, removable: false });
-    g.push({ key: 'hostile', title: 'Contained failures (demos)', envs: HOSTILE_RECORDS, removable: false });
+      g.push({ key: 'shared', title: `From link: ${this.shared.title}`, envs: this.shared.envs, storeKey: null });
+    for (const { key, set } of this.imported)
+      g.push({ key: `imported:${key}`, title: set.title, envs: set.envs, storeKey: key });
+    if (this.runEnvs.length) g.push({ key: 'run', title: 'Made in this run', envs: this.runEnvs, storeKey: null });
+    g.push({ key: 'seeds', title: 'Seed library', envs: SEED_ENVS, storeKey: null });
+    g.push({ key: 'hostile', title: 'Contained failures (demos)', envs: HOSTILE_RECORDS, storeKey: null });
     return g;
   });
 
@@ -79,17 +81,14 @@ export class EnvLibrary {
 
   async load(): Promise<void> {
     try {
-      const keys = await this.store.keys('envsets');
-      const sets: EnvSet[] = [];
-      for (const k of keys) {
-        const raw = await this.store.get<unknown>('envsets', k);
-        try {
-          sets.push(parseEnvSetJson(JSON.stringify(raw)));
-        } catch {
-          /* a damaged saved set is skipped; it stays in storage for inspection */
-        }
-      }
+      // a damaged saved set is skipped and said so; it stays in storage for inspection
+      const { sets, damaged } = await loadSavedSets(this.store);
       this.imported = sets;
+      if (damaged.length)
+        this.message = {
+          kind: 'error',
+          text: `${damaged.length} saved env set(s) could not be read and are not shown: ${damaged[0]!.problem}`,
+        };
     } catch (err) {
       this.message = { kind: 'error', text: `Could not read saved env sets: ${serializeError(err).message}` };
     }
@@ -114,8 +113,7 @@ export class EnvLibrary {
   async importText(text: string, name = 'file'): Promise<void> {
     try {
       const set = parseEnvSetJson(text);
-      await this.store.put('envsets', `set-${Date.now().toString(36)}`, set);
-      this.imported = [...this.imported, set];
+      this.imported = [...this.imported, await saveSet(this.store, set)];
       this.selectedId = set.envs[0]?.id ?? this.selectedId;
       this.message = { kind: 'ok', text: `Imported "${set.title}" from ${name} (${set.envs.length} environments).` };
     } catch (err) {
@@ -130,10 +128,14 @@ export class EnvLibrary {
     this.onSharedClosed();
   }
 
-  async removeImported(index: number): Promise<void> {
-    const keys = await this.store.keys('envsets');
-    if (keys[index]) await this.store.delete('envsets', keys[index]!);
-    this.imported = this.imported.filter((_, i) => i !== index);
+  /** Remove the imported set saved under `key`. */
+  async removeImported(key: string): Promise<void> {
+    try {
+      await removeSavedSet(this.store, key);
+      this.imported = this.imported.filter((s) => s.key !== key);
+    } catch (err) {
+      this.message = { kind: 'error', text: `Could not remove the set: ${serializeError(err).message}` };
+    }
   }
 
   setFor(env: EnvRecord): EnvSet {

@@ -1,8 +1,10 @@
 /**
  * Playing an environment by hand: loads it into the sandbox pool, resets with a
  * seed, steps with the user's actions and keeps the transcript. Errors from the
- * sandbox are shown, never thrown at the page.
+ * sandbox are shown, never thrown at the page. Nothing starts by itself: the panel
+ * calls start() only from a user's click, so a shared link runs no code on opening.
  */
+import type { ToolSchema } from '../core/env/contract.ts';
 import type { EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
 import { sandboxPool } from './envs.svelte.ts';
@@ -17,7 +19,10 @@ export interface Turn {
 }
 
 export class PlaySession {
+  /** The environment of the last start(), set before loading: a failed load belongs to it too. */
   envId = $state<string | null>(null);
+  /** Tool schemas the loaded environment declares (tool use); [] for games. */
+  tools = $state<ToolSchema[]>([]);
   seed = $state(0);
   transcript = $state<Turn[]>([]);
   busy = $state(false);
@@ -33,13 +38,16 @@ export class PlaySession {
     if (this.busy) return; // a second click while loading would leak the first environment
     this.busy = true;
     this.error = null;
+    this.envId = env.id;
+    this.seed = seed;
+    this.transcript = [];
+    this.tools = [];
     try {
       await this.close();
       const pool = sandboxPool();
       const loaded = await pool.load(env.code, maxTurns, limits);
       this.sandboxId = loaded.id;
-      this.envId = env.id;
-      this.seed = seed;
+      this.tools = loaded.tools;
       const [obs] = await pool.reset(loaded.id, seed);
       this.transcript = [{ action: null, observation: obs, reward: 0, terminated: false, truncated: false }];
     } catch (err) {

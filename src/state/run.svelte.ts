@@ -6,7 +6,6 @@
  * run and loses at most the environment in flight.
  */
 import { DEFAULTS, type Config } from '../core/config.ts';
-import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
 import type { ChatMessage, ChatModel, ModelRole } from '../core/llm/chat_model.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
@@ -60,31 +59,6 @@ export class RunState implements RunView {
     | null = null;
 
   constructor(private readonly store: Store) {}
-
-  /** Environments this run produced, as env records (playable and shareable in the Environments panel). */
-  envRecords = $derived(
-    this.archive
-      .filter((a) => a.valid && a.code)
-      .map((a): EnvRecord =>
-        recordFromCode(a.code!, {
-          title: a.title,
-          setting: a.setting,
-          skill: a.skill,
-          hint: a.hint ?? '',
-          source: a.source,
-          stats: a.stats
-            ? {
-                plays: a.stats.noHint.length * 2,
-                winRate: a.stats.winRate,
-                winRateHinted: a.stats.winRateHinted,
-                regret: a.stats.regret,
-                designerReward: a.stats.designerReward ?? undefined,
-                checked: true,
-              }
-            : {},
-        }),
-      ),
-  );
 
   /** Look for an unfinished run saved before a reload. */
   async importMemoryText(text: string, capacity: number): Promise<string | null> {

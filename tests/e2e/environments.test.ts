@@ -1,11 +1,12 @@
 // The Environments panel in Chromium: play a seed environment to the win, toggle the hint,
 // run the checker, share a link that opens in a fresh browser, import a file, and watch
-// hostile programs and hostile links get contained.
+// hostile programs and hostile links get contained. A link runs nothing until the user presses
+// Play, and an environment that fails to load shows its error once (no reload loop).
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { FAKE_ENV } from '../../src/core/env/hostile.ts';
-import { envSetToJson, makeEnvSet, recordFromCode } from '../../src/core/env/envset.ts';
+import { encodeShareLink, envSetToJson, makeEnvSet, recordFromCode } from '../../src/core/env/envset.ts';
 import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
 import { SandboxHost } from '../../src/core/sandbox/host.ts';
 import { appInBrowser, resultPath, watchErrors } from './browser.ts';
@@ -21,6 +22,31 @@ async function solutionFor(code: string, seed: number): Promise<string[]> {
   host.dispose(env.id);
   return sol;
 }
+
+/**
+ * Record every call the page makes into a sandbox worker (load, reset, step, check, ...) in
+ * `window.__sandboxCalls`, by wrapping the Worker constructor before the app's code runs.
+ */
+async function countSandboxCalls(context: BrowserContext): Promise<void> {
+  await context.addInitScript(() => {
+    const calls: string[] = [];
+    (window as unknown as { __sandboxCalls: string[] }).__sandboxCalls = calls;
+    const Native = window.Worker;
+    window.Worker = class extends Native {
+      constructor(url: string | URL, opts?: WorkerOptions) {
+        super(url, opts);
+        if (opts?.name !== 'spade-sandbox') return;
+        const post = this.postMessage.bind(this) as (m: unknown, t?: Transferable[]) => void;
+        this.postMessage = ((msg: { type?: string; path?: string[] }, transfer?: Transferable[]) => {
+          if (msg?.type === 'APPLY' && Array.isArray(msg.path)) calls.push(msg.path.join('.'));
+          post(msg, transfer);
+        }) as Worker['postMessage'];
+      }
+    };
+  });
+}
+const sandboxCalls = (page: Page) =>
+  page.evaluate(() => (window as unknown as { __sandboxCalls: string[] }).__sandboxCalls.filter((c) => c !== 'ping'));
 
 async function select(page: Page, title: string) {
   await page
@@ -120,6 +146,57 @@ describe('Environments panel in Chromium', () => {
     await fresh.close();
   });
 
+  it('opens a link without running it; a failing load shows its error once and never reloads', async () => {
+    const broken = recordFromCode(
+      [
+        '// @title Broken on load',
+        "class BrokenEnv { reset() { return ['x', {}]; } step() { return ['x', 0, true, false, {}]; } solution() { return []; } }",
+        "throw new Error('broken on purpose while loading');",
+      ].join('\n'),
+    );
+    const link = `${app.url}#panel=environments&set=${encodeShareLink(makeEnvSet('Broken demo', [broken]))}`;
+    const fresh = await app.browser.newContext();
+    await countSandboxCalls(fresh);
+    const page = await fresh.newPage();
+    const errors = watchErrors(page);
+    await page.goto(link);
+    await expect
+      .poll(() => page.getByTestId('env-message').textContent(), { timeout: 30_000 })
+      .toContain('Opened "Broken demo" from the link');
+    expect(await page.getByTestId('env-title').textContent()).toBe('Broken on load');
+    expect(await page.getByTestId('play-idle').count()).toBe(1);
+    // give an effect time to start a load by itself (before the fix: thousands of loads in seconds)
+    await page.waitForTimeout(1500);
+    expect(await sandboxCalls(page)).toEqual([]);
+    expect(await page.getByTestId('transcript').textContent()).toBe('');
+
+    await page.getByTestId('play-start').click();
+    await expect
+      .poll(() => page.getByTestId('play-error').textContent(), { timeout: 30_000 })
+      .toContain('broken on purpose while loading');
+    await page.waitForTimeout(1500); // a loop would load again as soon as the first load settled
+    expect((await sandboxCalls(page)).filter((c) => c === 'load')).toEqual(['load']);
+    expect(await page.getByTestId('play-error').count()).toBe(1);
+    await page.screenshot({ path: resultPath('environments-broken-link.png') });
+    expect(errors).toEqual([]);
+    await fresh.close();
+  });
+
+  it('offers the tools the loaded environment declares', async () => {
+    const tool = SEED_ENVS.find((e) => e.setting === 'tool_use')!;
+    const host = await SandboxHost.create();
+    const names = (await host.load(tool.code, 12)).tools.map((t) => t.function.name);
+    expect(names.length).toBeGreaterThan(0);
+    const page = await app.browser.newPage();
+    await page.goto(`${app.url}#panel=environments`);
+    await select(page, tool.title);
+    await expect.poll(() => page.getByTestId('transcript').textContent(), { timeout: 30_000 }).not.toBe('');
+    expect(await page.getByTestId('tools').locator('button').allTextContents()).toEqual([...names, 'answer']);
+    await page.getByTestId('tools').getByRole('button', { name: names[0] }).click();
+    expect(await page.getByTestId('action').inputValue()).toContain(`"name": "${names[0]}"`);
+    await page.close();
+  });
+
   it('imports an env set file and keeps it across a reload', async () => {
     const file = resultPath('import-set.json');
     writeFileSync(file, envSetToJson(makeEnvSet('Imported demo', [recordFromCode(FAKE_ENV)])));
@@ -129,6 +206,16 @@ describe('Environments panel in Chromium', () => {
     await expect.poll(() => page.getByTestId('env-message').textContent()).toContain('Imported "Imported demo"');
     await page.reload();
     await expect.poll(() => page.getByRole('heading', { name: /Imported demo/ }).count()).toBe(1);
+    // a second set, then Remove on the first: exactly the first goes, also after a reload
+    const second = resultPath('import-set-2.json');
+    writeFileSync(second, envSetToJson(makeEnvSet('Second demo', [recordFromCode(FAKE_ENV)])));
+    await page.getByTestId('import-file').setInputFiles(second);
+    await expect.poll(() => page.getByTestId('env-message').textContent()).toContain('Imported "Second demo"');
+    await page.getByRole('button', { name: 'Remove set Imported demo' }).click();
+    await expect.poll(() => page.getByRole('heading', { name: /Imported demo/ }).count()).toBe(0);
+    await page.reload();
+    await expect.poll(() => page.getByRole('heading', { name: /Second demo/ }).count()).toBe(1);
+    expect(await page.getByRole('heading', { name: /Imported demo/ }).count()).toBe(0);
     await page.close();
   });
 });

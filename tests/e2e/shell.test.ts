@@ -59,6 +59,14 @@ describe('app shell in Chromium', () => {
     await expect
       .poll(() => page.getByRole('status').textContent())
       .toContain('seed must be between 0 and 4294967295; got -3');
+    // a rejected value never replaces a saved one: seed 7 is saved, then a link says seed=abc
+    await page.goto(`${app.url}#panel=settings&seed=7`);
+    await expect.poll(() => page.locator('#cfg-seed').inputValue()).toBe('7');
+    await page.goto(`${app.url}#panel=settings&seed=abc`);
+    await expect.poll(() => page.getByRole('status').textContent()).toContain('seed must be a number; got "abc"');
+    expect(await page.locator('#cfg-seed').inputValue()).toBe('7');
+    await page.reload();
+    await expect.poll(() => page.locator('#cfg-seed').inputValue()).toBe('7');
     expect(errors).toEqual([]);
     await page.close();
   });

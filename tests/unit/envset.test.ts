@@ -1,18 +1,24 @@
-// Env sets and share links: round trips, and hostile or malformed input rejected with clear errors.
+// Env sets and share links: round trips, and hostile or malformed input rejected with clear errors;
+// the one size cap (MAX_SET_BYTES) for links, files and storage; saved sets removed by their key.
 import { deflateSync, strToU8 } from 'fflate';
 import { describe, expect, it } from 'vitest';
 import {
+  checkSetSize,
   decodeShareLink,
   encodeShareLink,
   envSetToJson,
   makeEnvSet,
   MAX_LINK_CHARS,
+  MAX_SET_BYTES,
   parseEnvSet,
   parseEnvSetJson,
   recordFromCode,
+  type EnvSet,
 } from '../../src/core/env/envset.ts';
+import { loadSavedSets, removeSavedSet, saveSet } from '../../src/core/env/saved_sets.ts';
 import { EnvSetError, ShareLinkError } from '../../src/core/errors.ts';
 import { createRng } from '../../src/core/rng.ts';
+import { MemoryStore } from '../../src/core/store.ts';
 
 const CODE = `// @title Tiny
 // @setting games
@@ -59,6 +65,72 @@ describe('env set format', () => {
   it('recomputes ids from code instead of trusting them', () => {
     const set = makeEnvSet('x', [{ ...recordFromCode(CODE), id: 'forged' }]);
     expect(parseEnvSet(set).envs[0]!.id).toBe(recordFromCode(CODE).id);
+  });
+  it('keeps the same program twice as two records with distinct ids', () => {
+    const r = recordFromCode(CODE);
+    const envs = parseEnvSet(makeEnvSet('x', [r, { ...r, title: 'Again' }, r])).envs;
+    expect(envs.map((e) => e.title)).toEqual(['Tiny', 'Again', 'Tiny']);
+    expect(envs.map((e) => e.id)).toEqual([r.id, `${r.id}-2`, `${r.id}-3`]);
+  });
+  it('applies MAX_SET_BYTES to file text, counted in UTF-8 bytes, with a typed error', () => {
+    const set = makeEnvSet('big', [recordFromCode(CODE)]);
+    const json = envSetToJson(set);
+    // pad the JSON with whitespace (still valid) to just under and just over the cap
+    const at = (bytes: number) => json.replace(/\n$/, ' '.repeat(bytes - json.length) + '\n');
+    expect(at(MAX_SET_BYTES).length).toBe(MAX_SET_BYTES);
+    expect(parseEnvSetJson(at(MAX_SET_BYTES))).toEqual(set);
+    expect(() => parseEnvSetJson(at(MAX_SET_BYTES + 1))).toThrow(EnvSetError);
+    expect(() => parseEnvSetJson(at(MAX_SET_BYTES + 1))).toThrow('an env set may be at most 2 MiB');
+    // 'é' is 2 bytes: a text under the cap in characters but over it in bytes is refused too
+    const wide = json
+      .replace('"big"', `"${'é'.repeat(100)}"`)
+      .replace(/\n$/, ' '.repeat(MAX_SET_BYTES - json.length - 150) + '\n');
+    expect(wide.length).toBeLessThan(MAX_SET_BYTES);
+    expect(() => parseEnvSetJson(wide)).toThrow(/may be at most 2 MiB/);
+    try {
+      checkSetSize(3 * 2 ** 20, 'huge.json');
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(EnvSetError);
+      expect((err as EnvSetError).message).toBe(
+        'huge.json is 3.0 MiB; an env set may be at most 2 MiB. Split it into smaller sets.',
+      );
+      expect((err as EnvSetError).data).toEqual({ bytes: 3 * 2 ** 20, limit: MAX_SET_BYTES });
+    }
+    expect(() => checkSetSize(MAX_SET_BYTES)).not.toThrow();
+  });
+});
+
+describe('saved env sets', () => {
+  const named = (title: string): EnvSet => makeEnvSet(title, [recordFromCode(CODE)]);
+
+  it('removes the set it was asked to, even after a damaged entry was skipped', async () => {
+    const store = new MemoryStore();
+    const a = await saveSet(store, named('A'), 1000);
+    await store.put('envsets', 'set-00000000t-x', { format: 'zip' }); // damaged, sorts between A and B
+    const b = await saveSet(store, named('B'), 2000);
+    const c = await saveSet(store, named('C'), 3000);
+    const loaded = await loadSavedSets(store);
+    expect(loaded.sets.map((s) => [s.key, s.set.title])).toEqual([
+      [a.key, 'A'],
+      [b.key, 'B'],
+      [c.key, 'C'],
+    ]);
+    expect(loaded.damaged).toEqual([
+      { key: 'set-00000000t-x', problem: expect.stringContaining('This is not a SPADE env set') },
+    ]);
+    // Remove on "B" (index 1 in the list) deletes B: before, index 1 of the store's keys was the damaged one
+    await removeSavedSet(store, loaded.sets[1]!.key);
+    const after = await loadSavedSets(store);
+    expect(after.sets.map((s) => s.set.title)).toEqual(['A', 'C']);
+    expect(after.damaged.map((d) => d.key)).toEqual(['set-00000000t-x']);
+  });
+  it('gives every save its own key, in save order', async () => {
+    const store = new MemoryStore();
+    const keys = [(await saveSet(store, named('1'), 5)).key, (await saveSet(store, named('2'), 5)).key];
+    expect(new Set(keys).size).toBe(2);
+    expect([...keys].sort()).toEqual(keys);
+    expect((await loadSavedSets(store)).sets.map((s) => s.set.title)).toEqual(['1', '2']);
   });
 });
 

@@ -15,7 +15,10 @@ export const ENVSET_FORMAT = 'spade-envset';
 export const ENVSET_VERSION = 1;
 /** Longest share link payload we produce or accept (characters after "set="). */
 export const MAX_LINK_CHARS = 60_000;
-/** Largest decompressed set we accept from a link (guards against deflate bombs). */
+/**
+ * Largest set we accept, as UTF-8 bytes of its JSON, from a link (decompressed: guards against
+ * deflate bombs), a file or storage: 500 environments of ~4 KiB each, with room to spare.
+ */
 export const MAX_SET_BYTES = 2 * 2 ** 20;
 export const MAX_ENVS = 500;
 
@@ -104,6 +107,13 @@ export function parseEnvSet(data: unknown): EnvSet {
   if (data.envs.length > MAX_ENVS)
     throw new EnvSetError(`A set holds at most ${MAX_ENVS} environments; this one has ${data.envs.length}.`);
   const envs = data.envs.map((e, i) => parseRecord(e, `envs[${i}]`));
+  // the same program twice is two records: ids stay unique within a set (the UI keys lists by them)
+  const seen = new Map<string, number>();
+  for (const env of envs) {
+    const n = (seen.get(env.id) ?? 0) + 1;
+    seen.set(env.id, n);
+    if (n > 1) env.id = `${env.id}-${n}`;
+  }
   return { format: ENVSET_FORMAT, version: ENVSET_VERSION, title: data.title, envs };
 }
 
@@ -155,8 +165,35 @@ function parseRecord(e: unknown, path: string): EnvRecord {
   };
 }
 
-/** Parse the text of an exported .json file. */
+/** UTF-8 length of a string without encoding it. */
+function utf8Bytes(text: string): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c < 0xdc00 && i + 1 < text.length) {
+      n += 4; // a surrogate pair is one 4-byte code point
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
+/** Throws EnvSetError when a set of `bytes` is over MAX_SET_BYTES; call it before reading a file. */
+export function checkSetSize(bytes: number, name = 'The set'): void {
+  if (bytes > MAX_SET_BYTES) {
+    throw new EnvSetError(
+      `${name} is ${(bytes / 2 ** 20).toFixed(1)} MiB; an env set may be at most ${MAX_SET_BYTES / 2 ** 20} MiB. Split it into smaller sets.`,
+      { bytes, limit: MAX_SET_BYTES },
+    );
+  }
+}
+
+/** Parse the text of an exported .json file (at most MAX_SET_BYTES). */
 export function parseEnvSetJson(text: string): EnvSet {
+  // text.length ≤ UTF-8 bytes, so a text past the cap in characters is rejected without counting
+  checkSetSize(text.length > MAX_SET_BYTES ? text.length : utf8Bytes(text));
   let data: unknown;
   try {
     data = JSON.parse(text);
