@@ -1,8 +1,38 @@
-// `npm run check`: eslint (TypeScript + Svelte) and prettier. Not part of `npm test`.
+// `npm run check` (a tier of `npm test`): eslint (TypeScript + Svelte) and prettier. Also enforces the
+// layering of docs/architecture.md: nothing below imports from above.
 import js from '@eslint/js';
 import svelte from 'eslint-plugin-svelte';
 import globals from 'globals';
 import ts from 'typescript-eslint';
+
+/**
+ * One `no-restricted-imports` block per layer: `above` are the src/ (or top-level) folders it must not
+ * import from, matched as a path segment; `also` more forbidden module patterns; Svelte is allowed
+ * only in ui (and state's runes need no import). Static and dynamic imports alike.
+ */
+function layers(specs) {
+  return specs.map(({ files, above, also = [], svelte = false, why }) => ({
+    files,
+    rules: {
+      // no-restricted-imports does not see import('...'): the same folders, for dynamic imports
+      'no-restricted-syntax': [
+        'error',
+        { selector: `ImportExpression > Literal[value=/(^|\\/)(${above.join('|')})\\//]`, message: why },
+      ],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { regex: `(^|/)(${above.join('|')})/`, message: why },
+            ...(also.length || !svelte
+              ? [{ group: [...also, ...(svelte ? [] : ['svelte', 'svelte/*'])], message: why }]
+              : []),
+          ],
+        },
+      ],
+    },
+  }));
+}
 
 export default ts.config(
   { ignores: ['dist/', 'node_modules/', 'test-results/', 'runs/', '.dev/', '.gl/', 'public/corpus/'] },
@@ -29,14 +59,53 @@ export default ts.config(
     languageOptions: { sourceType: 'script', globals: { extractBoxed: 'readonly', ToolUseEnv: 'readonly' } },
     rules: { 'no-unused-vars': 'off', '@typescript-eslint/no-unused-vars': 'off' },
   },
+  // Layering (docs/architecture.md), bottom to top: core → engine → workers → state → ui, with
+  // platform (backends: may use core, engine and workers/rpc.ts) and cli (may use core, engine,
+  // platform) beside them. Each block lists the folders a layer must not import from; a relative
+  // import names the folder as a path segment ('../../platform/node/gpu.ts').
+  ...layers([
+    {
+      files: ['src/core/**/*.ts'],
+      above: ['engine', 'platform', 'workers', 'state', 'ui', 'cli'],
+      also: ['node:*', 'webgpu'],
+      why: 'src/core is pure TypeScript: no DOM, Svelte, WebGPU or Node built-ins; pass a backend in from platform/ instead',
+    },
+    {
+      files: ['src/engine/**/*.ts'],
+      above: ['platform', 'workers', 'state', 'ui', 'cli'],
+      why: 'src/engine sits below workers, state, ui and cli and beside platform; take what it needs as a parameter',
+    },
+    {
+      files: ['src/platform/**/*.ts'],
+      above: ['state', 'ui', 'cli'],
+      why: 'src/platform holds backends for core and engine; it must not reach up into state, ui or cli',
+    },
+    {
+      files: ['workers/**/*.ts'],
+      above: ['state', 'ui', 'cli'],
+      why: 'workers/ run core, engine and platform code off the main thread; they must not reach up into state, ui or cli',
+    },
+    {
+      files: ['src/state/**/*.ts'],
+      above: ['ui', 'cli'],
+      why: 'src/state is read by the ui; it must not import components or the CLI',
+    },
+    {
+      files: ['src/ui/**/*.svelte', 'src/ui/**/*.ts'],
+      above: ['engine', 'platform', 'workers', 'cli'],
+      svelte: true,
+      why: 'src/ui talks to core and state only; put work on engines, backends and workers in a state class',
+    },
+    {
+      files: ['src/cli/**/*.ts'],
+      above: ['workers', 'state', 'ui'],
+      why: 'src/cli uses core, engine and platform/node; state, ui and workers/ are the browser app',
+    },
+  ]),
   {
-    // The pure core must not reach for the DOM, Svelte or WebGPU.
+    // The pure core must not reach for the DOM either.
     files: ['src/core/**/*.ts'],
     rules: {
-      'no-restricted-imports': [
-        'error',
-        { patterns: ['svelte', 'svelte/*', '**/engine/*', '**/ui/*', '**/state/*', 'node:*', 'webgpu'] },
-      ],
       'no-restricted-globals': ['error', 'window', 'document', 'navigator', 'localStorage', 'indexedDB'],
     },
   },

@@ -1,5 +1,6 @@
 // matmul on the software adapter against its CPU reference: odd sizes, every transpose
-// combination, accumulate/alpha, batching, tile shapes, the backward, and the f16 path.
+// combination, accumulate/alpha, batching, tile shapes, the backward (against finite differences of
+// the forward), and the f16 path.
 import { describe, expect, it } from 'vitest';
 import type { GpuContext } from '../../src/engine/device.ts';
 import {
@@ -11,8 +12,9 @@ import {
   packF16,
   pickTile,
 } from '../../src/engine/kernels/matmul.ts';
-import { Engine, f16ToF32, type Tensor } from '../../src/engine/runtime.ts';
-import { expectClose, randomArray } from './expect_close.ts';
+import { f16ToF32 } from '../../src/engine/io/float16.ts';
+import { Engine, type Tensor } from '../../src/engine/runtime.ts';
+import { expectClose, finiteDiff, randomArray } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 
 const { ctx, reason } = await tryGpu();
@@ -60,6 +62,29 @@ describe('matmul f16 packing (CPU)', () => {
     const exact = matmulCpu(a, [m, k], w, [k, n]);
     const half = matmulCpu(a, [m, k], f16ToF32(packF16(w).subarray(0, k * n)), [k, n]);
     expectClose(half, exact, 5e-3, 0.1);
+  });
+});
+
+describe('matmul backward (CPU)', () => {
+  it.each(TRANS)('the reference backward matches finite differences, transA=%s transB=%s', (ta, tb) => {
+    const [m, k, n] = [4, 7, 3];
+    const aShape = stored(m, k, ta);
+    const bShape = stored(k, n, tb);
+    const a = randomArray(m * k, 71);
+    const b = randomArray(k * n, 72);
+    const dC = randomArray(m * n, 73);
+    const opts = { transA: ta, transB: tb, alpha: -1.5 };
+    const got = matmulBackwardCpu(a, aShape, b, bShape, dC, opts);
+    expectClose(
+      got.dA,
+      finiteDiff((x) => matmulCpu(x, aShape, b, bShape, opts), a, dC),
+      1e-3,
+    );
+    expectClose(
+      got.dB,
+      finiteDiff((x) => matmulCpu(a, aShape, x, bShape, opts), b, dC),
+      1e-3,
+    );
   });
 });
 
@@ -182,7 +207,9 @@ describe.skipIf(!ctx)(`matmul on WebGPU ${reason}`, () => {
     expectClose(got, matmulCpu(a, aShape, b, bShape, { transA: ta, transB: tb }));
   });
 
-  it.each(TRANS)('backward matches the CPU formulas, transA=%s transB=%s', async (ta, tb) => {
+  // The backward against finite differences of the forward (as every other backward here), not
+  // against matmulBackwardCpu: that mirrors the kernel's own formulas, so a shared mistake would pass.
+  it.each(TRANS)('backward matches finite differences of the forward, transA=%s transB=%s', async (ta, tb) => {
     const [m, k, n] = [6, 9, 5];
     const aShape = stored(m, k, ta);
     const bShape = stored(k, n, tb);
@@ -195,11 +222,19 @@ describe.skipIf(!ctx)(`matmul on WebGPU ${reason}`, () => {
       transB: tb,
       alpha: 2,
     });
-    const want = matmulBackwardCpu(a, aShape, b, bShape, dC, { transA: ta, transB: tb, alpha: 2 });
+    const opts = { transA: ta, transB: tb, alpha: 2 };
     expect(dA!.shape).toEqual(aShape);
     expect(dB!.shape).toEqual(bShape);
-    expectClose(await e.read(dA!), want.dA);
-    expectClose(await e.read(dB!), want.dB);
+    expectClose(
+      await e.read(dA!),
+      finiteDiff((x) => matmulCpu(x, aShape, b, bShape, opts), a, dC),
+      1e-3,
+    );
+    expectClose(
+      await e.read(dB!),
+      finiteDiff((x) => matmulCpu(a, aShape, x, bShape, opts), b, dC),
+      1e-3,
+    );
   });
 
   it('backward of a batched A with a shared B sums dB over the batch, and accumulates', async () => {
@@ -214,12 +249,17 @@ describe.skipIf(!ctx)(`matmul on WebGPU ${reason}`, () => {
     const { dA, dB } = matmulBackward(e, e.tensor(aShape, a), e.tensor(bShape, b), e.tensor([3, 4, 5], dC), {
       dB: dBt,
     });
-    const want = matmulBackwardCpu(a, aShape, b, bShape, dC);
     expect(dB!.buffer).toBe(dBt.buffer);
-    expectClose(await e.read(dA!), want.dA);
+    expectClose(
+      await e.read(dA!),
+      finiteDiff((x) => matmulCpu(x, aShape, b, bShape), a, dC),
+      1e-3,
+    );
+    const fdB = finiteDiff((x) => matmulCpu(a, aShape, x, bShape), b, dC);
     expectClose(
       await e.read(dB!),
-      want.dB.map((v, i) => v + dB0[i]!),
+      fdB.map((v, i) => v + dB0[i]!),
+      1e-3,
     );
   });
 

@@ -3,7 +3,7 @@
 // recomputation; LoRA gradients match central finite differences; PEFT export → import is lossless.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import { generate } from '../../src/engine/generate.ts';
+import { generate, sampleToken } from '../../src/engine/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { exportPeft, importPeft, loraKey, type LoraModule } from '../../src/engine/io/peft.ts';
 import { LlamaModel } from '../../src/engine/model.ts';
@@ -53,10 +53,53 @@ describe('LlamaModel on the CPU references', () => {
     expect(a).toHaveLength(8);
   });
 
-  it('sampling is reproducible per seed and respects temperature', async () => {
+  it('sampling is reproducible per seed', async () => {
     const m = await tinyModel('llama');
     const s1 = await generate(m, IDS, { maxNew: 6, temperature: 1, topP: 0.9, seed: 3 });
     expect(await generate(m, IDS, { maxNew: 6, temperature: 1, topP: 0.9, seed: 3 })).toEqual(s1);
+  });
+
+  it.each([0.25, 1, 4])('respects temperature %d: frequencies follow softmax(logits / T)', (t) => {
+    const logits = new Float32Array([2, 1, 0.5, 0, -1]);
+    const rng = createRng(11);
+    const n = 20_000;
+    const counts = new Array<number>(logits.length).fill(0);
+    for (let i = 0; i < n; i++) counts[sampleToken(logits, { temperature: t }, rng)]!++;
+    const e = Array.from(logits, (l) => Math.exp(l / t));
+    const z = e.reduce((a, b) => a + b, 0);
+    for (let i = 0; i < logits.length; i++) {
+      const p = e[i]! / z;
+      // within 4 standard errors of a binomial proportion (fixed seed, so not flaky)
+      expect(Math.abs(counts[i]! / n - p), `token ${i} at T=${t}`).toBeLessThan(
+        4 * Math.sqrt((p * (1 - p)) / n) + 1e-3,
+      );
+    }
+  });
+
+  it('low temperature concentrates on the argmax, high temperature spreads', () => {
+    const logits = new Float32Array([2, 1, 0.5, 0, -1]);
+    const share = (t: number) => {
+      const rng = createRng(12);
+      let top = 0;
+      for (let i = 0; i < 5000; i++) if (sampleToken(logits, { temperature: t }, rng) === 0) top++;
+      return top / 5000;
+    };
+    expect(share(0.1)).toBeGreaterThan(0.99); // softmax(l / 0.1)[0] ≈ 1 − 5e-5
+    expect(share(1)).toBeGreaterThan(0.5); // 0.56
+    expect(share(1)).toBeLessThan(0.6);
+    expect(share(10)).toBeLessThan(0.3); // 0.23
+  });
+
+  it('generate passes its temperature to the sampler', async () => {
+    const m = await tinyModel('llama');
+    const greedy = await generate(m, IDS, { maxNew: 6, temperature: 0 });
+    const sampled = [];
+    for (const seed of [1, 2, 3, 4]) {
+      // near zero the sampler is the argmax whatever the seed; at T = 2 it is not
+      expect(await generate(m, IDS, { maxNew: 6, temperature: 1e-4, seed })).toEqual(greedy);
+      sampled.push(await generate(m, IDS, { maxNew: 6, temperature: 2, seed }));
+    }
+    expect(sampled.filter((s) => s.join() === greedy.join())).toEqual([]);
   });
 
   it.each(['llama3', 'qwen2', 'qwen3'] as const)(

@@ -44,10 +44,49 @@ describe('LoRA policy-gradient training', () => {
   });
 
   it('clips the global gradient norm', async () => {
-    const m = await model();
-    const trainer = new LoraTrainer(m, { lr: 1e-3, maxGradNorm: 1e-6 });
-    const r = await trainer.trainStep([{ ids: [...PROMPT, ...GOOD], promptLen: PROMPT.length, advantage: 1 }]);
-    expect(r.gradNorm).toBeGreaterThan(1e-6); // reported before clipping
+    const batch = [{ ids: [...PROMPT, ...GOOD], promptLen: PROMPT.length, advantage: 1 }];
+    // The raw gradients and their global norm, from an identical model (gradients() does not update).
+    const { grads } = await new LoraTrainer(await model()).gradients(batch);
+    const g = new Map([...grads].map(([k, t]) => [k, Float32Array.from(t.data)]));
+    let sumSq = 0;
+    let count = 0;
+    for (const x of g.values()) {
+      for (const v of x) sumSq += v * v;
+      count += x.length;
+    }
+    const norm = Math.sqrt(sumSq);
+    expect(norm).toBeGreaterThan(1e-3);
+    const lr = 1e-3;
+    const eps = 1e-8; // AdamW's default
+    /** Parameter change of one step at this limit, against step 1 of AdamW on g · min(1, limit / norm). */
+    async function check(maxGradNorm: number) {
+      const m = await model();
+      const before = new Map([...m.lora!.w].map(([k, t]) => [k, Float32Array.from(t.data)]));
+      const r = await new LoraTrainer(m, { lr, maxGradNorm }).trainStep(batch);
+      expect(r.gradNorm / norm).toBeCloseTo(1, 5); // reported before clipping
+      const scale = Math.min(1, maxGradNorm / norm);
+      let worst = 0;
+      let moved = 0;
+      for (const [k, p] of m.lora!.w) {
+        const p0 = before.get(k)!;
+        const gk = g.get(k)!;
+        for (let i = 0; i < p0.length; i++) {
+          // step 1, no weight decay: m̂ = g', v̂ = g'², so Δp = −lr · g' / (|g'| + eps)
+          const gs = gk[i]! * scale;
+          const want = (-lr * gs) / (Math.abs(gs) + eps);
+          const got = p.data[i]! - p0[i]!;
+          worst = Math.max(worst, Math.abs(got - want));
+          moved += Math.abs(got);
+        }
+      }
+      expect(worst).toBeLessThan(lr * 1e-3);
+      return moved;
+    }
+    // Clipped so that an average element of the clipped gradient is AdamW's eps: the step then shows
+    // the gradient's scale (far from the limit, AdamW's step is ≈ lr·sign(g) whatever the scale).
+    const clippedMove = await check(eps * Math.sqrt(count));
+    const freeMove = await check(norm * 2); // under the limit: no scaling
+    expect(clippedMove).toBeLessThan(0.8 * freeMove);
   });
 });
 
