@@ -1,10 +1,12 @@
 /** `spade bench engine`: kept apart from the other benchmarks so it loads only the engine. */
-import type { Args, Io } from './spade.ts';
+import type { Args, Io } from './args.ts';
 
 /**
  * `spade bench engine [--json] [--quick]` — on the adapter Node sees: matmul GFLOP/s at 1024² and
  * 4096×1024·1024 against the adapter's pure-FMA peak and against TensorFlow.js's WebGPU backend;
- * decode and LoRA-training tokens/s on BENCH_CONFIG; GPU bytes per base and trained parameter.
+ * decode and LoRA-training tokens/s on BENCH_CONFIG; GPU bytes per base and trained parameter;
+ * top-p sampling ms per token at a 151,936 vocabulary (CPU full sort, CPU, GPU); compute dispatches
+ * per generated token for the Qwen2.5-0.5B layout (engine counter, reduced-layer variants scaled).
  * --quick uses smaller sizes (for software adapters).
  */
 export async function benchEngine(io: Io, a: Args): Promise<number> {
@@ -54,7 +56,25 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       quick ? 32 : 128,
       quick ? 4 : 32,
     );
-    const result = { ok: true, adapter: ctx.report, fmaPeakGflops: +peak.toFixed(1), matmuls, model };
+    const { benchSampling } = await import('../engine/bench_sampling.ts');
+    const { countDecodeDispatches } = await import('../engine/bench_model.ts');
+    const sampling = await benchSampling(e, quick ? 3 : 20);
+    // --quick: a 4,096 vocabulary (dispatch counts do not depend on it)
+    const dispatches = await countDecodeDispatches(e, undefined, quick ? 4096 : undefined);
+    const result = {
+      ok: true,
+      adapter: ctx.report,
+      fmaPeakGflops: +peak.toFixed(1),
+      matmuls,
+      model,
+      sampling: {
+        ...sampling,
+        cpuFullSortMs: +sampling.cpuFullSortMs.toFixed(2),
+        cpuMs: +sampling.cpuMs.toFixed(2),
+        gpuMs: +sampling.gpuMs.toFixed(2),
+      },
+      dispatches,
+    };
     if (a.flags.has('json')) io.out(JSON.stringify(result));
     else {
       io.out(`adapter: ${ctx.report.vendor} / ${ctx.report.architecture} ${ctx.report.description}`);
@@ -73,6 +93,12 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       );
       io.out(
         `memory: ${model.bytesPerBaseParam.toFixed(2)} B per base parameter, ${model.bytesPerTrainedParam.toFixed(1)} B per trained parameter (${model.loraParams} LoRA params)`,
+      );
+      io.out(
+        `top-p sampling at V=${sampling.vocab}: CPU full sort ${sampling.cpuFullSortMs.toFixed(2)} ms · CPU ${sampling.cpuMs.toFixed(2)} ms · GPU ${sampling.gpuMs.toFixed(2)} ms per token`,
+      );
+      io.out(
+        `dispatches per generated token (${dispatches.layout}): ${dispatches.perToken} (${dispatches.fixed} + ${dispatches.perLayer} per layer), ${dispatches.copiesPerToken} copies, ${dispatches.submitsPerToken} submits — ${dispatches.note}`,
       );
     }
     return 0;

@@ -2,7 +2,7 @@
  * The engine from the command line (Node; `webgpu` package, or `--device cpu` for the CPU references):
  *   spade engine logits   --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu] [--json]
  *   spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0]
- *                         [--top-p 1] [--seed 0] [--device gpu|cpu] [--json]
+ *                         [--top-p 1] [--top-k 0] [--min-p 0] [--seed 0] [--device gpu|cpu] [--json]
  * --json: the last line is one JSON object with `logits` (last position, or every position with --all)
  * or `tokens` (the generated ids).
  */
@@ -17,9 +17,7 @@ import { CpuOps, GpuOps, type Ops } from '../engine/ops.ts';
 import { Engine } from '../engine/runtime.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';
 import { DirModelFiles } from '../platform/node/model_files.ts';
-import { intFlag, parseArgs, type Args, type Io } from './spade.ts';
-
-const flag = (a: Args, n: string) => a.flags.get(n)?.[0];
+import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 
 /** Load a model (and adapter) from directories onto the chosen device. */
 export async function loadModelFromDir(
@@ -34,9 +32,9 @@ export async function loadModelFromDir(
   let close = () => {};
   if (device === 'gpu') {
     const ctx = await acquireNodeGpu();
-    ops = new GpuOps(new Engine(ctx)) as unknown as Ops<unknown>;
+    ops = new GpuOps(new Engine(ctx));
     close = () => ctx.destroy();
-  } else ops = new CpuOps() as unknown as Ops<unknown>;
+  } else ops = new CpuOps();
   const model = new LlamaModel(ckpt.config, ops, ckpt.weights);
   if (adapterDir) model.setLora(await loadPeftAdapter(new DirModelFiles(adapterDir), { model: ckpt.config }));
   return { model, close, tokenizer: ckpt.tokenizer };
@@ -94,6 +92,8 @@ export async function engine(argv: string[], io: Io): Promise<number> {
       maxNew: intFlag(a, 'max-new', 16),
       temperature: Number(flag(a, 'temperature') ?? 0),
       topP: Number(flag(a, 'top-p') ?? 1),
+      topK: intFlag(a, 'top-k', 0),
+      minP: Number(flag(a, 'min-p') ?? 0),
       seed: intFlag(a, 'seed', 0),
       stopIds: model.cfg.eosTokenIds,
     });

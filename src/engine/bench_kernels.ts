@@ -5,6 +5,7 @@
  */
 import type { Engine } from './runtime.ts';
 import { uniforms } from './runtime.ts';
+import { MAX_GROUPS_PER_DIM } from './kernels/dispatch_grid.ts';
 import { matmul, type MatmulOptions } from './kernels/matmul.ts';
 import fmaShader from './kernels/fma_peak.wgsl?raw';
 
@@ -18,8 +19,11 @@ async function drain(e: Engine): Promise<void> {
   e.ctx.throwIfLost();
 }
 
-/** Random-ish f32 data without an RNG dependency (values in [-1, 1)). */
-function filler(n: number, seed: number): Float32Array {
+/**
+ * Random-ish f32 data without an RNG dependency (xorshift32, values in [-1, 1)); bench_peer.ts
+ * feeds the peer library the same data.
+ */
+export function filler(n: number, seed: number): Float32Array {
   const out = new Float32Array(n);
   let s = seed >>> 0 || 1;
   for (let i = 0; i < n; i++) {
@@ -67,7 +71,7 @@ export async function benchMatmul(
 export async function benchFmaPeak(e: Engine, minMs = 100): Promise<number> {
   const iters = 4096;
   let groups = 64;
-  const maxGroups = 65535;
+  const maxGroups = MAX_GROUPS_PER_DIM;
   for (;;) {
     const out = e.tensor([groups * FMA_WG]);
     const run = () =>

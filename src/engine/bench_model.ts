@@ -35,6 +35,98 @@ export const BENCH_CONFIG: ModelConfig = {
   dtype: 'float32',
 };
 
+/** Qwen2.5-0.5B's layout (its config.json): q/k/v biases, tied embeddings, 14 query / 2 KV heads. */
+export const QWEN25_05B_CONFIG: ModelConfig = {
+  architecture: 'qwen2',
+  vocabSize: 151936,
+  hiddenSize: 896,
+  intermediateSize: 4864,
+  numLayers: 24,
+  numHeads: 14,
+  numKvHeads: 2,
+  headDim: 64,
+  rmsNormEps: 1e-6,
+  ropeTheta: 1000000,
+  ropeScaling: null,
+  tieWordEmbeddings: true,
+  qkvBias: true,
+  oBias: false,
+  qkNorm: false,
+  maxPositionEmbeddings: 32768,
+  bosTokenId: null,
+  eosTokenIds: [151645, 151643],
+  dtype: 'bfloat16',
+};
+
+export interface DispatchCount {
+  layout: string;
+  /** Layers of the full layout. */
+  layers: number;
+  /** Compute dispatches per generated token (decode step + sampling), scaled to `layers`. */
+  perToken: number;
+  perLayer: number;
+  /** Per token outside the layers (embedding, final norm, LM head, sampling). */
+  fixed: number;
+  /** Buffer copies per token (KV-cache appends, row slices): each one ends a compute pass. */
+  copiesPerToken: number;
+  submitsPerToken: number;
+  /** The two reduced-layer variants actually run. */
+  measuredLayers: [number, number];
+  vocab: number;
+  note: string;
+}
+
+/**
+ * Dispatches per generated token from the engine's own counter (Engine.dispatches), for `cfg`'s
+ * layout. The full model may be too slow to build on a software adapter, so this runs two
+ * reduced-layer variants (same widths), and scales: per layer = the difference, fixed = the rest.
+ * Counts depend on the structure only (not on widths or the vocabulary), so `vocab` may be cut too.
+ */
+export async function countDecodeDispatches(
+  e: Engine,
+  cfg: ModelConfig = QWEN25_05B_CONFIG,
+  vocab = cfg.vocabSize,
+  measured: [number, number] = [1, 2],
+  tokens = 4,
+): Promise<DispatchCount> {
+  const perToken: { d: number; c: number; s: number }[] = [];
+  for (const layers of measured) {
+    const c = { ...cfg, numLayers: layers, vocabSize: vocab };
+    const model = new LlamaModel<Tensor>(c, new GpuOps(e), randomWeights(c));
+    const prompt = Array.from({ length: 8 }, (_, i) => (i * 37) % vocab);
+    const o = { temperature: 0.6, topP: 0.95, seed: 1 };
+    const count = async (maxNew: number) => {
+      const d0 = e.dispatches;
+      const c0 = e.copies;
+      const s0 = e.submits;
+      await generate(model, prompt, { ...o, maxNew });
+      return { d: e.dispatches - d0, c: e.copies - c0, s: e.submits - s0 };
+    };
+    const one = await count(1); // prefill + the first token
+    const more = await count(1 + tokens);
+    perToken.push({ d: (more.d - one.d) / tokens, c: (more.c - one.c) / tokens, s: (more.s - one.s) / tokens });
+    model.dispose();
+    e.flush();
+    e.trim();
+  }
+  const [a, b] = perToken as [(typeof perToken)[0], (typeof perToken)[0]];
+  const perLayer = (b.d - a.d) / (measured[1] - measured[0]);
+  const fixed = a.d - perLayer * measured[0];
+  const scale = (x: number, y: number) => x + ((y - x) / (measured[1] - measured[0])) * (cfg.numLayers - measured[0]);
+  return {
+    layout: `${cfg.architecture} ${cfg.numLayers}×(hidden ${cfg.hiddenSize}, ${cfg.numHeads}/${cfg.numKvHeads} heads)`,
+    layers: cfg.numLayers,
+    perToken: fixed + perLayer * cfg.numLayers,
+    perLayer,
+    fixed,
+    copiesPerToken: scale(a.c, b.c),
+    submitsPerToken: scale(a.s, b.s),
+    measuredLayers: measured,
+    vocab,
+    note: `measured on ${measured.join(' and ')}-layer variants (vocabulary ${vocab}), scaled linearly to ${cfg.numLayers} layers; temperature 0.6, top_p 0.95, sampled on the GPU`,
+  };
+}
+
 /** A TensorStore stand-in that makes small random weights on request. */
 export function randomWeights(cfg: ModelConfig, seed = 0): TensorStore {
   const shapes = new Map(hfTensorSpecs(cfg).map((s) => [s.name, s.shape]));
@@ -44,8 +136,11 @@ export function randomWeights(cfg: ModelConfig, seed = 0): TensorStore {
       const shape = shapes.get(name);
       if (!shape) throw new Error(`no tensor ${name}`);
       const n = shape.reduce((a, b) => a * b, 1);
-      const isNorm = shape.length === 1;
-      return Float32Array.from({ length: n }, () => (isNorm ? 1 : (rng.next() - 0.5) * 0.04));
+      const out = new Float32Array(n);
+      if (shape.length === 1)
+        out.fill(1); // norm weights
+      else for (let i = 0; i < n; i++) out[i] = (rng.next() - 0.5) * 0.04;
+      return out;
     },
   } as unknown as TensorStore;
 }

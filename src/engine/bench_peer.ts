@@ -14,25 +14,14 @@
  * restore what was there afterwards.
  */
 
+import { filler } from './bench_kernels.ts';
+
 type TfCore = typeof import('@tensorflow/tfjs-core');
 type WebGpuBackendCtor = typeof import('@tensorflow/tfjs-backend-webgpu').WebGPUBackend;
 
 const LIBRARY_PACKAGE = '@tensorflow/tfjs-backend-webgpu';
 
 let peerRuns = 0;
-
-/** Same data as benchMatmul's filler (xorshift32, values in [-1, 1)). */
-function filler(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  let s = seed >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    out[i] = (s >>> 0) / 2 ** 31 - 1;
-  }
-  return out;
-}
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

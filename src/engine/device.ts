@@ -21,6 +21,14 @@ export interface GpuReport {
   };
 }
 
+/**
+ * SwiftShader, llvmpipe/lavapipe and other CPU fallbacks: kernels pick other tile sizes and lane
+ * counts there (software adapters gain nothing from wide tiles and compile them slowly).
+ */
+export function isSoftwareAdapter(r: GpuReport): boolean {
+  return r.isFallback || /swiftshader|llvmpipe|lavapipe/i.test(`${r.architecture} ${r.description} ${r.vendor}`);
+}
+
 export class GpuContext {
   private readonly pipelines = new Map<string, GPUComputePipeline>();
   private readonly lostListeners = new Set<(err: DeviceLostError) => void>();

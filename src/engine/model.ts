@@ -129,6 +129,27 @@ export class LlamaModel<X> {
     }
   }
 
+  /** Give every weight (and adapter) back to the backend (GPU: to the pool after the next submit). */
+  dispose(): void {
+    const ops = this.ops;
+    const seen = new Set<X>();
+    const free = (x: X | undefined) => {
+      if (x !== undefined && !seen.has(x)) {
+        seen.add(x);
+        ops.free(x);
+      }
+    };
+    [this.embed, this.norm, this.lmHead, this.freqs].forEach(free);
+    for (const lw of this.layers) {
+      [lw.inputNorm, lw.postNorm, lw.qNorm, lw.kNorm].forEach(free);
+      Object.values(lw.lin).forEach(free);
+      Object.values(lw.bias).forEach(free);
+    }
+    if (this.lora) [...this.lora.w.values()].forEach(free);
+    this.lora = null;
+    this.layers.length = 0;
+  }
+
   /** (in, out) of a LoRA target module. */
   moduleDims(m: LoraModule): [number, number] {
     const { hiddenSize: C, intermediateSize: F, numHeads, numKvHeads, headDim } = this.cfg;
@@ -315,40 +336,11 @@ export class LlamaModel<X> {
 
   /** Append this step's k, v to the layer's cache and return (S, Hkv, D) views of the whole cache. */
   private appendCache(cache: KvCache<X>, layer: number, k: X, v: X, pos0: number, T: number): [X, X] {
-    const ops = this.ops;
     const { numKvHeads: Hkv, headDim: D } = this.cfg;
-    if (ops.device === 'cpu') {
-      const cat = (prev: X | undefined, x: X): X => {
-        const a = prev ? (prev as unknown as { data: Float32Array }).data : new Float32Array(0);
-        const b = (x as unknown as { data: Float32Array }).data;
-        const data = new Float32Array(a.length + b.length);
-        data.set(a);
-        data.set(b, a.length);
-        return ops.upload([pos0 + T, Hkv, D], data);
-      };
-      cache.k[layer] = cat(cache.k[layer], k);
-      cache.v[layer] = cat(cache.v[layer], v);
-      return [cache.k[layer]!, cache.v[layer]!];
-    }
-    // GPU: preallocated (maxPositions, Hkv, D) buffers, grown by doubling
-    const gops = ops as unknown as import('./ops.ts').GpuOps;
-    const need = pos0 + T;
-    const cap = (x: X | undefined) =>
-      x ? (x as unknown as import('./runtime.ts').Tensor).buffer.size / (4 * Hkv * D) : 0;
-    for (const which of ['k', 'v'] as const) {
-      const arr = cache[which];
-      if (cap(arr[layer]) < need) {
-        const grown = gops.e.zeros([Math.max(need, 2 * cap(arr[layer]), 64), Hkv, D]);
-        if (arr[layer]) {
-          gops.e.copy(arr[layer] as never, 0, grown, 0, pos0 * Hkv * D);
-          gops.e.release(arr[layer] as never);
-        }
-        arr[layer] = grown as unknown as X;
-      }
-      const src = (which === 'k' ? k : v) as unknown as import('./runtime.ts').Tensor;
-      gops.e.copy(src, 0, arr[layer] as never, pos0 * Hkv * D, T * Hkv * D);
-    }
-    return [ops.view(cache.k[layer]!, [need, Hkv, D]), ops.view(cache.v[layer]!, [need, Hkv, D])];
+    cache.k[layer] = this.ops.appendRows(cache.k[layer], pos0, k);
+    cache.v[layer] = this.ops.appendRows(cache.v[layer], pos0, v);
+    const S = pos0 + T;
+    return [this.ops.view(cache.k[layer]!, [S, Hkv, D]), this.ops.view(cache.v[layer]!, [S, Hkv, D])];
   }
 
   /** d(loss)/d(adapter) via the backward of a taped forward; `dlogits` (T, V). Returns gradients per LoRA key. */

@@ -18,6 +18,8 @@ import { rope, ropeBackward, ropeBackwardCpu, ropeCpu } from './kernels/rope.ts'
 import { swiglu, swigluBackward, swigluBackwardCpu, swigluCpu } from './kernels/swiglu.ts';
 import { adamw, adamwCpu, type AdamWOptions } from './kernels/adamw.ts';
 import { sumSquares, sumSquaresCpu } from './kernels/reduce.ts';
+import { readIds, sample, sampleCpu } from './kernels/sample.ts';
+import type { SampleOptions } from './sample.ts';
 
 export interface MatOpts {
   transA?: boolean;
@@ -36,6 +38,13 @@ export interface Ops<X> {
   /** Rows [start, start + n) of a (R, C) tensor, as (n, C) (a copy on the GPU). */
   rows(x: X, start: number, n: number): X;
   embedding(table: X, ids: number[]): X;
+  /**
+   * KV-cache storage: x (T, ...) written after the first `len` rows of `store` (undefined for the
+   * first append). Returns storage holding at least len + T rows, to be viewed as (len + T, ...);
+   * `store` is consumed (it may be the returned tensor). CPU: a new concatenated array; GPU: a
+   * buffer with spare rows that grows by doubling, so a decode step is a single copy.
+   */
+  appendRows(store: X | undefined, len: number, x: X): X;
   matmul(a: X, b: X, o?: MatOpts): X;
   /** out += alpha · op(a) · op(b) */
   matmulAcc(out: X, a: X, b: X, o?: MatOpts): void;
@@ -61,6 +70,11 @@ export interface Ops<X> {
   sumSquares(xs: X[]): Promise<number>;
   /** In-place AdamW step on param with grad (scaled by opts.gradScale) and state m, v. */
   adamw(param: X, grad: X, m: X, v: X, opts: AdamWOptions): void;
+  /**
+   * One id per row of logits (B, V) by the rule of sample.ts, with u[r] the row's uniform in [0, 1)
+   * (unused when greedy). GPU: sampled on the device; only the B ids are read back.
+   */
+  sample(logits: X, o: SampleOptions, u: number[]): Promise<number[]>;
   /** Release temporaries (GPU: back to the pool after the next submit). */
   free(...xs: X[]): void;
   /** Submit recorded work (GPU); a no-op on the CPU. */
@@ -102,6 +116,13 @@ export class CpuOps implements Ops<CpuTensor> {
   embedding(table: CpuTensor, ids: number[]): CpuTensor {
     const c = table.shape[1]!;
     return { data: embeddingCpu(table.data, table.shape[0]!, c, Uint32Array.from(ids)), shape: [ids.length, c] };
+  }
+  appendRows(store: CpuTensor | undefined, len: number, x: CpuTensor): CpuTensor {
+    const row = x.data.length / x.shape[0]!;
+    const data = new Float32Array((len + x.shape[0]!) * row);
+    if (store) data.set(store.data.subarray(0, len * row));
+    data.set(x.data, len * row);
+    return { data, shape: [len + x.shape[0]!, ...x.shape.slice(1)] };
   }
   private mm(a: CpuTensor, b: CpuTensor, o: MatOpts, acc?: Float32Array): CpuTensor {
     const m = o.transA ? a.shape[1]! : a.shape[0]!;
@@ -189,11 +210,17 @@ export class CpuOps implements Ops<CpuTensor> {
   adamw(param: CpuTensor, grad: CpuTensor, m: CpuTensor, v: CpuTensor, opts: AdamWOptions): void {
     adamwCpu(param.data, grad.data, m.data, v.data, opts);
   }
+  async sample(logits: CpuTensor, o: SampleOptions, u: number[]): Promise<number[]> {
+    return sampleCpu(logits.data, logits.shape[logits.shape.length - 1]!, o, u);
+  }
   free(): void {}
   flush(): void {}
 }
 
 // --- GPU --------------------------------------------------------------------------------------
+
+/** Smallest KV-cache allocation in rows (a short prompt plus some decode steps before the first growth). */
+const KV_MIN_ROWS = 64;
 
 export class GpuOps implements Ops<Tensor> {
   readonly device = 'gpu' as const;
@@ -228,6 +255,23 @@ export class GpuOps implements Ops<Tensor> {
     const out = embedding(this.e, table, idt);
     this.e.release(idt);
     return out;
+  }
+  appendRows(store: Tensor | undefined, len: number, x: Tensor): Tensor {
+    const rows = x.shape[0]!;
+    const row = x.size / rows;
+    const capacity = (t: Tensor | undefined) => (t ? t.buffer.size / (4 * row) : 0);
+    let out = store;
+    if (!store || capacity(store) < len + rows) {
+      // at least 64 rows, then doubling: O(log n) re-copies of the cache over a generation
+      const cap = Math.max(len + rows, 2 * capacity(store), KV_MIN_ROWS);
+      out = this.e.zeros([cap, ...x.shape.slice(1)]);
+      if (store) {
+        this.e.copy(store, 0, out, 0, len * row);
+        this.e.release(store);
+      }
+    }
+    this.e.copy(x, 0, out!, len * row, rows * row);
+    return out!;
   }
   /** Few rows against a transposed weight (a decode step) go to matvec; the rest to the tiled matmul. */
   private useMatvec(a: Tensor, b: Tensor, o: MatOpts): boolean {
@@ -313,6 +357,10 @@ export class GpuOps implements Ops<Tensor> {
   }
   adamw(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, opts: AdamWOptions): void {
     adamw(this.e, param, grad, m, v, opts);
+  }
+  sample(logits: Tensor, o: SampleOptions, u: number[]): Promise<number[]> {
+    const v = logits.shape[logits.shape.length - 1]!;
+    return readIds(this.e, sample(this.e, this.view(logits, [logits.size / v, v]), o, u));
   }
   free(...xs: Tensor[]): void {
     for (const x of xs) this.e.release(x);

@@ -8,8 +8,11 @@
  *   const e = new Engine(ctx);
  *   const y = matmul(e, x, w);            // recorded
  *   const out = await e.read(y);           // flushes, then maps
+ *
+ * The f16/bf16 conversions live in io/float16.ts (pure; the safetensors reader uses them too).
  */
 import type { GpuContext } from './device.ts';
+import { f16ToF32 } from './io/float16.ts';
 
 export type DType = 'f32' | 'f16';
 
@@ -53,7 +56,9 @@ export class Engine {
    */
   private readonly chunks: { buffer: GPUBuffer; shadow: Uint8Array; used: number }[] = [];
   private readonly spareChunks: GPUBuffer[] = [];
+  /** Counters for `spade bench engine` (dispatches per generated token, copies that split passes). */
   dispatches = 0;
+  copies = 0;
   submits = 0;
   bytesAllocated = 0;
 
@@ -144,6 +149,7 @@ export class Engine {
     this.endPass();
     const b = src.dtype === 'f16' ? 2 : 4;
     this.enc().copyBufferToBuffer(src.buffer, srcOffsetElems * b, dst.buffer, dstOffsetElems * b, elems * b);
+    this.copies++;
   }
 
   /** Submit everything recorded so far (one submission per step). */
@@ -200,76 +206,4 @@ export function uniforms(...fields: ({ u32: number } | { f32: number })[]): Arra
     else dv.setFloat32(i * 4, f.f32, true);
   });
   return buf;
-}
-
-// --- half precision helpers ----------------------------------------------------------------
-
-const f32buf = new Float32Array(1);
-const u32buf = new Uint32Array(f32buf.buffer);
-
-/** IEEE 754 binary16 → number. */
-export function halfToFloat(h: number): number {
-  const s = h & 0x8000 ? -1 : 1;
-  const e = (h >> 10) & 0x1f;
-  const f = h & 0x3ff;
-  if (e === 0) return s * f * 2 ** -24;
-  if (e === 31) return f ? NaN : s * Infinity;
-  return s * (1 + f / 1024) * 2 ** (e - 15);
-}
-
-/** number → IEEE 754 binary16 (round to nearest even). */
-export function floatToHalf(v: number): number {
-  f32buf[0] = v;
-  const x = u32buf[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  let mant = x & 0x7fffff;
-  if (exp === 255) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  const e = exp - 127 + 15;
-  if (e >= 31) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let h = mant >> shift;
-    const rem = mant & ((1 << shift) - 1);
-    const half = 1 << (shift - 1);
-    if (rem > half || (rem === half && h & 1)) h++;
-    return sign | h;
-  }
-  let h = (e << 10) | (mant >> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h++;
-  return sign | h;
-}
-
-export function f16ToF32(src: Uint16Array): Float32Array {
-  const out = new Float32Array(src.length);
-  for (let i = 0; i < src.length; i++) out[i] = halfToFloat(src[i]!);
-  return out;
-}
-
-export function f32ToF16(src: Float32Array): Uint16Array {
-  const out = new Uint16Array(src.length);
-  for (let i = 0; i < src.length; i++) out[i] = floatToHalf(src[i]!);
-  return out;
-}
-
-/** bfloat16 (upper 16 bits of f32) → f32. */
-export function bf16ToF32(src: Uint16Array): Float32Array {
-  const out = new Uint32Array(src.length);
-  for (let i = 0; i < src.length; i++) out[i] = src[i]! << 16;
-  return new Float32Array(out.buffer);
-}
-
-/** f32 → bfloat16, round to nearest even. */
-export function f32ToBf16(src: Float32Array): Uint16Array {
-  const u = new Uint32Array(src.buffer, src.byteOffset, src.length);
-  const out = new Uint16Array(src.length);
-  for (let i = 0; i < src.length; i++) {
-    const x = u[i]!;
-    if ((x & 0x7f800000) === 0x7f800000 && x & 0x7fffff) out[i] = (x >>> 16) | 0x40;
-    else out[i] = (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
-  }
-  return out;
 }

@@ -24,7 +24,7 @@ import {
   type SafetensorsDType,
   type TensorToWrite,
 } from '../../src/engine/io/safetensors.ts';
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/engine/runtime.ts';
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/engine/io/float16.ts';
 import { writeModelFiles } from '../../src/platform/node/model_files.ts';
 
 export type TinyVariant = 'llama' | 'llama3' | 'qwen2' | 'qwen3';

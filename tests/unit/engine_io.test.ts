@@ -58,7 +58,7 @@ import {
   type TensorToWrite,
 } from '../../src/engine/io/safetensors.ts';
 import { TextTokenizer, chatTemplateFromConfig, renderChatTemplate } from '../../src/engine/io/tokenizer.ts';
-import { f32ToBf16, f32ToF16 } from '../../src/engine/runtime.ts';
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, floatToHalf, halfToFloat } from '../../src/engine/io/float16.ts';
 import { ModelCache, splitModelUrl } from '../../src/platform/browser/model_cache.ts';
 import { DirModelFiles, writeModelFiles } from '../../src/platform/node/model_files.ts';
 import {
@@ -102,6 +102,39 @@ function expectCode(fn: () => unknown, code: string, message?: RegExp): void {
   expect((err as SafetensorsError).code).toBe(code);
   if (message) expect((err as Error).message).toMatch(message);
 }
+
+describe('float16 conversions (io/float16.ts)', () => {
+  it('known binary16 and bfloat16 bit patterns, round to nearest even', () => {
+    expect([0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00, 0x8000].map(halfToFloat)).toEqual([
+      1,
+      -2,
+      65504,
+      2 ** -24,
+      Infinity,
+      -0,
+    ]);
+    expect(Number.isNaN(halfToFloat(0x7e00))).toBe(true);
+    // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to the even mantissa (1); 1 + 3·2^-11 goes up
+    expect(floatToHalf(1 + 2 ** -11)).toBe(0x3c00);
+    expect(floatToHalf(1 + 3 * 2 ** -11)).toBe(0x3c02);
+    expect(floatToHalf(1e6)).toBe(0x7c00);
+    expect(Array.from(f16ToF32(Uint16Array.from([0x3555])))[0]).toBeCloseTo(1 / 3, 3);
+    // bf16: the upper 16 bits; 1 + 2^-8 ties to even (1), 1 + 3·2^-8 rounds up to 1 + 2^-6
+    expect(Array.from(f32ToBf16(Float32Array.from([1, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -2])))).toEqual([
+      0x3f80, 0x3f80, 0x3f82, 0xc000,
+    ]);
+    expect(Array.from(bf16ToF32(Uint16Array.from([0x3f80, 0x4049])))).toEqual([1, 3.140625]);
+    expect(Number.isNaN(bf16ToF32(f32ToBf16(Float32Array.from([NaN])))[0])).toBe(true);
+    expect(Array.from(f16ToF32(f32ToF16(Float32Array.from([0.5, -0.25, 2048]))))).toEqual([0.5, -0.25, 2048]);
+  });
+
+  it('the pure I/O modules import nothing from the GPU runtime', () => {
+    for (const f of ['safetensors.ts', 'float16.ts', 'config.ts', 'peft.ts', 'load.ts']) {
+      const src = readFileSync(new URL(`../../src/engine/io/${f}`, import.meta.url), 'utf8');
+      expect(src, f).not.toMatch(/from '\.\.\/(runtime|device|ops|kernels\/)/);
+    }
+  });
+});
 
 describe('safetensors', () => {
   it('round-trips F32, F16 and BF16 bit-exactly, with __metadata__ and an 8-byte-padded header', () => {

@@ -25,7 +25,7 @@
  * the shards and checks the index against them.
  */
 import { ModelLoadError, SafetensorsError } from '../../core/errors.ts';
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, floatToHalf } from '../runtime.ts';
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, floatToHalf } from './float16.ts';
 
 export type SafetensorsDType = 'F32' | 'F16' | 'BF16';
 

@@ -17,13 +17,13 @@
  * (head, query) and dk/dv per (kv head, key), with no atomics. f32 tensors only, D ≤ 256.
  */
 import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { gridChecked } from './dispatch_grid.ts';
 import shader from './attention.wgsl?raw';
 import backwardShader from './attention_backward.wgsl?raw';
 import dkvShader from './attention_backward_dkv.wgsl?raw';
 
 const WG = 64;
 const MAX_D = 256;
-const MAX_GROUPS = 65535;
 
 export interface AttentionDims {
   /** Queries (new tokens). */
@@ -158,7 +158,6 @@ function dimsOf(q: Tensor, k: Tensor, v: Tensor): AttentionDims {
   const dims = { T, S, Hq, Hkv, D };
   checkDims(dims);
   if (D > MAX_D) throw new RangeError(`attention: D=${D} exceeds ${MAX_D}`);
-  if (S > MAX_GROUPS || Hq > MAX_GROUPS) throw new RangeError(`attention: S=${S}, Hq=${Hq} exceed ${MAX_GROUPS}`);
   return dims;
 }
 
@@ -176,7 +175,7 @@ export function attention(e: Engine, q: Tensor, k: Tensor, v: Tensor): { out: Te
     constants: { WG },
     bindings: [q, k, v, out, lse],
     uniforms: params(dims),
-    workgroups: [dims.Hq, dims.T],
+    workgroups: gridChecked('attention', dims.Hq, dims.T),
   });
   return { out, lse };
 }
@@ -209,7 +208,7 @@ export function attentionBackward(
     constants: { WG },
     bindings: [q, k, v, out, dout, lse, delta, dq],
     uniforms: u,
-    workgroups: [dims.Hq, dims.T],
+    workgroups: gridChecked('attention', dims.Hq, dims.T),
   });
   e.run({
     key: 'attention_backward_dkv',
@@ -217,7 +216,7 @@ export function attentionBackward(
     constants: { WG },
     bindings: [q, k, v, dout, lse, delta, dk, dv],
     uniforms: u,
-    workgroups: [dims.Hkv, dims.S],
+    workgroups: gridChecked('attention backward', dims.Hkv, dims.S),
   });
   e.release(delta);
   return { dq, dk, dv };

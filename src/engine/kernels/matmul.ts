@@ -17,7 +17,11 @@
  * each with the same alpha. `matmulBackward` records exactly these (with `accumulate` for
  * gradient accumulation).
  */
-import { Engine, f32ToF16, numel, uniforms, type Tensor } from '../runtime.ts';
+import { isSoftwareAdapter } from '../device.ts';
+import { f32ToF16 } from '../io/float16.ts';
+import { gridChecked } from './dispatch_grid.ts';
+import { preprocessWgsl } from './wgsl_preprocess.ts';
+import { Engine, numel, uniforms, type Tensor } from '../runtime.ts';
 import shader from './matmul.wgsl?raw';
 
 export interface MatmulOptions {
@@ -31,12 +35,6 @@ export interface MatmulOptions {
   accumulate?: boolean;
   /** Tile override (threads along N and M, K slab); normally chosen from the shape. */
   tile?: MatmulTile;
-}
-
-/** SwiftShader and other CPU fallbacks. */
-export function isSoftwareAdapter(e: Engine): boolean {
-  const r = e.ctx.report;
-  return r.isFallback || /swiftshader|llvmpipe|lavapipe/i.test(`${r.architecture} ${r.description} ${r.vendor}`);
 }
 
 export interface MatmulTile {
@@ -145,14 +143,17 @@ export function packF16(x: Float32Array): Uint16Array {
   return out;
 }
 
-let f16Variants: Record<string, string> | null = null;
-function variantCode(ta: 'f32' | 'f16', tb: 'f32' | 'f16'): string {
-  if (ta === 'f32' && tb === 'f32') return shader;
-  f16Variants ??= {};
+const variants = new Map<string, string>();
+/** The shader for these storage types (each variant preprocessed once). */
+export function matmulVariantCode(ta: 'f32' | 'f16', tb: 'f32' | 'f16'): string {
   const key = `${ta}${tb}`;
-  return (f16Variants[key] ??=
-    'enable f16;\n' +
-    shader.replace('alias TA = f32;', `alias TA = ${ta};`).replace('alias TB = f32;', `alias TB = ${tb};`));
+  let code = variants.get(key);
+  if (!code) {
+    const flags = { F16: ta === 'f16' || tb === 'f16', F16_A: ta === 'f16', F16_B: tb === 'f16' };
+    code = preprocessWgsl(shader, flags, 'matmul.wgsl');
+    variants.set(key, code);
+  }
+  return code;
 }
 
 /**
@@ -194,9 +195,8 @@ export function matmul(e: Engine, a: Tensor, b: Tensor, opts: MatmulOptions = {}
   if (d.batch > 1 && d.strideB === 0 && d.strideA !== 0 && !transA) {
     d = { ...d, m: d.batch * d.m, batch: 1, strideA: 0 };
   }
-  if (d.batch > 65535) throw new RangeError(`matmul: batch ${d.batch} exceeds 65535`);
   if (d.m === 0 || d.n === 0) return out;
-  const tile = opts.tile ?? pickTile(d.m, d.n, isSoftwareAdapter(e));
+  const tile = opts.tile ?? pickTile(d.m, d.n, isSoftwareAdapter(e.ctx.report));
   const lim = e.ctx.report.limits;
   if (
     tile.wgX * tile.wgY > lim.maxComputeInvocationsPerWorkgroup ||
@@ -208,7 +208,7 @@ export function matmul(e: Engine, a: Tensor, b: Tensor, opts: MatmulOptions = {}
   const bn = tile.wgX * 4;
   e.run({
     key: `matmul_${a.dtype}_${b.dtype}`,
-    code: variantCode(a.dtype, b.dtype),
+    code: matmulVariantCode(a.dtype, b.dtype),
     constants: {
       WG_X: tile.wgX,
       WG_Y: tile.wgY,
@@ -227,7 +227,7 @@ export function matmul(e: Engine, a: Tensor, b: Tensor, opts: MatmulOptions = {}
       { u32: d.m * d.n },
       { f32: alpha },
     ),
-    workgroups: [Math.ceil(d.n / bn), Math.ceil(d.m / bm), d.batch],
+    workgroups: gridChecked('matmul', Math.ceil(d.n / bn), Math.ceil(d.m / bm), d.batch),
   });
   return out;
 }

@@ -9,13 +9,24 @@
 // M, N, K works. The accumulators are named vectors, not an indexed array: compilers that do not
 // unroll (SwiftShader) would otherwise keep them in memory. Scalar (not vec4) workgroup arrays:
 // as fast on an H200 and 1.4× faster on SwiftShader, which handles per-component stores badly.
-// Storage types TA / TB are f32, or f16 in the variant that matmul.ts makes by enabling f16 and
-// rewriting the two aliases below; accumulation is always f32.
+// Storage types TA / TB are f32, or f16 in the variants matmul.ts makes with preprocessWgsl
+// (flags F16 = either is f16, F16_A, F16_B); accumulation is always f32.
 // Constants (overrides): WG_X, WG_Y (threads along N and M), BK, TRANS_A, TRANS_B, ACCUMULATE.
 // Dispatch: (ceil(N / BN), ceil(M / BM), batch) workgroups.
 
+// #if F16
+enable f16;
+// #endif
+// #if F16_A
+alias TA = f16;
+// #else
 alias TA = f32;
+// #endif
+// #if F16_B
+alias TB = f16;
+// #else
 alias TB = f32;
+// #endif
 
 override WG_X: u32 = 16u;
 override WG_Y: u32 = 16u;

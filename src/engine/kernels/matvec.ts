@@ -4,7 +4,8 @@
  */
 import { numel, uniforms, type Engine, type Tensor } from '../runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
-import { isSoftwareAdapter, matmulCpu } from './matmul.ts';
+import { isSoftwareAdapter } from '../device.ts';
+import { matmulCpu } from './matmul.ts';
 import shader from './matvec.wgsl?raw';
 
 export const MATVEC_MAX_ROWS = 8;
@@ -13,7 +14,7 @@ const WG = 256;
  * Threads per column. On a real GPU 32 lanes read a column's weights contiguously (coalesced);
  * on a software adapter (CPU SIMD lanes) one thread per column running down K is ~8× faster.
  */
-const lanesFor = (e: Engine): number => (isSoftwareAdapter(e) ? 1 : 32);
+const lanesFor = (e: Engine): number => (isSoftwareAdapter(e.ctx.report) ? 1 : 32);
 
 /** CPU reference. x: (M, K), w: (N, K) → (M, N). */
 export function matvecCpu(x: Float32Array, w: Float32Array, m: number, n: number, k: number, alpha = 1): Float32Array {

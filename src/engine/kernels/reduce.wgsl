@@ -8,7 +8,7 @@
 // a buffer may not be both read-only and writable storage in one dispatch), and pass 1 binds
 // out without touching it.
 // Constants (overrides): PASS, SQUARE, WG = workgroup size (default 256, a power of two).
-// Dispatch: pass 1 (G,) workgroups with G ≤ 65535; pass 2 (1,).
+// Dispatch: pass 1 (G,) workgroups with G ≤ 256 (reduce.ts caps it); pass 2 (1,).
 
 override PASS: u32 = 1u;
 override SQUARE: bool = false;

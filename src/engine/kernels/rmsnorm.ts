@@ -7,12 +7,12 @@
  * dispatch that reuses the per-row 1/rms written by the first. f32 tensors only.
  */
 import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { grid1d } from './dispatch_grid.ts';
 import shader from './rmsnorm.wgsl?raw';
 import backwardShader from './rmsnorm_backward.wgsl?raw';
 import dwShader from './rmsnorm_backward_dw.wgsl?raw';
 
 const MAX_WG = 64;
-const MAX_GROUPS = 65535;
 
 /** Workgroup size: 64, or the next power of two ≥ C for short rows (no idle invocations). */
 const wgFor = (cols: number) => Math.min(MAX_WG, 2 ** Math.ceil(Math.log2(Math.max(1, cols))));
@@ -20,12 +20,6 @@ const wgFor = (cols: number) => Math.min(MAX_WG, 2 ** Math.ceil(Math.log2(Math.m
 function rowsOf(xSize: number, c: number, what: string): number {
   if (c < 1 || xSize % c !== 0) throw new RangeError(`rmsnorm: ${what} has ${xSize} values, not a multiple of C=${c}`);
   return xSize / c;
-}
-
-/** One workgroup per row, spread over x and y when there are more than 65535 rows. */
-function rowGrid(rows: number): [number, number] {
-  const x = Math.max(1, Math.min(rows, MAX_GROUPS));
-  return [x, Math.ceil(rows / x)];
 }
 
 function requireF32(...ts: Tensor[]): void {
@@ -88,7 +82,7 @@ export function rmsnorm(e: Engine, x: Tensor, w: Tensor, eps: number): Tensor {
     constants: { WG: wgFor(cols) },
     bindings: [x, w, y],
     uniforms: uniforms({ u32: rows }, { u32: cols }, { f32: eps }),
-    workgroups: rowGrid(rows),
+    workgroups: grid1d(rows),
   });
   return y;
 }
@@ -117,7 +111,7 @@ export function rmsnormBackward(
     constants: { WG: wgFor(cols) },
     bindings: [x, w, dy, dx, rstd],
     uniforms: uniforms({ u32: rows }, { u32: cols }, { f32: eps }),
-    workgroups: rowGrid(rows),
+    workgroups: grid1d(rows),
   });
   let dw: Tensor | undefined;
   if (opts.weightGrad) {

@@ -1,7 +1,7 @@
 // rmsnorm: y[r, c] = x[r, c] / sqrt(mean_c(x[r, :]^2) + eps) * w[c], over the last dim.
 // Rows R = numel(x) / C: hidden states (T, C), or Qwen3's per-head q/k norm on (T*H, D) rows.
 // Constants (overrides): WG = workgroup size, a power of two (default 64; smaller for short rows).
-// Dispatch: one workgroup per row, (min(R, 65535), ceil(R / 65535)) workgroups.
+// Dispatch: one workgroup per row, grid1d(R) (x, y) — row = wid.y * nwg.x + wid.x; excess groups exit.
 
 override WG: u32 = 64u;
 

@@ -2,7 +2,7 @@
 //   dx[c] = r * (g[c] - x[c] * r^2 * sum_c'(g[c'] * x[c']) / C)
 // Also writes r per row, which rmsnorm_backward_dw.wgsl uses for the weight gradient.
 // Constants (overrides): WG = workgroup size, a power of two (default 64; smaller for short rows).
-// Dispatch: one workgroup per row, (min(R, 65535), ceil(R / 65535)) workgroups.
+// Dispatch: one workgroup per row, grid1d(R) (x, y) — row = wid.y * nwg.x + wid.x; excess groups exit.
 
 override WG: u32 = 64u;
 

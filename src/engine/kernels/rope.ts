@@ -10,10 +10,10 @@
  * Backward: the transpose of a rotation is the rotation by the negative angle. f32 tensors only.
  */
 import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { gridChecked } from './dispatch_grid.ts';
 import shader from './rope.wgsl?raw';
 
 const WG = 64;
-const MAX_GROUPS = 65535;
 
 export type RopeScaling =
   /** All frequencies divided by `factor` (position interpolation). */
@@ -144,7 +144,6 @@ function rotate(e: Engine, x: Tensor, freqs: Tensor, pos0: number, sign: number)
   if (x.dtype !== 'f32' || freqs.dtype !== 'f32') throw new TypeError('rope: f32 tensors only');
   const [t, h, d] = checkShape(x.shape, x.size, freqs.size);
   if (!Number.isInteger(pos0) || pos0 < 0) throw new RangeError(`rope: pos0 must be a whole number ≥ 0, got ${pos0}`);
-  if (t > MAX_GROUPS || h > MAX_GROUPS) throw new RangeError(`rope: T=${t}, H=${h} exceed ${MAX_GROUPS}`);
   const y = e.tensor(x.shape);
   e.run({
     key: 'rope',
@@ -152,7 +151,7 @@ function rotate(e: Engine, x: Tensor, freqs: Tensor, pos0: number, sign: number)
     constants: { WG },
     bindings: [x, freqs, y],
     uniforms: uniforms({ u32: t }, { u32: h }, { u32: d }, { u32: pos0 }, { f32: sign }),
-    workgroups: [h, t],
+    workgroups: gridChecked('rope', h, t),
   });
   return y;
 }

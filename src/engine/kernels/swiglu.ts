@@ -3,19 +3,13 @@
  * long as gate and up match). Backward gives dgate and dup from dout. f32 tensors only.
  */
 import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { grid1d } from './dispatch_grid.ts';
 import shader from './swiglu.wgsl?raw';
 import backwardShader from './swiglu_backward.wgsl?raw';
 
 const WG = 256;
-const MAX_GROUPS = 65535;
 
 const sigmoid = (g: number) => (g >= 0 ? 1 / (1 + Math.exp(-g)) : Math.exp(g) / (1 + Math.exp(g)));
-
-function grid(n: number): [number, number] {
-  const groups = Math.max(1, Math.ceil(n / WG));
-  const x = Math.min(groups, MAX_GROUPS);
-  return [x, Math.ceil(groups / x)];
-}
 
 function check(...ts: Tensor[]): void {
   for (const t of ts) {
@@ -62,7 +56,7 @@ export function swiglu(e: Engine, gate: Tensor, up: Tensor): Tensor {
     constants: { WG },
     bindings: [gate, up, out],
     uniforms: uniforms({ u32: gate.size }),
-    workgroups: grid(gate.size),
+    workgroups: grid1d(Math.ceil(gate.size / WG)),
   });
   return out;
 }
@@ -78,7 +72,7 @@ export function swigluBackward(e: Engine, gate: Tensor, up: Tensor, dout: Tensor
     constants: { WG },
     bindings: [gate, up, dout, dgate, dup],
     uniforms: uniforms({ u32: gate.size }),
-    workgroups: grid(gate.size),
+    workgroups: grid1d(Math.ceil(gate.size / WG)),
   });
   return { dgate, dup };
 }

@@ -1,6 +1,6 @@
 // swiglu: out = silu(gate) * up = gate * sigmoid(gate) * up, elementwise.
 // Constants (overrides): WG = workgroup size (default 256).
-// Dispatch: ceil(N / WG) workgroups, laid out as (min(that, 65535), ceil(that / 65535)).
+// Dispatch: grid1d(ceil(N / WG)) (x, y) — flat group index wid.y * nwg.x + wid.x; excess threads exit.
 
 override WG: u32 = 256u;
 
