@@ -13,7 +13,7 @@
 import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseConfig, type Config } from '../core/config.ts';
+import { DEFAULTS, parseConfig, type Config } from '../core/config.ts';
 import { UsageError } from '../core/errors.ts';
 import { modelLimits, type ChatModel } from '../core/llm/chat_model.ts';
 import { RecordingChatModel } from '../core/llm/replay.ts';
@@ -106,7 +106,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
   if (!out) throw new UsageError('run needs --out DIR');
   const iterations = intFlag(a, 'iterations', 1);
   if (iterations < 1) throw new UsageError('--iterations must be at least 1');
-  const store = new DirRunStore(out);
+  const store = new DirRunStore(out, { onWarning: (m) => io.err(`warning: ${m}`) });
   const existing = await store.readSpec();
   if (existing && !a.flags.has('resume'))
     throw new UsageError(`${out} already holds a run; pass --resume to continue it, or choose another --out`);
@@ -114,7 +114,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
 
   let spec: RunSpec;
   const config = existing ? existing.config : await configFromFlags(a);
-  const model = await modelFromFlags(a, modelLimits(config));
+  const model = await modelFromFlags(a, modelLimits(config), config.thinking ?? DEFAULTS.thinking);
   if (existing) spec = existing;
   else {
     const skills =

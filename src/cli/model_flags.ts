@@ -1,28 +1,48 @@
 /**
  * `--backend openai|replay|local` and its flags → the ChatModel that plays every role. Shared by
  * `spade run` and `spade chat`; its own module so `cmd_models.ts` need not import `cmd_run.ts`.
+ *
+ * openai: `--base-url URL --model NAME [--api-key K] [--max-concurrency N] [--context-window N]`; the
+ * model is probed (GET /models) before it is returned, so its context window is known before the
+ * first call is budgeted. `--context-window` is for servers that do not report one (llama.cpp,
+ * Ollama) and caps one that does.
  */
 import { readFile } from 'node:fs/promises';
 import { UsageError } from '../core/errors.ts';
 import { modelLimits, type ChatModel, type ModelLimits } from '../core/llm/chat_model.ts';
 import { OpenAIChatModel } from '../core/llm/openai_model.ts';
 import { ReplayChatModel } from '../core/llm/replay.ts';
+import type { Thinking } from '../core/llm/thinking.ts';
 import { flag, intFlag, type Args } from './args.ts';
 
-/** Build the model for all three roles from the flags; `limits` bound each call (from the run's config). */
-export async function modelFromFlags(a: Args, limits: ModelLimits = modelLimits()): Promise<ChatModel> {
+/**
+ * Build the model for all three roles from the flags; `limits` bound each call and `thinking` is the
+ * run's config.thinking (both from the run's config).
+ */
+export async function modelFromFlags(
+  a: Args,
+  limits: ModelLimits = modelLimits(),
+  thinking: Thinking = 'off',
+): Promise<ChatModel> {
   const backend = flag(a, 'backend');
   if (backend === 'openai') {
     const baseURL = flag(a, 'base-url');
     const model = flag(a, 'model');
     if (!baseURL || !model) throw new UsageError('--backend openai needs --base-url URL and --model NAME');
-    return new OpenAIChatModel({
+    const window = a.flags.has('context-window') ? intFlag(a, 'context-window', 0) : undefined;
+    if (window !== undefined && (window < 512 || window > 10_000_000))
+      throw new UsageError(`--context-window must be between 512 and 10000000 tokens; got ${window}`);
+    const m = new OpenAIChatModel({
       baseURL,
       model,
       apiKey: flag(a, 'api-key') ?? process.env.OPENAI_API_KEY,
       maxConcurrency: intFlag(a, 'max-concurrency', 4),
+      ...(window !== undefined ? { contextWindow: window } : {}),
+      thinking,
       ...limits,
     });
+    await m.probe();
+    return m;
   }
   if (backend === 'replay') {
     const file = flag(a, 'replay');
@@ -36,7 +56,9 @@ export async function modelFromFlags(a: Args, limits: ModelLimits = modelLimits(
         '--backend local needs --model-dir DIR (a Hugging Face checkpoint directory with tokenizer.json)',
       );
     const { loadLocalChatModel } = await import('./cmd_engine.ts');
-    return loadLocalChatModel(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu');
+    const local = await loadLocalChatModel(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu');
+    local.thinking = thinking;
+    return local;
   }
   throw new UsageError(`--backend must be openai, replay or local${backend ? `; got "${backend}"` : ''}`);
 }

@@ -1,11 +1,14 @@
-// The persistence interface: the same behaviour from MemoryStore and DirStore.
-import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
+// The persistence interface: the same behaviour from MemoryStore and DirStore; the Node run
+// directory's .jsonl files after a torn write (repaired before any append) or a corrupt line.
+import { appendFile, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StorageError } from '../../src/core/errors.ts';
 import { MemoryStore, type Store } from '../../src/core/store.ts';
+import { parseJsonl } from '../../src/core/spade/run_store.ts';
 import { DirStore } from '../../src/platform/node/dir_store.ts';
+import { DirRunStore, repairJsonlTail } from '../../src/platform/node/run_dir.ts';
 
 const backends: [string, () => Promise<Store>][] = [
   ['MemoryStore', async () => new MemoryStore()],
@@ -46,5 +49,83 @@ describe('DirStore on disk', () => {
     expect(await readdir(join(dir, 'runs'))).toEqual(['r1.json']);
     await writeFile(join(dir, 'runs', 'bad.json'), '{oops');
     await expect(s.get('runs', 'bad')).rejects.toThrow(/bad\.json is not valid JSON; delete or fix that file/);
+  });
+});
+
+describe('run directory .jsonl files after a torn write', () => {
+  // Minimal records: the store writes and reads whatever the loop hands it.
+  const cycle = (c: number, n: number) => ({
+    archive: Array.from({ length: n }, (_, i) => ({ cycle: c, index: i, title: `env ${c}.${i}` })),
+    rollouts: [{ cycle: c, index: 0, play: 0 }],
+    metrics: { cycle: c, envs: n },
+  });
+  const newDir = () => mkdtemp(join(tmpdir(), 'spade-torn-'));
+
+  it('parses complete lines, skips blank ones and returns a last line without newline apart', () => {
+    expect(parseJsonl('{"a":1}\n\n{"a":2}\n', 'x.jsonl')).toEqual({ records: [{ a: 1 }, { a: 2 }], torn: null });
+    expect(parseJsonl('{"a":1}\n{"a":', 'x.jsonl')).toEqual({ records: [{ a: 1 }], torn: { line: 2, chars: 5 } });
+    expect(parseJsonl('', 'x.jsonl')).toEqual({ records: [], torn: null });
+    expect(() => parseJsonl('{"a":1}\n{oops}\n{"a":3}\n', 'dir/x.jsonl')).toThrow(
+      /^dir\/x\.jsonl line 2 is not valid JSON/,
+    );
+  });
+
+  it('on resume, cuts a torn last line off before appending, keeping every complete line', async () => {
+    const dir = await newDir();
+    await new DirRunStore(dir).writeCycle(0, cycle(0, 2) as never);
+    // a crash mid-append of cycle 1: its first line is cut short, no newline
+    await appendFile(join(dir, 'archive.jsonl'), '{"cycle":1,"index":0,"title":"env 1.');
+    const warnings: string[] = [];
+    const resumed = new DirRunStore(dir, { onWarning: (m) => warnings.push(m) });
+    // reading skips the torn line (with a warning) instead of throwing a bare SyntaxError
+    expect((await resumed.readArchive()).map((a) => (a as { title: string }).title)).toEqual(['env 0.0', 'env 0.1']);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(
+      /archive\.jsonl: line 3 was cut off mid-write \(36 characters without a newline.*skipped it/,
+    );
+    // appending repairs first: the new lines never join the torn one
+    await resumed.writeCycle(1, cycle(1, 2) as never);
+    expect(warnings).toHaveLength(2);
+    expect(warnings[1]).toMatch(/archive\.jsonl: line 3 was cut off mid-write.*dropped it and kept the complete lines/);
+    const text = await readFile(join(dir, 'archive.jsonl'), 'utf8');
+    expect(text.endsWith('\n')).toBe(true);
+    expect(parseJsonl(text, 'archive.jsonl').torn).toBeNull();
+    expect((await resumed.readArchive()).map((a) => (a as { title: string }).title)).toEqual([
+      'env 0.0',
+      'env 0.1',
+      'env 1.0',
+      'env 1.1',
+    ]);
+    expect(await resumed.readMetrics()).toEqual([cycle(0, 2).metrics, cycle(1, 2).metrics]);
+    expect(warnings).toHaveLength(2); // the repaired file reads clean
+  });
+
+  it('fails on any other corrupt line with a StorageError naming the file and line, before appending', async () => {
+    const dir = await newDir();
+    await new DirRunStore(dir).writeCycle(0, cycle(0, 1) as never);
+    await appendFile(join(dir, 'metrics.jsonl'), '{"cycle": 1, oops}\n');
+    await appendFile(join(dir, 'metrics.jsonl'), `${JSON.stringify(cycle(2, 1).metrics)}\n`);
+    const store = new DirRunStore(dir);
+    const read = await store.readMetrics().catch((e: unknown) => e);
+    expect(read).toBeInstanceOf(StorageError);
+    expect((read as Error).message).toMatch(/metrics\.jsonl line 2 is not valid JSON/);
+    expect((read as StorageError).data).toMatchObject({ line: 2 });
+    const before = await readFile(join(dir, 'archive.jsonl'), 'utf8');
+    await expect(store.writeCycle(3, cycle(3, 1) as never)).rejects.toThrow(/metrics\.jsonl line 2 is not valid JSON/);
+    expect(await readFile(join(dir, 'archive.jsonl'), 'utf8')).toBe(before); // nothing appended
+  });
+
+  it('repairs a torn line longer than one read chunk, and a file that is one torn line', async () => {
+    const dir = await newDir();
+    const path = join(dir, 'big.jsonl');
+    const whole = `${JSON.stringify({ a: 'x'.repeat(100_000) })}\n${JSON.stringify({ b: 'é' })}\n`;
+    await writeFile(path, whole + JSON.stringify({ c: 'y'.repeat(150_000) }).slice(0, 140_000));
+    expect(await repairJsonlTail(path)).toMatch(/big\.jsonl: line 3 was cut off mid-write \(140000 bytes/);
+    expect(await readFile(path, 'utf8')).toBe(whole);
+    expect(await repairJsonlTail(path)).toBeNull(); // whole now
+    await writeFile(path, '{"only": "torn');
+    expect(await repairJsonlTail(path)).toMatch(/line 1 was cut off/);
+    expect(await readFile(path, 'utf8')).toBe('');
+    expect(await repairJsonlTail(join(dir, 'absent.jsonl'))).toBeNull();
   });
 });

@@ -27,12 +27,18 @@ import {
   validateCustomModel,
 } from '../../src/core/llm/webllm/custom_records.ts';
 import {
+  blameOf,
   classifyWebLlmError,
   describeThrown,
   mapWebLlmError,
   type WebLlmErrorCategory,
 } from '../../src/core/llm/webllm/errors.ts';
-import { assessCatalog, assessFeasibility, filterCatalog } from '../../src/core/llm/webllm/feasibility.ts';
+import {
+  assessCatalog,
+  assessFeasibility,
+  defaultWebLlmModel,
+  filterCatalog,
+} from '../../src/core/llm/webllm/feasibility.ts';
 import { formatDownloadProgress, type DownloadProgress } from '../../src/core/llm/webllm/progress.ts';
 import {
   WebLlmChatModel,
@@ -91,9 +97,13 @@ describe('catalog', () => {
   it.each(WEBLLM_CATALOG.map((e) => [e.id, e] as const))('%s matches its web-llm prebuilt record', (id, entry) => {
     const rec = prebuilt.get(id);
     expect(rec, `${id} is missing from web-llm's prebuiltAppConfig: update the catalog`).toBeDefined();
-    expect(entry.vramRequiredMB).toBe(rec!.vram_required_MB);
+    expect(entry.recordVramMB).toBe(rec!.vram_required_MB);
     expect(entry.lowResourceRequired).toBe(rec!.low_resource_required);
-    expect(entry.contextWindow).toBe(rec!.overrides?.context_window_size);
+    expect(entry.recordContextWindow).toBe(rec!.overrides?.context_window_size);
+    // a larger window than the record's costs the KV cache on top of the record's VRAM, never less
+    expect(entry.contextWindow).toBeGreaterThanOrEqual(entry.recordContextWindow);
+    if (entry.contextWindow === entry.recordContextWindow) expect(entry.vramRequiredMB).toBe(entry.recordVramMB);
+    else expect(entry.vramRequiredMB).toBeGreaterThan(entry.recordVramMB);
     expect(entry.bufferSizeRequiredBytes).toBe(rec!.buffer_size_required_bytes);
     expect(rec!.model_type ?? 0).toBe(0); // an LLM, not an embedding or vision model
     // Where web-llm declares shader-f16 we must too; we also declare it for every q4f16 build.
@@ -118,6 +128,17 @@ describe('catalog', () => {
     expect(formatParams(3.82e9)).toBe('3.82B');
   });
 
+  it('loads the Qwen and Llama 3.2 records with an 8,192-token window and counts its KV cache', () => {
+    const window = (id: string) => findCatalogEntry(id)!.contextWindow;
+    for (const e of WEBLLM_CATALOG) expect(e.contextWindow, e.id).toBe(/^(Qwen|Llama-3\.2)/.test(e.id) ? 8192 : 4096);
+    expect(window('Phi-3.5-mini-instruct-q4f16_1-MLC')).toBe(4096); // no GQA: +1.5 GiB per 4k tokens
+    // Qwen2.5-1.5B: 28 layers x 2 x 2 KV heads x 128 dims x 2 bytes = 28 KiB per token; 4096 more tokens = 112 MiB
+    expect(findCatalogEntry('Qwen2.5-1.5B-Instruct-q4f16_1-MLC')!.vramRequiredMB).toBeCloseTo(1629.75 + 112, 6);
+    expect(findCatalogEntry('Qwen2.5-1.5B-Instruct-q4f32_1-MLC')!.vramRequiredMB).toBeCloseTo(1888.97 + 224, 6); // f32 cache
+    // Qwen3-0.6B: 28 x 2 x 8 x 128 x 2 = 112 KiB per token: 448 MiB more
+    expect(findCatalogEntry('Qwen3-0.6B-q4f16_1-MLC')!.vramRequiredMB).toBeCloseTo(1403.34 + 448, 6);
+  });
+
   it('suggests smaller models of a precision the adapter can run', () => {
     expect(smallerModels('Qwen2.5-1.5B-Instruct-q4f32_1-MLC').map((e) => e.id)).toEqual([
       'Llama-3.2-1B-Instruct-q4f32_1-MLC',
@@ -126,11 +147,12 @@ describe('catalog', () => {
     // an f16 model failed, so the adapter has shader-f16: the (smaller) f16 builds are suggested;
     // the 1.5B instruct and coder builds need the same VRAM and count once
     expect(smallerModels('Phi-3.5-mini-instruct-q4f16_1-MLC').map((e) => e.id)).toEqual([
-      'Qwen2.5-1.5B-Instruct-q4f16_1-MLC',
       'Qwen3-0.6B-q4f16_1-MLC',
+      'Qwen2.5-1.5B-Instruct-q4f16_1-MLC',
     ]);
-    // Llama 1B f32 (1129 MB): Qwen2.5-0.5B f32 (1060 MB) is not clearly smaller
+    // Llama 1B f32 at 8k (1385 MB): Qwen2.5-0.5B f32 (1156 MB) is clearly smaller
     expect(smallerModels('Llama-3.2-1B-Instruct-q4f32_1-MLC').map((e) => e.id)).toEqual([
+      'Qwen2.5-0.5B-Instruct-q4f32_1-MLC',
       'SmolLM2-360M-Instruct-q4f32_1-MLC',
     ]);
     expect(smallerModels('SmolLM2-360M-Instruct-q4f16_1-MLC')).toEqual([]);
@@ -193,9 +215,9 @@ describe('feasibility', () => {
   it('compares VRAM needs with the user budget', () => {
     const r = assessFeasibility(f32, gpu(), { vramBudgetMB: 1500 });
     expect(r.reasons).toEqual([
-      'Qwen2.5-1.5B-Instruct-q4f32_1-MLC needs about 1889 MB of GPU memory, more than the 1500 MB budget.',
+      'Qwen2.5-1.5B-Instruct-q4f32_1-MLC needs about 2113 MB of GPU memory, more than the 1500 MB budget.',
     ]);
-    expect(filterCatalog(gpu(), { vramBudgetMB: 1000 }).map((e) => e.id)).toEqual([
+    expect(filterCatalog(gpu(), { vramBudgetMB: 1010 }).map((e) => e.id)).toEqual([
       'SmolLM2-360M-Instruct-q4f16_1-MLC',
       'SmolLM2-360M-Instruct-q4f32_1-MLC',
       'Qwen2.5-0.5B-Instruct-q4f16_1-MLC',
@@ -216,6 +238,39 @@ describe('feasibility', () => {
     const all = assessCatalog(gpu({ shaderF16: false }));
     expect(all.map((a) => a.entry.id)).toEqual(WEBLLM_CATALOG.map((e) => e.id));
     expect(all.filter((a) => !a.feasibility.ok)).toHaveLength(7);
+  });
+});
+
+describe('default WebLLM model', () => {
+  it('is Qwen2.5 1.5B in f16 where the adapter has shader-f16, its q4f32 twin where it lacks it', () => {
+    expect(defaultWebLlmModel(gpu())).toBe('Qwen2.5-1.5B-Instruct-q4f16_1-MLC');
+    const swiftshader = gpu({ shaderF16: false, isFallback: true });
+    const id = defaultWebLlmModel(swiftshader, { vramBudgetMB: 4096 });
+    expect(id).toBe('Qwen2.5-1.5B-Instruct-q4f32_1-MLC');
+    expect(assessFeasibility(findCatalogEntry(id)!, swiftshader, { vramBudgetMB: 4096 }).ok).toBe(true);
+  });
+
+  it('steps down to the largest preferred model within the VRAM budget, never an f16 build without shader-f16', () => {
+    const noF16 = gpu({ shaderF16: false });
+    expect(defaultWebLlmModel(noF16, { vramBudgetMB: 1500 })).toBe('Llama-3.2-1B-Instruct-q4f32_1-MLC'); // 1385 MB
+    expect(defaultWebLlmModel(noF16, { vramBudgetMB: 1200 })).toBe('Qwen2.5-0.5B-Instruct-q4f32_1-MLC'); // 1156 MB
+    expect(defaultWebLlmModel(noF16, { vramBudgetMB: 600 })).toBe('SmolLM2-360M-Instruct-q4f32_1-MLC'); // 580 MB
+    // with shader-f16 the smaller f16 build of the first choice fits where its f32 twin would not
+    expect(defaultWebLlmModel(gpu(), { vramBudgetMB: 1800 })).toBe('Qwen2.5-1.5B-Instruct-q4f16_1-MLC'); // 1742 MB
+    for (const budget of [600, 1000, 1200, 1500, 2000, 4096, 16384]) {
+      const id = defaultWebLlmModel(noF16, { vramBudgetMB: budget });
+      expect(id, `budget ${budget}`).toContain('q4f32_1');
+      expect(assessFeasibility(findCatalogEntry(id)!, noF16, { vramBudgetMB: budget }).ok, `budget ${budget}`).toBe(
+        true,
+      );
+    }
+  });
+
+  it('falls back to builds that run anywhere when nothing is known or nothing fits', () => {
+    expect(defaultWebLlmModel(null)).toBe('Qwen2.5-1.5B-Instruct-q4f32_1-MLC');
+    expect(defaultWebLlmModel(gpu({ shaderF16: false }), { vramBudgetMB: 300 })).toBe(
+      'SmolLM2-360M-Instruct-q4f32_1-MLC',
+    );
   });
 });
 
@@ -388,7 +443,7 @@ describe('error mapping', () => {
     const e = mapWebLlmError(WEBLLM.deviceLost, { phase: 'load', modelId: 'Qwen2.5-1.5B-Instruct-q4f16_1-MLC' });
     expect(e).toBeInstanceOf(DeviceLostError);
     expect(e.message).toBe(
-      'The GPU device was lost while loading Qwen2.5-1.5B-Instruct-q4f16_1-MLC, usually because it ran out of GPU memory. Reload the page and pick a smaller model such as Qwen2.5-0.5B-Instruct-q4f16_1-MLC (~945 MB) or Llama-3.2-1B-Instruct-q4f16_1-MLC (~879 MB).',
+      'The GPU device was lost while loading Qwen2.5-1.5B-Instruct-q4f16_1-MLC, usually because it ran out of GPU memory. Reload the page and pick a smaller model such as Llama-3.2-1B-Instruct-q4f16_1-MLC (~1007 MB) or Qwen2.5-0.5B-Instruct-q4f16_1-MLC (~993 MB).',
     );
     expect(e.data).toMatchObject({
       category: 'device_lost',
@@ -404,7 +459,7 @@ describe('error mapping', () => {
     });
     expect(e).toBeInstanceOf(DeviceLostError);
     expect(e.message).toBe(
-      'The GPU device was lost while Llama-3.2-1B-Instruct-q4f32_1-MLC was generating (driver reset, tab in the background, or out of memory). Load the model again to continue; if it happens again, pick a smaller model such as SmolLM2-360M-Instruct-q4f32_1-MLC (~580 MB).',
+      'The GPU device was lost while Llama-3.2-1B-Instruct-q4f32_1-MLC was generating (driver reset, tab in the background, or out of memory). Load the model again to continue; if it happens again, pick a smaller model such as Qwen2.5-0.5B-Instruct-q4f32_1-MLC (~1156 MB) or SmolLM2-360M-Instruct-q4f32_1-MLC (~580 MB).',
     );
   });
 
@@ -432,12 +487,12 @@ describe('error mapping', () => {
     const quota = mapWebLlmError(WEBLLM.quotaStore, { phase: 'load', modelId: id });
     expect(quota).toBeInstanceOf(ModelLoadError);
     expect(quota.message).toBe(
-      'Browser storage is full, so Qwen3-0.6B-q4f32_1-MLC could not be cached. Delete cached models you no longer use, free disk space, or pick a smaller model such as Llama-3.2-1B-Instruct-q4f32_1-MLC (~1129 MB) or Qwen2.5-0.5B-Instruct-q4f32_1-MLC (~1060 MB).',
+      "Browser storage is full (the site's cache quota), so Qwen3-0.6B-q4f32_1-MLC could not be cached. Delete cached models you no longer use, free disk space, or pick a smaller model such as Qwen2.5-1.5B-Instruct-q4f32_1-MLC (~2113 MB) or Llama-3.2-1B-Instruct-q4f32_1-MLC (~1385 MB).",
     );
     const oom = mapWebLlmError(new Error('Out of memory'), { phase: 'load', modelId: id });
     expect(oom).toBeInstanceOf(ModelLoadError);
     expect(oom.message).toMatch(
-      /^Not enough GPU memory to load Qwen3-0\.6B-q4f32_1-MLC \(needs about 1925 MB\)\. Close other GPU-heavy tabs or pick a smaller model such as /,
+      /^Not enough GPU memory to load Qwen3-0\.6B-q4f32_1-MLC \(needs about 2821 MB\)\. Close other GPU-heavy tabs or pick a smaller model such as /,
     );
     const nf = mapWebLlmError(WEBLLM.notFound, { phase: 'load', modelId: 'Foo-MLC' });
     expect(nf).toBeInstanceOf(ModelLoadError);
@@ -447,7 +502,7 @@ describe('error mapping', () => {
     const net = mapWebLlmError(WEBLLM.fetch, { phase: 'load', modelId: id });
     expect(net).toBeInstanceOf(ModelLoadError);
     expect(net.message).toBe(
-      'Downloading Qwen3-0.6B-q4f32_1-MLC failed: Failed to fetch. Check your connection and try again: finished shards stay in the browser cache, so the download resumes. For a custom model, check that its URLs are right.',
+      'Downloading Qwen3-0.6B-q4f32_1-MLC failed on the network: Failed to fetch. Check your connection and try again: finished shards stay in the browser cache, so the download resumes. For a custom model, check that its URLs are right.',
     );
     const integ = mapWebLlmError(WEBLLM.integrity, { phase: 'load', modelId: id });
     expect(integ).toBeInstanceOf(ModelLoadError);
@@ -459,7 +514,7 @@ describe('error mapping', () => {
     const ctx = mapWebLlmError(WEBLLM.context, { phase: 'chat', modelId: id });
     expect(ctx).toBeInstanceOf(ModelCallError);
     expect(ctx.message).toBe(
-      "The conversation does not fit Qwen2.5-0.5B-Instruct-q4f16_1-MLC's context window of 4096 tokens. Shorten the prompt (fewer documents or memory items) or lower max_tokens.",
+      "The conversation does not fit Qwen2.5-0.5B-Instruct-q4f16_1-MLC's context window of 8192 tokens. Shorten the prompt (fewer documents or memory items) or lower max_tokens.",
     );
     const oom = mapWebLlmError(new Error('out of memory'), { phase: 'chat', modelId: id });
     expect(oom).toBeInstanceOf(ModelCallError);
@@ -476,6 +531,48 @@ describe('error mapping', () => {
     const otherLoad = mapWebLlmError('weird', { phase: 'load', modelId: id });
     expect(otherLoad).toBeInstanceOf(ModelLoadError);
     expect(otherLoad.message).toMatch(/^Loading Qwen2\.5-0\.5B-Instruct-q4f16_1-MLC failed: weird\. Reload the page/);
+  });
+
+  it('says whom to blame: the network, the cache quota or the adapter', () => {
+    const id = 'Qwen2.5-1.5B-Instruct-q4f32_1-MLC';
+    expect(mapWebLlmError(WEBLLM.fetch, { phase: 'load', modelId: id }).data).toMatchObject({
+      category: 'network',
+      blame: 'network',
+    });
+    expect(mapWebLlmError(WEBLLM.quotaStore, { phase: 'load', modelId: id }).data).toMatchObject({
+      category: 'quota',
+      blame: 'storage',
+    });
+    expect(mapWebLlmError(WEBLLM.limits, { phase: 'load', modelId: id }).data.blame).toBe('adapter');
+    expect(mapWebLlmError(WEBLLM.f16, { phase: 'load', modelId: id }).data.blame).toBe('adapter');
+    expect(blameOf('out_of_memory')).toBe('adapter');
+    expect(blameOf('integrity')).toBe('network');
+    expect(blameOf('model_not_found')).toBe('model');
+    expect(blameOf('unknown')).toBe('other');
+  });
+
+  it('blames the adapter, not the network, when an f16 build fails on an adapter without shader-f16', () => {
+    // offline SwiftShader: the download fails first, but the build could never have run here
+    const id = 'SmolLM2-360M-Instruct-q4f16_1-MLC';
+    const e = mapWebLlmError(WEBLLM.fetch, { phase: 'load', modelId: id, adapterHasShaderF16: false });
+    expect(e).toBeInstanceOf(ModelLoadError);
+    expect(e.message).toBe(
+      'SmolLM2-360M-Instruct-q4f16_1-MLC needs the WebGPU shader-f16 feature, which this browser or GPU does not offer. Pick SmolLM2-360M-Instruct-q4f32_1-MLC instead (same model, f32 kernels).',
+    );
+    expect(e.data).toMatchObject({ category: 'shader_f16', blame: 'adapter', cause: 'TypeError: Failed to fetch' });
+    // the same failure of an f32 build, or on an adapter with shader-f16, is the network's
+    const f32 = 'SmolLM2-360M-Instruct-q4f32_1-MLC';
+    expect(mapWebLlmError(WEBLLM.fetch, { phase: 'load', modelId: f32, adapterHasShaderF16: false }).data.blame).toBe(
+      'network',
+    );
+    expect(mapWebLlmError(WEBLLM.fetch, { phase: 'load', modelId: id, adapterHasShaderF16: true }).data.blame).toBe(
+      'network',
+    );
+    // a custom f16 record (not in the catalog) is judged by its id
+    expect(
+      mapWebLlmError(WEBLLM.fetch, { phase: 'load', modelId: 'My-Model-q4f16_1-MLC', adapterHasShaderF16: false }).data
+        .category,
+    ).toBe('shader_f16');
   });
 
   it('passes SpadeErrors through and survives a worker boundary', () => {
@@ -592,6 +689,8 @@ class FakeLlmWorker implements LlmWorkerLike {
   terminated = false;
   kinds: string[] = [];
   requests: Record<string, unknown>[] = [];
+  /** The content of each reload message: {modelId: string[], chatOpts?: object[]}. */
+  reloads: unknown[] = [];
   private interrupted = false;
   private streams = new Map<string, { i: number; phase: 'tokens' | 'final' | 'usage' | 'end'; finish?: string }>();
   private silent = false;
@@ -623,6 +722,7 @@ class FakeLlmWorker implements LlmWorkerLike {
       case 'setLogLevel':
         return;
       case 'reload': {
+        this.reloads.push(msg.content);
         this.emit({
           kind: 'initProgressCallback',
           uuid: '',
@@ -756,7 +856,7 @@ describe('WebLlmChatModel over a fake worker', () => {
     const model = await WebLlmChatModel.load(MODEL, (p) => seen.push(p), undefined, { createWorker: () => worker });
     expect(model.backend).toBe('webllm');
     expect(model.model).toBe(MODEL);
-    expect(model.capabilities).toEqual({ streaming: true, logprobs: true, trainable: false, contextWindow: 4096 });
+    expect(model.capabilities).toEqual({ streaming: true, logprobs: true, trainable: false, contextWindow: 8192 });
     expect(seen.map((p) => p.stage)).toEqual(['fetching', 'fetching', 'done']);
     expect(seen[1]).toMatchObject({ percent: 50, bytesLoaded: 100 * MiB, bytesTotal: 200 * MiB });
     await model.unload();
@@ -903,6 +1003,67 @@ describe('WebLlmChatModel over a fake worker', () => {
     expect((err as Error).message).toMatch(/^WebLLM has no model called Nope-q4f16_1-MLC\./);
     expect(started).toBe(false);
   });
+
+  it('creates the engine with the catalog window (chatOpts.context_window_size) where it is larger', async () => {
+    const worker = new FakeLlmWorker();
+    const model = await WebLlmChatModel.load(MODEL, undefined, undefined, { createWorker: () => worker });
+    expect(worker.reloads).toEqual([{ modelId: [MODEL], chatOpts: [{ context_window_size: 8192 }] }]);
+    expect(model.capabilities.contextWindow).toBe(8192);
+    const small = new FakeLlmWorker();
+    const smol = await WebLlmChatModel.load('SmolLM2-360M-Instruct-q4f32_1-MLC', undefined, undefined, {
+      createWorker: () => small,
+    });
+    expect(small.reloads).toEqual([{ modelId: ['SmolLM2-360M-Instruct-q4f32_1-MLC'] }]); // the record's 4096
+    expect(smol.capabilities.contextWindow).toBe(4096);
+  });
+
+  it('refuses an f16 build before any download when the adapter lacks shader-f16', async () => {
+    let started = false;
+    const err = await WebLlmChatModel.load('Qwen2.5-0.5B-Instruct-q4f16_1-MLC', undefined, undefined, {
+      adapter: gpu({ shaderF16: false }),
+      createWorker: () => {
+        started = true;
+        return new FakeLlmWorker();
+      },
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ModelLoadError);
+    expect((err as ModelLoadError).message).toMatch(/Pick Qwen2\.5-0\.5B-Instruct-q4f32_1-MLC instead/);
+    expect((err as ModelLoadError).data.blame).toBe('adapter');
+    expect(started).toBe(false);
+  });
+
+  it('blames the adapter when an f16 load fails on an adapter without shader-f16 (custom record)', async () => {
+    const worker = new FakeLlmWorker({ reloadError: 'TypeError: Failed to fetch' });
+    const custom = {
+      model_id: 'My-Model-q4f16_1-MLC',
+      model: 'https://huggingface.co/me/My-Model-q4f16_1-MLC',
+      model_lib: 'https://example.com/lib.wasm',
+      vram_required_MB: 500,
+    };
+    const v = validateCustomModel(custom);
+    if (!v.ok) throw new Error(v.errors.join('; '));
+    const err = await WebLlmChatModel.load('My-Model-q4f16_1-MLC', undefined, undefined, {
+      adapter: gpu({ shaderF16: false }),
+      customModels: [v.value],
+      createWorker: () => worker,
+    }).catch((e: unknown) => e);
+    expect((err as ModelLoadError).data).toMatchObject({ category: 'shader_f16', blame: 'adapter' });
+  });
+
+  it('turns Qwen3 thinking off with extra_body and strips think blocks from replies', async () => {
+    const worker = new FakeLlmWorker({ tokens: ['<think>', 'draft \\boxed{wrong}', '</think>', '\n\n', 'Answer'] });
+    const model = await WebLlmChatModel.load('Qwen3-0.6B-q4f32_1-MLC', undefined, undefined, {
+      createWorker: () => worker,
+    });
+    const streamed: string[] = [];
+    const r = await model.chat(USER, { onToken: (d) => streamed.push(d) });
+    expect(r.text).toBe('Answer');
+    expect(streamed.join('')).toContain('<think>'); // the live view shows everything
+    expect(worker.requests[0]!.extra_body).toEqual({ enable_thinking: false });
+    model.thinking = 'on';
+    await model.chat(USER);
+    expect(worker.requests[1]!.extra_body).toBeUndefined();
+  });
 });
 
 describe('request building', () => {
@@ -929,6 +1090,14 @@ describe('request building', () => {
     expect(req.stop).toBeUndefined();
     expect(req.stream).toBe(false);
     expect(req.top_p).toBe(0.9);
+  });
+
+  it('asks only Qwen3 models not to think, and only when thinking is off', () => {
+    expect(buildChatRequest(USER, {}, 'Qwen3-0.6B-q4f16_1-MLC').extra_body).toEqual({ enable_thinking: false });
+    expect(buildChatRequest(USER, {}, 'Qwen3-0.6B-q4f16_1-MLC', 'on').extra_body).toBeUndefined();
+    // other templates would get an empty think block prefixed to the reply
+    expect(buildChatRequest(USER, {}, 'Qwen2.5-1.5B-Instruct-q4f16_1-MLC').extra_body).toBeUndefined();
+    expect(buildChatRequest(USER, {}, 'Llama-3.2-1B-Instruct-q4f16_1-MLC').extra_body).toBeUndefined();
   });
 
   it("passes tools to web-llm's function-calling models", () => {

@@ -43,6 +43,11 @@ export interface ChatResult {
   finishReason: FinishReason;
   usage: { promptTokens: number; completionTokens: number };
   logprobs?: TokenLogprob[];
+  /**
+   * Token-exact record of the call (the local backend): the prompt ids fed, the ids sampled and
+   * log π_old of each under the sampling policy. Training uses exactly these.
+   */
+  tokens?: { prompt: number[]; completion: number[]; logprobs: number[] };
   /** Wall time of the call, ms. */
   ms: number;
 }

@@ -1,9 +1,25 @@
 /**
  * The `openai` backend: any OpenAI-compatible chat-completions server (vLLM,
  * SGLang, llama.cpp server, Ollama, OpenAI itself) through the official SDK.
- * Streaming, bounded concurrency, and the SDK's retries with exponential backoff
- * on 408/409/429/5xx and timeouts. Works in Node (CLI) and in the browser (the
- * key then stays in that browser; the UI says so).
+ * Bounded concurrency, and the SDK's retries with exponential backoff on
+ * 408/409/429/5xx and timeouts. Works in Node (CLI) and in the browser (the key
+ * then stays in that browser; the UI says so).
+ *
+ * Every call streams from the server (onToken or not) and reads the reply itself, so every call is
+ * bounded the same way (ModelLimits): a total time-out, an idle time-out between streamed lines, and a
+ * cap on the reply's length (the rest is cut off with finishReason 'length' and the request aborted).
+ * The reply ends at the first chunk with a finish_reason (after a short grace for the usage chunk) or
+ * at `[DONE]`, whichever comes first; a stream left open after that is closed, not waited on. An error
+ * sent with HTTP 200 (an `error` object as the JSON body or as an SSE event) is a ModelCallError with
+ * the server's message, never an empty reply.
+ *
+ * Context window: probe() (called by the CLI and the app before a run, and lazily before the first
+ * call) reads `GET {baseURL}/models` and takes `max_model_len` (vLLM, SGLang) or `context_length` of
+ * the entry whose id is the model; a declared `contextWindow` caps it; with neither, 4096
+ * (DEFAULT_CONTEXT_WINDOW says why). Thinking: with `thinking: 'off'` every request carries
+ * `chat_template_kwargs: {enable_thinking: false}` (Qwen3's switch in vLLM, SGLang, llama.cpp server;
+ * other templates ignore it); a server that rejects the field gets requests without it from then on.
+ * Think blocks are stripped from every reply (thinking.ts).
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import { abortError, ModelCallError } from '../errors.ts';
@@ -15,11 +31,13 @@ import type {
   ChatResult,
   FinishReason,
   ModelCapabilities,
+  ModelLimits,
   TokenLogprob,
 } from './chat_model.ts';
-import { throwIfAborted } from './chat_model.ts';
+import { modelLimits, throwIfAborted } from './chat_model.ts';
+import { stripThinking, type Thinking } from './thinking.ts';
 
-export interface OpenAIConfig {
+export interface OpenAIConfig extends Partial<ModelLimits> {
   /** e.g. http://127.0.0.1:8000/v1 (vLLM), http://127.0.0.1:11434/v1 (Ollama) */
   baseURL: string;
   model: string;
@@ -28,10 +46,15 @@ export interface OpenAIConfig {
   maxConcurrency?: number;
   /** Retries on 408/409/429/5xx and timeouts, with exponential backoff (default 3). */
   maxRetries?: number;
-  /** Per-request timeout, ms (default 120 s: long designer replies on a slow server). */
+  /** Per-attempt wait for the reply's headers, ms (default 120 s: a slow server's queue). */
   timeoutMs?: number;
-  /** Declared context window (servers do not report it; default 8192). */
+  /**
+   * Declared context window: used when the server does not report one (llama.cpp, Ollama), and a cap
+   * on the one it reports. Default DEFAULT_CONTEXT_WINDOW.
+   */
   contextWindow?: number;
+  /** 'off' (default) sends chat_template_kwargs {enable_thinking: false}; 'on' sends nothing. */
+  thinking?: Thinking;
   /** Whether the server returns log-probs (vLLM and OpenAI do; llama.cpp and Ollama vary). */
   logprobs?: boolean;
   fetch?: typeof fetch;
@@ -45,10 +68,60 @@ const FINISH: Record<string, FinishReason> = {
   content_filter: 'stop',
 };
 
+/** After the finish_reason chunk, wait at most this long for the usage chunk or [DONE]: servers send both at once. */
+const FINISH_GRACE_MS = 1000;
+/** A line (or a non-streamed JSON body) may hold this many characters per reply character (escapes, log-probs) ... */
+const LINE_CHARS_PER_REPLY_CHAR = 8;
+/** ... plus this much (the JSON around one chunk). */
+const LINE_SLACK_CHARS = 1 << 20;
+
+/** One chat.completion.chunk (or a whole chat.completion when a server does not stream), as far as we read it. */
+interface WireChoice {
+  delta?: { content?: string | null };
+  message?: { content?: string | null };
+  finish_reason?: string | null;
+  logprobs?: { content?: { token: string; logprob: number }[] | null } | null;
+}
+interface WireChunk {
+  choices?: WireChoice[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+  error?: unknown;
+}
+
+/**
+ * The window assumed when the server reports none and none is declared: 4096 tokens. Declaring too
+ * much is the costly mistake (vLLM rejects the call with HTTP 400; llama.cpp and Ollama silently cut
+ * the prompt's start, i.e. the contract), declaring too little only shortens prompts and replies. 4096
+ * is the window of every WebLLM record and llama.cpp server's default `-c`, and the loop's prompts
+ * are fitted to it (docs/models.md, "Small models").
+ */
+export const DEFAULT_CONTEXT_WINDOW = 4096;
+/** GET /models is a listing: a server that takes longer than this has no answer worth waiting for. */
+const PROBE_TIMEOUT_MS = 10_000;
+
+/** Where the context window came from. */
+export type WindowSource = 'server' | 'setting' | 'default';
+
+/** The served window of `model` in a GET /models reply (vLLM, SGLang: max_model_len; others: context_length). */
+export function windowFromModelList(list: unknown, model: string): number | null {
+  const data = (list as { data?: unknown } | null)?.data;
+  if (!Array.isArray(data)) return null;
+  const entry = data.find((e) => (e as { id?: unknown } | null)?.id === model) as Record<string, unknown> | undefined;
+  for (const key of ['max_model_len', 'context_length']) {
+    const v = entry?.[key];
+    if (typeof v === 'number' && Number.isInteger(v) && v > 0) return v;
+  }
+  return null;
+}
+
+/** Why a call was stopped from our side. */
+type StopCause = 'total' | 'idle' | 'grace' | 'capped' | null;
+
 export class OpenAIChatModel implements ChatModel {
   readonly backend = 'openai';
   readonly model: string;
   readonly capabilities: ModelCapabilities;
+  readonly limits: ModelLimits;
   private readonly client: OpenAI;
   private readonly limiter: Limiter;
 
@@ -65,7 +138,13 @@ export class OpenAIChatModel implements ChatModel {
       streaming: true,
       logprobs: config.logprobs ?? false,
       trainable: false,
-      contextWindow: config.contextWindow ?? 8192,
+      contextWindow: config.contextWindow ?? DEFAULT_CONTEXT_WINDOW,
+    };
+    const d = modelLimits();
+    this.limits = {
+      callTimeoutMs: config.callTimeoutMs ?? d.callTimeoutMs,
+      idleTimeoutMs: config.idleTimeoutMs ?? d.idleTimeoutMs,
+      maxReplyChars: config.maxReplyChars ?? d.maxReplyChars,
     };
     this.client = new OpenAI({
       baseURL: config.baseURL.replace(/\/+$/, ''),
@@ -78,8 +157,50 @@ export class OpenAIChatModel implements ChatModel {
     this.limiter = new Limiter(Math.max(1, config.maxConcurrency ?? 4));
   }
 
+  /** Where capabilities.contextWindow came from (after probe(): 'server' when the server reported it). */
+  windowSource: WindowSource = 'default';
+  private probing: Promise<number> | null = null;
+  /** The server answered 400/422 naming chat_template_kwargs: stop sending it. */
+  private kwargsRefused = false;
+
+  /**
+   * Learn the context window from GET {baseURL}/models (once; later calls share the answer). Never
+   * throws: an unreachable server or one without the endpoint leaves the declared or default window.
+   */
+  probe(): Promise<number> {
+    this.probing ??= (async () => {
+      const declared = this.config.contextWindow;
+      let served: number | null = null;
+      try {
+        const page = await this.client.models.list({ timeout: PROBE_TIMEOUT_MS, maxRetries: 0 });
+        served = windowFromModelList({ data: page.data }, this.model);
+      } catch {
+        // no /models (or not reachable yet): keep the declared window; the chat call will say what is wrong
+      }
+      const window = served !== null ? Math.min(served, declared ?? served) : (declared ?? DEFAULT_CONTEXT_WINDOW);
+      this.windowSource = served !== null ? 'server' : declared !== undefined ? 'setting' : 'default';
+      this.capabilities.contextWindow = window;
+      return window;
+    })();
+    return this.probing;
+  }
+
   chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
-    return this.limiter.run(() => this.call(messages, options));
+    return this.limiter.run(async () => {
+      await this.probe();
+      const kwargs = this.sendsKwargs();
+      try {
+        return await this.call(messages, options);
+      } catch (err) {
+        if (!kwargs || !refusesKwargs(err)) throw err;
+        this.kwargsRefused = true;
+        return this.call(messages, options);
+      }
+    });
+  }
+
+  private sendsKwargs(): boolean {
+    return (this.config.thinking ?? 'off') === 'off' && !this.kwargsRefused;
   }
 
   private async call(messages: ChatMessage[], o: ChatOptions): Promise<ChatResult> {
@@ -96,55 +217,195 @@ export class OpenAIChatModel implements ChatModel {
       ...(o.seed !== undefined ? { seed: o.seed } : {}),
       ...(o.tools?.length ? { tools: o.tools as OpenAI.Chat.Completions.ChatCompletionTool[] } : {}),
       ...(wantLogprobs ? { logprobs: true } : {}),
+      stream: true as const,
+      stream_options: { include_usage: true },
+      // not in the SDK's types; it sends extra fields as they are
+      ...(this.sendsKwargs() ? { chat_template_kwargs: { enable_thinking: false } } : {}),
+    };
+    // One controller per call: the caller's signal, both timers and the end of the reply all abort it,
+    // which cancels the request (or the retry wait) and closes the connection.
+    const ac = new AbortController();
+    let cause: StopCause = null;
+    const stop = (why: Exclude<StopCause, null>) => {
+      cause ??= why;
+      ac.abort();
+    };
+    const onCallerAbort = () => ac.abort(o.signal?.reason);
+    o.signal?.addEventListener('abort', onCallerAbort, { once: true });
+    const total = setTimeout(() => stop('total'), this.limits.callTimeoutMs);
+    let idle: ReturnType<typeof setTimeout> | undefined;
+    const touch = (ms = this.limits.idleTimeoutMs, why: 'idle' | 'grace' = 'idle') => {
+      clearTimeout(idle);
+      idle = setTimeout(() => stop(why), ms);
     };
     try {
-      if (o.onToken) {
-        const stream = await this.client.chat.completions.create(
-          { ...body, stream: true, stream_options: { include_usage: true } },
-          { signal: o.signal },
-        );
-        let text = '';
-        let finish: FinishReason = 'stop';
-        let usage = { promptTokens: 0, completionTokens: 0 };
-        const logprobs: TokenLogprob[] = [];
-        for await (const chunk of stream) {
-          const choice = chunk.choices?.[0];
-          const delta = choice?.delta?.content ?? '';
-          if (delta) {
-            text += delta;
-            o.onToken(delta);
-          }
-          if (choice?.finish_reason) finish = FINISH[choice.finish_reason] ?? 'stop';
-          for (const lp of choice?.logprobs?.content ?? []) logprobs.push({ token: lp.token, logprob: lp.logprob });
-          if (chunk.usage)
-            usage = { promptTokens: chunk.usage.prompt_tokens, completionTokens: chunk.usage.completion_tokens };
-        }
-        return { text, finishReason: finish, usage, ...(wantLogprobs ? { logprobs } : {}), ms: performance.now() - t0 };
-      }
-      const r = await this.client.chat.completions.create({ ...body, stream: false }, { signal: o.signal });
-      const choice = r.choices?.[0];
-      if (!choice) throw new ModelCallError(`The server at ${this.config.baseURL} returned no choices.`);
-      return {
-        text: choice.message?.content ?? '',
-        finishReason: FINISH[choice.finish_reason ?? 'stop'] ?? 'stop',
-        usage: { promptTokens: r.usage?.prompt_tokens ?? 0, completionTokens: r.usage?.completion_tokens ?? 0 },
-        ...(wantLogprobs
-          ? { logprobs: (choice.logprobs?.content ?? []).map((lp) => ({ token: lp.token, logprob: lp.logprob })) }
-          : {}),
-        ms: performance.now() - t0,
-      };
+      // The wait for headers is the SDK's (timeoutMs per attempt, with retries); idle counts from them.
+      const response = await this.client.chat.completions.create(body, { signal: ac.signal }).asResponse();
+      touch();
+      const reader = new ReplyReader(response, ac.signal, this.limits.maxReplyChars, () => cause);
+      const isJson = (response.headers.get('content-type') ?? '').includes('application/json');
+      const r = isJson
+        ? this.fromJson(await reader.all(touch), o, wantLogprobs)
+        : await this.fromStream(reader, o, wantLogprobs, touch, stop);
+      return { ...r, text: stripThinking(r.text), ms: performance.now() - t0 };
     } catch (err) {
-      throw this.mapError(err, o.signal);
+      throw this.mapError(err, o.signal, cause);
+    } finally {
+      clearTimeout(total);
+      clearTimeout(idle);
+      o.signal?.removeEventListener('abort', onCallerAbort);
+      if (!ac.signal.aborted) ac.abort(); // closes a stream the server left open
     }
   }
 
-  private mapError(err: unknown, signal?: AbortSignal): Error {
-    if (err instanceof APIUserAbortError || signal?.aborted) return abortError(signal, 'The model call was cancelled.');
+  /** Read SSE events until the reply ends, the cap is reached or the stream closes. */
+  private async fromStream(
+    reader: ReplyReader,
+    o: ChatOptions,
+    wantLogprobs: boolean,
+    touch: (ms?: number, why?: 'idle' | 'grace') => void,
+    stop: (why: 'capped') => void,
+  ): Promise<Omit<ChatResult, 'ms'>> {
+    const max = this.limits.maxReplyChars;
+    let text = '';
+    let finish: FinishReason | null = null;
+    let usage: ChatResult['usage'] | null = null;
+    let pieces = 0;
+    const logprobs: TokenLogprob[] = [];
+    let data: string[] = [];
+    let event = '';
+    const result = (): Omit<ChatResult, 'ms'> => ({
+      text,
+      finishReason: finish ?? 'stop',
+      // Without a usage chunk, one streamed piece ≈ one token.
+      usage: usage ?? { promptTokens: 0, completionTokens: pieces },
+      ...(wantLogprobs ? { logprobs } : {}),
+    });
+    // Returns true when the reply is over.
+    const dispatch = (): boolean => {
+      const payload = data.join('\n');
+      const type = event;
+      data = [];
+      event = '';
+      if (!payload) return false;
+      if (payload === '[DONE]') return true;
+      const chunk = this.parseJson(payload);
+      if (type === 'error' || (chunk.error !== undefined && chunk.error !== null))
+        throw this.serverError(chunk.error ?? chunk);
+      const choice = chunk.choices?.[0];
+      const delta = choice?.delta?.content ?? '';
+      if (delta && finish === null) {
+        pieces++;
+        const room = max - text.length;
+        const piece = delta.length > room ? delta.slice(0, room) : delta;
+        text += piece;
+        if (piece) o.onToken?.(piece);
+        if (delta.length > room) {
+          finish = 'length';
+          stop('capped');
+          return true;
+        }
+      }
+      for (const lp of choice?.logprobs?.content ?? []) logprobs.push({ token: lp.token, logprob: lp.logprob });
+      if (chunk.usage)
+        usage = { promptTokens: chunk.usage.prompt_tokens ?? 0, completionTokens: chunk.usage.completion_tokens ?? 0 };
+      if (choice?.finish_reason && finish === null) {
+        finish = FINISH[choice.finish_reason] ?? 'stop';
+        touch(Math.min(FINISH_GRACE_MS, this.limits.idleTimeoutMs), 'grace');
+      }
+      return finish !== null && usage !== null;
+    };
+    for (;;) {
+      const line = await reader.line();
+      if (line === null) break; // the server closed the stream (or the grace after finish_reason ran out)
+      if (finish === null) touch();
+      if (line === '') {
+        if (dispatch()) break;
+      } else if (line.startsWith('data:')) data.push(line.slice(line.charCodeAt(5) === 32 ? 6 : 5));
+      else if (line.startsWith('event:')) event = line.slice(6).trim();
+      // comments (":") and other fields (id:, retry:) are ignored
+    }
+    if (finish === null && data.length) dispatch(); // a last event without its blank line
+    return result();
+  }
+
+  /** A whole JSON body: a server that ignored stream: true, or an error sent with HTTP 200. */
+  private fromJson(raw: string, o: ChatOptions, wantLogprobs: boolean): Omit<ChatResult, 'ms'> {
+    const r = this.parseJson(raw);
+    if (r.error !== undefined && r.error !== null) throw this.serverError(r.error);
+    const choice = r.choices?.[0];
+    if (!choice)
+      throw new ModelCallError(`The server at ${this.config.baseURL} returned no choices.`, { kind: 'bad_reply' });
+    let text = choice.message?.content ?? '';
+    let finish = FINISH[choice.finish_reason ?? 'stop'] ?? 'stop';
+    if (text.length > this.limits.maxReplyChars) {
+      text = text.slice(0, this.limits.maxReplyChars);
+      finish = 'length';
+    }
+    if (text) o.onToken?.(text);
+    return {
+      text,
+      finishReason: finish,
+      usage: { promptTokens: r.usage?.prompt_tokens ?? 0, completionTokens: r.usage?.completion_tokens ?? 0 },
+      ...(wantLogprobs
+        ? { logprobs: (choice.logprobs?.content ?? []).map((lp) => ({ token: lp.token, logprob: lp.logprob })) }
+        : {}),
+    };
+  }
+
+  private parseJson(raw: string): WireChunk {
+    let v: unknown;
+    try {
+      v = JSON.parse(raw);
+    } catch {
+      throw new ModelCallError(
+        `The server at ${this.config.baseURL} sent a reply that is not JSON: ${JSON.stringify(raw.slice(0, 200))}. Is the URL an OpenAI-compatible /v1 endpoint?`,
+        { kind: 'bad_reply' },
+      );
+    }
+    if (typeof v !== 'object' || v === null || Array.isArray(v))
+      throw new ModelCallError(
+        `The server at ${this.config.baseURL} sent ${JSON.stringify(raw.slice(0, 200))}, not a chat completion.`,
+        {
+          kind: 'bad_reply',
+        },
+      );
+    return v as WireChunk;
+  }
+
+  private serverError(error: unknown): ModelCallError {
+    const e = error as { message?: unknown; code?: unknown; type?: unknown } | string | null;
+    const message =
+      typeof e === 'string'
+        ? e
+        : typeof e?.message === 'string'
+          ? e.message
+          : JSON.stringify(error ?? null).slice(0, 300);
+    return new ModelCallError(
+      `The server at ${this.config.baseURL} answered with an error: ${message.slice(0, 500)}. See the server's logs; check the model name "${this.model}" and the request's size.`,
+      { kind: 'server', status: 200, serverMessage: message.slice(0, 2000) },
+    );
+  }
+
+  private mapError(err: unknown, signal: AbortSignal | undefined, cause: StopCause): Error {
     const where = this.config.baseURL;
+    if (cause === 'total') {
+      return new ModelCallError(
+        `The call to ${where} did not finish within ${this.limits.callTimeoutMs / 1000} s (modelCallTimeoutS), so it was stopped. Raise modelCallTimeoutS for long replies, or lower max_tokens.`,
+        { kind: 'timeout', timeout: 'total' },
+      );
+    }
+    if (cause === 'idle') {
+      return new ModelCallError(
+        `The server at ${where} sent nothing for ${this.limits.idleTimeoutMs / 1000} s (modelIdleTimeoutS) in the middle of a reply, so the call was stopped. Is it overloaded or stuck? Raise modelIdleTimeoutS for a slow server.`,
+        { kind: 'timeout', timeout: 'idle' },
+      );
+    }
+    if (err instanceof APIUserAbortError || signal?.aborted) return abortError(signal, 'The model call was cancelled.');
     if (err instanceof APIConnectionTimeoutError) {
       return new ModelCallError(
         `The server at ${where} did not answer within ${(this.config.timeoutMs ?? 120_000) / 1000} s (after retries). Is it overloaded? Try a smaller max_tokens or a longer timeout.`,
-        { kind: 'timeout' },
+        { kind: 'timeout', timeout: 'headers' },
       );
     }
     if (err instanceof APIConnectionError) {
@@ -171,6 +432,128 @@ export class OpenAIChatModel implements ChatModel {
       });
     }
     if (err instanceof ModelCallError) return err;
-    return new ModelCallError(`The call to ${where} failed: ${(err as Error)?.message ?? String(err)}`);
+    return new ModelCallError(`The call to ${where} failed: ${(err as Error)?.message ?? String(err)}`, {
+      kind: 'connection',
+    });
+  }
+}
+
+/** A 400/422 whose message names chat_template_kwargs: a server (or hosted API) that does not take the field. */
+function refusesKwargs(err: unknown): boolean {
+  const status = (err as ModelCallError | null)?.data?.status;
+  return (
+    err instanceof ModelCallError &&
+    (status === 400 || status === 422) &&
+    /chat_template_kwargs/.test(`${err.message} ${String(err.data.serverMessage ?? '')}`)
+  );
+}
+
+/**
+ * Reads a response body as text lines, bounded: a read ends as soon as `signal` aborts (even if the
+ * underlying fetch ignores it), and a line longer than the cap is an error, not a 10 MB buffer.
+ * Lines are found with indexOf from where the last search stopped, so reading is linear in the body.
+ */
+class ReplyReader {
+  private readonly reader: ReadableStreamDefaultReader<Uint8Array> | null;
+  private readonly decoder = new TextDecoder();
+  private readonly aborted: Promise<null>;
+  /** The last piece read, and where the next line in it starts. */
+  private buf = '';
+  private pos = 0;
+  /** The start of a line that spans pieces. */
+  private partial: string[] = [];
+  private partialChars = 0;
+  private ended = false;
+  private readonly maxLine: number;
+
+  constructor(
+    response: Response,
+    private readonly signal: AbortSignal,
+    maxReplyChars: number,
+    private readonly cause: () => StopCause,
+  ) {
+    this.reader = response.body?.getReader() ?? null;
+    this.maxLine = maxReplyChars * LINE_CHARS_PER_REPLY_CHAR + LINE_SLACK_CHARS;
+    this.aborted = new Promise<null>((resolve) => {
+      if (signal.aborted) resolve(null);
+      else signal.addEventListener('abort', () => resolve(null), { once: true });
+    });
+    signal.addEventListener('abort', () => void this.reader?.cancel().catch(() => undefined), { once: true });
+  }
+
+  /** The next piece of the body; null at its end or once the call is stopped. */
+  private async chunk(): Promise<string | null> {
+    if (this.ended || !this.reader) return null;
+    const r = await Promise.race([this.reader.read(), this.aborted]);
+    if (r === null || this.signal.aborted) return this.end();
+    if (r.done) {
+      this.ended = true;
+      return this.decoder.decode();
+    }
+    return this.decoder.decode(r.value, { stream: true });
+  }
+
+  private end(): null {
+    this.ended = true;
+    const c = this.cause();
+    if (c === 'grace' || c === 'capped') return null; // our own end of the reply
+    throw abortError(this.signal, 'The model call was stopped.'); // time-outs and the caller's abort: mapped by the caller
+  }
+
+  /** The next line without its line break ("\n" or "\r\n"), or null at the end of the body. */
+  async line(): Promise<string | null> {
+    for (;;) {
+      const nl = this.buf.indexOf('\n', this.pos);
+      if (nl >= 0) {
+        const head = this.partial.length ? this.partial.join('') : '';
+        this.partial = [];
+        this.partialChars = 0;
+        const whole = head + this.buf.slice(this.pos, nl);
+        this.pos = nl + 1;
+        return whole.endsWith('\r') ? whole.slice(0, -1) : whole;
+      }
+      // No line break in what is left: keep it aside (no re-scan) and read on.
+      if (this.pos < this.buf.length) {
+        const rest = this.buf.slice(this.pos);
+        this.partial.push(rest);
+        this.partialChars += rest.length;
+        if (this.partialChars > this.maxLine) this.tooLong();
+      }
+      this.buf = '';
+      this.pos = 0;
+      const more = await this.chunk();
+      if (more === null || (this.ended && more === '')) {
+        if (!this.partialChars) return null;
+        const last = this.partial.join('');
+        this.partial = [];
+        this.partialChars = 0;
+        return last;
+      }
+      this.buf = more;
+    }
+  }
+
+  /** The whole body (a JSON reply), resetting the idle timer on each piece. */
+  async all(touch: () => void): Promise<string> {
+    const parts: string[] = [];
+    let n = 0;
+    for (;;) {
+      const more = await this.chunk();
+      if (more === null) break;
+      touch();
+      parts.push(more);
+      n += more.length;
+      if (n > this.maxLine) this.tooLong();
+      if (this.ended) break;
+    }
+    return parts.join('');
+  }
+
+  private tooLong(): never {
+    void this.reader?.cancel().catch(() => undefined);
+    throw new ModelCallError(
+      `The server sent over ${this.maxLine} characters without a line break (or as one JSON reply); the reply was dropped. Raise maxReplyChars if replies this long are expected.`,
+      { kind: 'too_large' },
+    );
   }
 }

@@ -8,6 +8,7 @@ import type { Setting } from '../config.ts';
 import type { EnvRunner } from '../env/checker.ts';
 import { extractBoxed } from '../env/contract.ts';
 import { fitConversation } from '../llm/budget.ts';
+import { extendTrace, type TokenTrace } from '../train/grpo.ts';
 import { roleOptions, type ChatMessage, type ChatModel } from '../llm/chat_model.ts';
 import { episodeReturn } from './estimators.ts';
 import { agentSystemPrompt, HINT_PREFIX } from './prompts.ts';
@@ -37,6 +38,12 @@ export interface Episode {
   maxPromptTokens?: number;
   /** Earlier turns left out of the prompt to fit the context window (at the last call). */
   droppedTurns?: number;
+  /**
+   * The episode as one token sequence with the agent's own tokens marked, when the backend
+   * records tokens (the local engine); null when a turn's prompt did not extend the previous
+   * ids (e.g. old turns were dropped to fit the window): such an episode is not trained.
+   */
+  trace?: TokenTrace | null;
 }
 
 /** The fewest reply tokens an agent turn is sent with (a short command fits in 32). */
@@ -141,6 +148,7 @@ export async function playEpisode(s: EpisodeSpec): Promise<Episode> {
       return ep;
     }
     ep.tokens += reply.usage.completionTokens || Math.ceil(reply.text.length / 4);
+    if (reply.tokens && ep.trace !== null) ep.trace = extendTrace(ep.trace ?? null, reply.tokens);
     let r;
     try {
       r = await s.runner.step(s.envId, reply.text);

@@ -9,6 +9,7 @@
 import type { Config } from '../config.ts';
 import { StorageError } from '../errors.ts';
 import type { CallBudget } from '../llm/budget.ts';
+import type { SampledTokens } from '../train/grpo.ts';
 import type { Store } from '../store.ts';
 import type { Episode } from './agent.ts';
 import type { Memory } from './memory.ts';
@@ -29,6 +30,8 @@ export interface Attempt {
   failures: string[];
   /** Findings of the strict checks that did not fail the design under `checks: paper`. */
   soft?: string[];
+  /** The reply's ids and sampling log-probs (local backend; kept for the first attempt, which trains). */
+  tokens?: SampledTokens;
 }
 
 /** Why a task ended early: a model call (design, validate, hint, play) or the checker failed. */

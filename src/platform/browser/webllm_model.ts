@@ -8,8 +8,16 @@
  * Loading can be cancelled (the worker is terminated, which frees its GPU memory); a chat call's
  * AbortSignal interrupts generation and the call returns the text so far with finishReason 'abort'.
  * A GPU device lost at any time fails the call in flight, and every later call, with DeviceLostError.
- * The pure half (catalog, feasibility, custom records, error mapping, progress) is
- * src/core/llm/webllm_catalog.ts.
+ * Each call is bounded by `limits` (ModelLimits, from the run's config): past the total time-out, or
+ * the idle time-out between streamed chunks, generation is interrupted and the call fails with a
+ * ModelCallError (data.kind 'timeout'); a reply reaching maxReplyChars is interrupted and returned cut
+ * off, with finishReason 'length'.
+ * The pure half (catalog, feasibility, custom records, error mapping, progress, the worker's
+ * side-channel message) is src/core/llm/webllm/, one module each.
+ * Context window: catalog models are loaded with the catalog's window (chatOpts.context_window_size,
+ * 8192 for Qwen2.5/Qwen3/Llama 3.2), which capabilities.contextWindow reports. Thinking: with
+ * `thinking` 'off' (config.thinking, the default) Qwen3 requests carry web-llm's
+ * `extra_body: {enable_thinking: false}`; think blocks are stripped from every reply.
  */
 import {
   CreateWebWorkerMLCEngine,
@@ -25,12 +33,14 @@ import {
   type ChatCompletionRequestBase,
   type ChatCompletionTokenLogprob,
   type ChatCompletionTool,
+  type ChatOptions as WebLlmChatOptions,
   type CompletionUsage,
   type LogLevel,
   type ModelRecord,
   type WebWorkerMLCEngine,
 } from '@mlc-ai/web-llm';
 import {
+  modelLimits,
   throwIfAborted,
   type ChatMessage,
   type ChatModel,
@@ -38,19 +48,17 @@ import {
   type ChatResult,
   type FinishReason,
   type ModelCapabilities,
+  type ModelLimits,
   type TokenLogprob,
 } from '../../core/llm/chat_model.ts';
-import {
-  customToModelRecord,
-  findCatalogEntry,
-  formatDownloadProgress,
-  isDeviceLostMessage,
-  mapWebLlmError,
-  WEBLLM_CATALOG,
-  type CustomModelRecord,
-  type DownloadProgress,
-} from '../../core/llm/webllm_catalog.ts';
-import { abortError, DeviceLostError, SpadeError, StorageError } from '../../core/errors.ts';
+import { isQwen3, stripThinking, type Thinking } from '../../core/llm/thinking.ts';
+import { findCatalogEntry, WEBLLM_CATALOG } from '../../core/llm/webllm/catalog.ts';
+import type { GpuReportLike } from '../../core/llm/webllm/feasibility.ts';
+import { customToModelRecord, type CustomModelRecord } from '../../core/llm/webllm/custom_records.ts';
+import { mapWebLlmError } from '../../core/llm/webllm/errors.ts';
+import { formatDownloadProgress, type DownloadProgress } from '../../core/llm/webllm/progress.ts';
+import { isDeviceLostMessage } from '../../core/llm/webllm/side_channel.ts';
+import { abortError, DeviceLostError, ModelCallError, SpadeError, StorageError } from '../../core/errors.ts';
 
 /** What the backend needs of a Worker (a real one fits; tests pass a fake that speaks web-llm's protocol). */
 export interface LlmWorkerLike {
@@ -67,10 +75,17 @@ export interface WebLlmLoadOptions {
   createWorker?: () => LlmWorkerLike;
   /** web-llm's log level in both threads; default 'WARN'. */
   logLevel?: LogLevel;
+  /**
+   * This adapter (the app's GPU report): an f16 build is refused before any download when it lacks
+   * shader-f16, and a failed load is blamed on it where it is the cause.
+   */
+  adapter?: GpuReportLike;
 }
 
 /** Re-send interruptGenerate this often until the call ends: one sent before web-llm starts decoding is reset by it. */
 const INTERRUPT_RETRY_MS = 250;
+/** After a time-out interrupts generation, how long to wait for web-llm to stop before failing the call anyway. */
+const TIMEOUT_GRACE_MS = 5000;
 /** How long unload() waits for web-llm to free the GPU before terminating the worker anyway. */
 const UNLOAD_GRACE_MS = 3000;
 
@@ -93,6 +108,12 @@ export function buildAppConfig(customModels: CustomModelRecord[] = []): AppConfi
 
 function contextWindowOf(record: ModelRecord): number {
   return findCatalogEntry(record.model_id)?.contextWindow ?? record.overrides?.context_window_size ?? 4096;
+}
+
+/** web-llm chatOpts for a record: the catalog's larger window where it differs from the record's. */
+export function chatOptsFor(record: ModelRecord): WebLlmChatOptions | undefined {
+  const window = contextWindowOf(record);
+  return window !== record.overrides?.context_window_size ? { context_window_size: window } : undefined;
 }
 
 /**
@@ -189,6 +210,7 @@ export function buildChatRequest(
   messages: ChatMessage[],
   options: ChatOptions,
   modelId: string,
+  thinking: Thinking = 'off',
 ): ChatCompletionRequestBase {
   const stream = Boolean(options.onToken) && !options.logprobs;
   const req: ChatCompletionRequestBase = { messages: messages.map(toWebLlmMessage), stream };
@@ -202,6 +224,8 @@ export function buildChatRequest(
   if (options.tools && options.tools.length > 0 && functionCallingModelIds.includes(modelId)) {
     req.tools = options.tools as ChatCompletionTool[];
   }
+  // web-llm's switch; only Qwen3's template knows it (elsewhere it would prefix the reply with an empty block)
+  if (thinking === 'off' && isQwen3(modelId)) req.extra_body = { enable_thinking: false };
   return req;
 }
 
@@ -233,9 +257,20 @@ function usageOf(u: CompletionUsage | undefined): ChatResult['usage'] {
   return { promptTokens: u?.prompt_tokens ?? 0, completionTokens: u?.completion_tokens ?? 0 };
 }
 
+/** What a call's reader needs of its bounds: restart the idle timer, the cap, and how to stop generation. */
+interface ReplyBounds {
+  touch: () => void;
+  maxChars: number;
+  interrupt: () => void;
+}
+
 export class WebLlmChatModel implements ChatModel {
   readonly backend = 'webllm';
   readonly capabilities: ModelCapabilities;
+  /** Bounds on each call (config: modelCallTimeoutS, modelIdleTimeoutS, maxReplyChars); set per run. */
+  limits: ModelLimits = modelLimits();
+  /** config.thinking; set per run like `limits`. */
+  thinking: Thinking = 'off';
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
 
@@ -269,14 +304,27 @@ export class WebLlmChatModel implements ChatModel {
         modelId,
       });
     }
+    const adapterHasShaderF16 = options.adapter?.features.shaderF16;
+    if (adapterHasShaderF16 === false && (findCatalogEntry(modelId)?.needsShaderF16 ?? false)) {
+      throw mapWebLlmError('ShaderF16SupportError: the adapter lacks shader-f16.', {
+        phase: 'load',
+        modelId,
+        adapterHasShaderF16,
+      });
+    }
     const worker = (options.createWorker ?? createLlmWorker)();
     const channel = new WorkerChannel(worker, modelId, 'load');
     const startedAt = Date.now();
-    const enginePromise = CreateWebWorkerMLCEngine(channel.port, modelId, {
-      appConfig,
-      logLevel: options.logLevel ?? 'WARN',
-      initProgressCallback: (report) => onProgress?.(formatDownloadProgress(report, startedAt, Date.now())),
-    });
+    const enginePromise = CreateWebWorkerMLCEngine(
+      channel.port,
+      modelId,
+      {
+        appConfig,
+        logLevel: options.logLevel ?? 'WARN',
+        initProgressCallback: (report) => onProgress?.(formatDownloadProgress(report, startedAt, Date.now())),
+      },
+      chatOptsFor(record),
+    );
     enginePromise.catch(() => {}); // lost races are settled below
     let onAbort = () => {};
     const aborted = new Promise<never>((_, reject) => {
@@ -291,7 +339,7 @@ export class WebLlmChatModel implements ChatModel {
     } catch (err) {
       worker.terminate();
       if (signal?.aborted) throw abortError(signal);
-      throw mapWebLlmError(err, { phase: 'load', modelId });
+      throw mapWebLlmError(err, { phase: 'load', modelId, adapterHasShaderF16 });
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
@@ -336,23 +384,63 @@ export class WebLlmChatModel implements ChatModel {
       throw mapWebLlmError('ModelNotLoadedError: the model was unloaded.', { phase: 'chat', modelId: this.model });
     }
     const t0 = performance.now();
-    const request = buildChatRequest(messages, options, this.model);
+    const request = buildChatRequest(messages, options, this.model, this.thinking);
     let retry: ReturnType<typeof setInterval> | undefined;
     const interrupt = () => {
       this.engine.interruptGenerate();
       retry ??= setInterval(() => this.engine.interruptGenerate(), INTERRUPT_RETRY_MS);
     };
     signal?.addEventListener('abort', interrupt, { once: true });
+    const limits = this.limits;
+    let timedOut: 'total' | 'idle' | null = null;
+    let giveUp: ReturnType<typeof setTimeout> | undefined;
+    let idle: ReturnType<typeof setTimeout> | undefined;
+    let total: ReturnType<typeof setTimeout> | undefined;
+    let touch = () => {};
+    const timeoutError = () =>
+      timedOut === 'total'
+        ? new ModelCallError(
+            `${this.model} did not finish within ${limits.callTimeoutMs / 1000} s (modelCallTimeoutS), so generation was stopped. Raise modelCallTimeoutS, lower max_tokens, or load a smaller model.`,
+            { kind: 'timeout', timeout: 'total' },
+          )
+        : new ModelCallError(
+            `${this.model} produced nothing for ${limits.idleTimeoutMs / 1000} s (modelIdleTimeoutS), so generation was stopped. The GPU may be overloaded; raise modelIdleTimeoutS or load a smaller model.`,
+            { kind: 'timeout', timeout: 'idle' },
+          );
+    // Interrupt, then wait for web-llm to wind down (so the next queued call does not overlap), but not forever.
+    const stuck = new Promise<never>((_, reject) => {
+      const onTimeout = (kind: 'total' | 'idle') => {
+        if (timedOut) return;
+        timedOut = kind;
+        interrupt();
+        giveUp = setTimeout(() => reject(timeoutError()), TIMEOUT_GRACE_MS);
+      };
+      total = setTimeout(() => onTimeout('total'), limits.callTimeoutMs);
+      touch = () => {
+        clearTimeout(idle);
+        idle = setTimeout(() => onTimeout('idle'), limits.idleTimeoutMs);
+      };
+    });
+    stuck.catch(() => {});
+    const bounds: ReplyBounds = { touch: () => touch(), maxChars: limits.maxReplyChars, interrupt };
     try {
-      const work = request.stream ? this.streamed(request, onToken, signal) : this.unstreamed(request, onToken, signal);
+      if (request.stream) bounds.touch(); // unstreamed calls show no progress: only the total time-out applies
+      const work = request.stream
+        ? this.streamed(request, onToken, signal, bounds)
+        : this.unstreamed(request, onToken, signal, bounds);
       work.catch(() => {});
-      const out = await Promise.race([work, this.channel.failure]);
-      return { ...out, ms: performance.now() - t0 };
+      const out = await Promise.race([work, this.channel.failure, stuck]);
+      if (timedOut) throw timeoutError();
+      return { ...out, text: stripThinking(out.text), ms: performance.now() - t0 };
     } catch (err) {
+      if (timedOut && !this.channel.lostError) throw timeoutError();
       throw this.channel.lostError ?? mapWebLlmError(err, { phase: 'chat', modelId: this.model });
     } finally {
       signal?.removeEventListener('abort', interrupt);
       if (retry !== undefined) clearInterval(retry);
+      clearTimeout(total);
+      clearTimeout(idle);
+      clearTimeout(giveUp);
     }
   }
 
@@ -360,19 +448,28 @@ export class WebLlmChatModel implements ChatModel {
     request: ChatCompletionRequestBase,
     onToken: ChatOptions['onToken'],
     signal: AbortSignal | undefined,
+    bounds: ReplyBounds,
   ): Promise<Omit<ChatResult, 'ms'>> {
     const stream = await this.engine.chat.completions.create({ ...request, stream: true });
     let text = '';
     let finish: string | null = null;
+    let capped = false;
     let usage: CompletionUsage | undefined;
     let toolCalls: ChatCompletionMessageToolCall[] | undefined;
     for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
+      bounds.touch();
       const choice = chunk.choices[0];
       if (choice) {
         const delta = choice.delta?.content;
-        if (delta) {
-          text += delta;
-          onToken?.(delta);
+        if (delta && !capped) {
+          // Past the cap: interrupt, keep draining the stream (web-llm winds down) but keep nothing more.
+          const piece = delta.slice(0, bounds.maxChars - text.length);
+          text += piece;
+          if (piece) onToken?.(piece);
+          if (piece.length < delta.length) {
+            capped = true;
+            bounds.interrupt();
+          }
         }
         if (choice.finish_reason) finish = choice.finish_reason;
         const calls = choice.delta?.tool_calls;
@@ -381,6 +478,9 @@ export class WebLlmChatModel implements ChatModel {
       if (chunk.usage) usage = chunk.usage;
     }
     if (toolCalls) text = toolCallsText(toolCalls);
+    if (capped || text.length > bounds.maxChars) {
+      return { text: text.slice(0, bounds.maxChars), finishReason: 'length', usage: usageOf(usage) };
+    }
     return { text, finishReason: mapFinish(finish, signal?.aborted ?? false), usage: usageOf(usage) };
   }
 
@@ -388,15 +488,17 @@ export class WebLlmChatModel implements ChatModel {
     request: ChatCompletionRequestBase,
     onToken: ChatOptions['onToken'],
     signal: AbortSignal | undefined,
+    bounds: ReplyBounds,
   ): Promise<Omit<ChatResult, 'ms'>> {
     const res = (await this.engine.chat.completions.create({ ...request, stream: false })) as ChatCompletion;
     const choice = res.choices[0];
     const calls = choice?.message.tool_calls;
-    const text = calls && calls.length > 0 ? toolCallsText(calls) : (choice?.message.content ?? '');
+    const whole = calls && calls.length > 0 ? toolCallsText(calls) : (choice?.message.content ?? '');
+    const text = whole.slice(0, bounds.maxChars);
     if (text) onToken?.(text);
     const out: Omit<ChatResult, 'ms'> = {
       text,
-      finishReason: mapFinish(choice?.finish_reason, signal?.aborted ?? false),
+      finishReason: text.length < whole.length ? 'length' : mapFinish(choice?.finish_reason, signal?.aborted ?? false),
       usage: usageOf(res.usage),
     };
     const logprobs = request.logprobs ? mapLogprobs(choice?.logprobs?.content) : undefined;

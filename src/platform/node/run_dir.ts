@@ -5,9 +5,15 @@
  * atomically (temp + rename). writeCycle is idempotent: before appending cycle c it
  * truncates each .jsonl back to where cycle c began (recorded in .cycles.json), so
  * a crash between the appends and the state update never duplicates lines.
+ *
+ * Torn writes: a crash (or a full disk) can leave a .jsonl ending in a line cut mid-write. Before
+ * its first append a store checks every .jsonl (repair()): a torn last line is cut off (the complete
+ * lines stay; a warning names the file and line) so nothing is ever appended to a torn line; any
+ * other line that is not JSON fails with a StorageError naming the file and line. Reads skip a torn
+ * last line with the same warning.
  */
 import { existsSync } from 'node:fs';
-import { appendFile, mkdir, readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, open, readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { StorageError } from '../../core/errors.ts';
 import { exportMemory, type Memory } from '../../core/spade/memory.ts';
@@ -19,6 +25,7 @@ import type {
   RunState,
   RunStore,
 } from '../../core/spade/run_store.ts';
+import { parseJsonl } from '../../core/spade/run_store.ts';
 
 const FILES = ['archive.jsonl', 'rollouts.jsonl', 'metrics.jsonl'] as const;
 
@@ -47,16 +54,93 @@ async function size(path: string): Promise<number> {
   }
 }
 
-async function readJsonl<T>(path: string): Promise<T[]> {
+function tornMessage(path: string, line: number, size: string, action: string): string {
+  return `${path}: line ${line} was cut off mid-write (${size} without a newline, e.g. a crash or a full disk); ${action}`;
+}
+
+/**
+ * If the .jsonl at `path` ends in a line without its newline (a torn write), cut that line off,
+ * keeping every complete line. Returns a warning, or null if the file was whole (or absent). For
+ * any append-only .jsonl (a run's files, a --record transcript).
+ */
+export async function repairJsonlTail(path: string): Promise<string | null> {
+  if (!existsSync(path)) return null;
+  const fh = await open(path, 'r');
+  let total: number;
+  let keep = 0;
+  try {
+    total = (await fh.stat()).size;
+    const chunk = Buffer.alloc(64 * 1024);
+    // Scan back from the end for the last newline, a chunk at a time.
+    for (let end = total; end > 0;) {
+      const start = Math.max(0, end - chunk.length);
+      const { bytesRead } = await fh.read(chunk, 0, end - start, start);
+      const nl = chunk.subarray(0, bytesRead).lastIndexOf(10);
+      if (nl >= 0) {
+        keep = start + nl + 1;
+        break;
+      }
+      end = start;
+    }
+  } finally {
+    await fh.close();
+  }
+  if (keep === total) return null; // empty, or ends in a newline: whole
+  const text = keep ? (await readFile(path)).subarray(0, keep).toString('utf8') : '';
+  let lines = 0;
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) lines++;
+  await truncate(path, keep);
+  return tornMessage(path, lines + 1, `${total - keep} bytes`, 'dropped it and kept the complete lines before it');
+}
+
+/** Every record of a .jsonl; a torn last line is skipped (and reported), a corrupt line throws a StorageError. */
+async function readJsonl<T>(path: string, warn: (message: string) => void): Promise<T[]> {
   if (!existsSync(path)) return [];
-  return (await readFile(path, 'utf8'))
-    .split('\n')
-    .filter((l) => l.trim())
-    .map((l) => JSON.parse(l) as T);
+  const { records, torn } = parseJsonl<T>(await readFile(path, 'utf8'), path);
+  if (torn) warn(tornMessage(path, torn.line, `${torn.chars} characters`, 'skipped it'));
+  return records;
+}
+
+export interface DirRunStoreOptions {
+  /** Told about repaired or skipped torn lines (they are also kept in `warnings`). */
+  onWarning?: (message: string) => void;
 }
 
 export class DirRunStore implements RunStore {
-  constructor(readonly dir: string) {}
+  /** Every warning so far (torn lines repaired or skipped). */
+  readonly warnings: string[] = [];
+  private checked = false;
+
+  constructor(
+    readonly dir: string,
+    private readonly options: DirRunStoreOptions = {},
+  ) {}
+
+  private readonly warn = (message: string): void => {
+    this.warnings.push(message);
+    this.options.onWarning?.(message);
+  };
+
+  /**
+   * Check every .jsonl before appending: cut off a torn last line (with a warning), and fail with a
+   * StorageError naming the file and line on any other line that is not JSON. Runs once per store,
+   * before its first writeCycle; call it on resume to hear about repairs early. Returns the warnings.
+   */
+  async repair(): Promise<string[]> {
+    const found: string[] = [];
+    for (const f of FILES) {
+      const path = this.p(f);
+      if (!existsSync(path)) continue;
+      parseJsonl(await readFile(path, 'utf8'), path); // throws on a corrupt complete line
+      const w = await repairJsonlTail(path);
+      if (w) {
+        found.push(w);
+        this.warn(w);
+      }
+    }
+    this.checked = true;
+    return found;
+  }
 
   private p(name: string): string {
     return join(this.dir, name);
@@ -83,6 +167,7 @@ export class DirRunStore implements RunStore {
     cycle: number,
     data: { archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord },
   ) {
+    if (!this.checked) await this.repair();
     const index = (await readJson<Record<string, Record<string, number>>>(this.p('.cycles.json'))) ?? {};
     const key = String(cycle);
     if (index[key]) {
@@ -100,12 +185,12 @@ export class DirRunStore implements RunStore {
     return writeJson(this.p('memory.json'), exportMemory(memory));
   }
   readArchive() {
-    return readJsonl<ArchiveRecord>(this.p('archive.jsonl'));
+    return readJsonl<ArchiveRecord>(this.p('archive.jsonl'), this.warn);
   }
   readMetrics() {
-    return readJsonl<MetricsRecord>(this.p('metrics.jsonl'));
+    return readJsonl<MetricsRecord>(this.p('metrics.jsonl'), this.warn);
   }
   readRollouts() {
-    return readJsonl<RolloutRecord>(this.p('rollouts.jsonl'));
+    return readJsonl<RolloutRecord>(this.p('rollouts.jsonl'), this.warn);
   }
 }
