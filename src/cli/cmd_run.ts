@@ -21,7 +21,7 @@ import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts'
 import { importMemory } from '../core/spade/memory.ts';
 import type { RunSpec } from '../core/spade/run_store.ts';
 import { loadCorpus } from '../platform/node/corpus.ts';
-import { DirRunStore } from '../platform/node/run_dir.ts';
+import { DirRunStore, repairJsonlTail } from '../platform/node/run_dir.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
 import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 import { modelFromFlags } from './model_flags.ts';
@@ -139,6 +139,11 @@ export async function run(argv: string[], io: Io): Promise<number> {
   let used: ChatModel = model;
   if (recordFile) {
     if (!existsSync(recordFile) || !a.flags.has('resume')) writeFileSync(recordFile, '');
+    else {
+      // a transcript cut mid-line by a crash is repaired before anything is appended to it
+      const w = await repairJsonlTail(recordFile);
+      if (w) io.err(`warning: ${w}`);
+    }
     used = new RecordingChatModel(model, (line) => appendFileSync(recordFile, `${line}\n`));
   }
   const memoryFile = flag(a, 'memory');

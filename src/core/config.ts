@@ -238,6 +238,57 @@ export const CONFIG_SCHEMA = {
     default: 200_000,
     why: 'the longest budget (16k tokens) is ~64k characters; 3x that leaves room, far below a 10 MB flood',
   },
+  trainLr: {
+    kind: 'number',
+    min: 0,
+    max: 0.1,
+    default: 1e-4,
+    why: 'paper: 1e-6 for full fine-tuning; a LoRA adapter of rank 8 needs ~100x more to move in a few updates',
+  },
+  clipLow: { kind: 'number', min: 0, max: 1, default: 0.2, why: 'paper: ratio clipped below at 1 − 0.2' },
+  clipHigh: {
+    kind: 'number',
+    min: 0,
+    max: 1,
+    default: 0.28,
+    why: 'paper: clipped above at 1 + 0.28 (a looser upper clip keeps rare good tokens rising)',
+  },
+  klCoef: {
+    kind: 'number',
+    min: 0,
+    max: 1,
+    default: 0,
+    why: 'paper: 0 for games (the default setting); use 0.005 for tool use, as the paper does',
+  },
+  trainEpochs: {
+    kind: 'int',
+    min: 1,
+    max: 16,
+    default: 2,
+    why: "passes over a cycle's samples; the clipped ratio keeps a second pass safe and doubles what a slow cycle teaches",
+  },
+  minibatchTokens: {
+    kind: 'int',
+    min: 64,
+    max: 65536,
+    default: 4096,
+    why: "tokens per optimiser step: one forward/backward's activations must fit the GPU (≈ 7 MB per token on a 0.5B layout)",
+  },
+  maxGradNorm: { kind: 'number', min: 0.01, max: 100, default: 1, why: 'global gradient-norm clip, the usual 1.0' },
+  designerLag: {
+    kind: 'int',
+    min: 0,
+    max: 8,
+    default: 1,
+    why: "the paper lets the designer's update lag the agent's; 1 trains the designer on the previous cycle's designs",
+  },
+  probeEvery: {
+    kind: 'int',
+    min: 0,
+    max: 100,
+    default: 1,
+    why: 'evaluate the fixed probe set every K updates (0: never); one cycle of a small model is the natural unit',
+  },
 } as const satisfies Record<string, Field>;
 
 type Schema = typeof CONFIG_SCHEMA;

@@ -123,6 +123,8 @@ describe('spade chat / run against a local chat-completions server', () => {
       'mathematical,logical_deduction',
       '--set',
       'skillsPerCycle=2',
+      '--set',
+      'envsPerSkill=1',
     ];
     const a = await spade(
       'run',

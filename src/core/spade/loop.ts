@@ -24,7 +24,15 @@ import { designerAdvantages, rawDesignReward, updateEma } from './estimators.ts'
 import { addRecord, emptyMemory, type Memory } from './memory.ts';
 import { cycleMetrics, runTask, type CheckingRunner, type TaskContext } from './phases.ts';
 import type { LoopEvent } from './run_events.ts';
-import type { PendingTask, RunSpec, RunState, RunStore } from './run_store.ts';
+import type {
+  ArchiveRecord,
+  MetricsRecord,
+  PendingTask,
+  RolloutRecord,
+  RunSpec,
+  RunState,
+  RunStore,
+} from './run_store.ts';
 
 export type { LoopEvent } from './run_events.ts';
 
@@ -38,6 +46,11 @@ export interface LoopDeps {
   signal?: AbortSignal;
   /** The memory a new run starts from (e.g. an imported env_memory.json); default: the seed library. */
   initialMemory?: Memory;
+  /**
+   * Runs after each cycle is written and before the next starts (no model samples meanwhile):
+   * training the policy on what the cycle produced. A failure stops the run (resumable).
+   */
+  afterCycle?: (c: { cycle: number; archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord }) => Promise<void>;
 }
 
 /** The skills of cycle `c`: `k` consecutive skills of the list, rotating by k each cycle. */
@@ -288,5 +301,6 @@ export class SpadeLoop {
     await this.save(state);
     this.emit({ type: 'memory', cycle, size: memory.records.length, added });
     this.emit({ type: 'cycle_end', cycle, metrics, archive, rollouts });
+    await this.d.afterCycle?.({ cycle, archive, rollouts, metrics });
   }
 }

@@ -15,7 +15,13 @@ import { envId as codeId } from '../env/envset.ts';
 import { ContextBudgetError, serializeError } from '../errors.ts';
 import { callBudget, planCall, type CallBudget, type CallPlan } from '../llm/budget.ts';
 import { Limiter } from '../limiter.ts';
-import { ROLE_PRESETS, roleOptions, type ChatMessage, type MeteredChatModel } from '../llm/chat_model.ts';
+import {
+  ROLE_PRESETS,
+  roleOptions,
+  type ChatMessage,
+  type ChatResult,
+  type MeteredChatModel,
+} from '../llm/chat_model.ts';
 import { hashSeed, type Rng } from '../rng.ts';
 import type { SandboxLimits } from '../sandbox/limits.ts';
 import { failedEpisode, playEpisode, type Episode } from './agent.ts';
@@ -255,6 +261,7 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
   for (let a = 0; a <= cfg.repairTurns; a++) {
     await ctx.gate();
     let text: string;
+    let tokens: ChatResult['tokens'];
     try {
       const reply = await ctx.models.designer.chat(
         messages,
@@ -267,6 +274,7 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
         }),
       );
       text = reply.text;
+      tokens = a === 0 ? reply.tokens : undefined; // only the first attempt is trained on
     } catch (err) {
       if (isStop(err, ctx.signal)) throw err;
       out.error = failure('design', err);
@@ -307,7 +315,7 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
     }
     const ok = c.failures.length === 0;
     ctx.emit({ type: 'checks', cycle, index, attempt: a, ok, failures: c.failures, soft: c.soft, report: c.report });
-    out.attempts.push({ reply: text, code, ok, failures: c.failures, soft: c.soft });
+    out.attempts.push({ reply: text, code, ok, failures: c.failures, soft: c.soft, ...(tokens ? { tokens } : {}) });
     if (ok) {
       out.code = code;
       break;

@@ -1,6 +1,20 @@
 /**
- * GRPO, the pure part: from the loop's records to chat-format training samples
- * with advantages, per role. Rewards are normalised within each group (one
+ * GRPO, the pure part: from the loop's records to training samples with advantages, per role.
+ *
+ * Token-exact samples (what trains): the local backend records, with every reply, the prompt
+ * ids it fed, the ids it sampled and their log-probs under the sampling policy. An agent
+ * episode is ONE sample — the whole multi-turn conversation as one id sequence, with the
+ * agent's own tokens marked (observations and prompts are context only) — whose advantage is
+ * its return z-scored over the unhinted plays of the same environment (hinted plays are not
+ * trained). A design is one sample — the designer's first attempt — whose advantage is the
+ * designer advantage the loop computed (centred within the skill, times the role scale).
+ * The trainer recomputes log-probs on exactly these ids; the ratio to the recorded ones is
+ * what the clipped objective uses.
+ *
+ * Text samples (below, older path): chat-format samples re-tokenised at training time.
+ * Rewards are normalised within each group (one
+ * environment's plays for the agent; one cycle's designs for the designer) and
+ * then across the role's batch, so neither role's scale dominates. Rewards are normalised within each group (one
  * environment's plays for the agent; one cycle's designs for the designer) and
  * then across the role's batch, so neither role's scale dominates.
  *
@@ -13,6 +27,85 @@ import type { ChatMessage } from '../llm/chat_model.ts';
 import { agentSystemPrompt } from '../spade/prompts.ts';
 import { groupAdvantages } from '../spade/estimators.ts';
 import type { ArchiveRecord, RolloutRecord } from '../spade/run_store.ts';
+
+/** The ids of one reply as the local backend recorded them at sampling time. */
+export interface SampledTokens {
+  prompt: number[];
+  completion: number[];
+  /** log π_old of each completion id under the sampling policy. */
+  logprobs: number[];
+}
+
+/** One episode (or design) as one id sequence: where the model's own tokens are, and their old log-probs. */
+export interface TokenTrace {
+  ids: number[];
+  /** [start, end) ranges of ids that the model sampled (the tokens that get gradient). */
+  spans: [number, number][];
+  /** Old log-probs of the span tokens, in order. */
+  logprobs: number[];
+}
+
+export interface TokenSample extends TokenTrace {
+  role: 'designer' | 'agent';
+  advantage: number;
+  /** Which record it came from ("cycle:index" or "cycle:index:play"). */
+  key: string;
+}
+
+/**
+ * Grow an episode's trace by one reply. The reply's prompt must start with the trace so far
+ * (the local backend builds each turn's prompt on the previous ids); otherwise the episode is
+ * no longer one sequence and null is returned (it is then not trained).
+ */
+export function extendTrace(trace: TokenTrace | null, t: SampledTokens): TokenTrace | null {
+  if (t.completion.length !== t.logprobs.length) return null;
+  if (trace) {
+    if (t.prompt.length < trace.ids.length) return null;
+    for (let i = 0; i < trace.ids.length; i++) if (t.prompt[i] !== trace.ids[i]) return null;
+  }
+  const start = t.prompt.length;
+  return {
+    ids: [...t.prompt, ...t.completion],
+    spans: [...(trace?.spans ?? []), [start, start + t.completion.length]],
+    logprobs: [...(trace?.logprobs ?? []), ...t.logprobs],
+  };
+}
+
+/**
+ * Agent samples: one per unhinted episode that has a token trace, advantage = its return
+ * z-scored over the unhinted plays of its environment (groups where every play scored the
+ * same carry no signal and are left out).
+ */
+export function agentTokenSamples(rollouts: RolloutRecord[]): TokenSample[] {
+  const groups = new Map<string, RolloutRecord[]>();
+  for (const r of rollouts) {
+    if (r.hinted) continue;
+    const key = `${r.cycle}:${r.index}`;
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  const out: TokenSample[] = [];
+  for (const [key, group] of groups) {
+    const adv = groupAdvantages(group.map((r) => r.return));
+    group.forEach((ep, j) => {
+      if (!ep.trace || Math.abs(adv[j]!) < 1e-9) return;
+      out.push({ role: 'agent', ...ep.trace, advantage: adv[j]!, key: `${key}:${ep.play}` });
+    });
+  }
+  return out;
+}
+
+/** Designer samples: each design's first attempt with a token trace and a non-zero designer advantage. */
+export function designerTokenSamples(archive: ArchiveRecord[]): TokenSample[] {
+  const out: TokenSample[] = [];
+  for (const a of archive) {
+    const first = a.attempts[0];
+    const adv = a.designerAdvantage;
+    if (!first?.tokens || adv == null || Math.abs(adv) < 1e-9) continue;
+    const trace = extendTrace(null, first.tokens);
+    if (trace) out.push({ role: 'designer', ...trace, advantage: adv, key: `${a.cycle}:${a.index}` });
+  }
+  return out;
+}
 
 export interface ChatSample {
   role: 'designer' | 'agent';

@@ -1,0 +1,72 @@
+/**
+ * The probe set: fixed held-out evidence of whether the agent improves. A few seed-library
+ * environments of the run's setting, fixed seeds, no hint, greedy decoding (temperature 0:
+ * the same policy gives the same transcript, so a change in the probe return is the policy's
+ * doing, not sampling noise). Evaluated before training and every `probeEvery` updates.
+ */
+import type { Config } from '../config.ts';
+import { SEED_ENVS } from '../env/seeds/index.ts';
+import { isStop } from './phases.ts';
+import type { CheckingRunner } from './phases.ts';
+import { failedEpisode, playEpisode, type Episode } from './agent.ts';
+import type { ChatModel } from '../llm/chat_model.ts';
+import { mean, winRate } from './estimators.ts';
+
+/** Environments per probe (the first of each skill, in the library's order) and seeds per environment. */
+export const PROBE_ENVS = 3;
+export const PROBE_SEEDS = [101, 202] as const;
+
+export interface ProbeResult {
+  /** Mean episode return over every probe play. */
+  meanReturn: number;
+  winRate: number;
+  perEnv: { id: string; title: string; returns: number[] }[];
+}
+
+export function probeEnvs(setting: Config['setting']): { id: string; title: string; code: string }[] {
+  const seen = new Set<string>();
+  return SEED_ENVS.filter((e) => e.setting === setting && !seen.has(e.skill) && seen.add(e.skill))
+    .slice(0, PROBE_ENVS)
+    .map((e) => ({ id: e.id, title: e.title, code: e.code }));
+}
+
+export async function evaluateProbe(
+  runner: CheckingRunner,
+  agent: ChatModel,
+  cfg: Pick<Config, 'setting' | 'maxTurns' | 'agentTokenBudget'>,
+  signal?: AbortSignal,
+): Promise<ProbeResult> {
+  const perEnv: ProbeResult['perEnv'] = [];
+  for (const env of probeEnvs(cfg.setting)) {
+    const returns: number[] = [];
+    for (const seed of PROBE_SEEDS) {
+      let ep: Episode;
+      let id: string | null = null;
+      try {
+        id = (await runner.load(env.code, cfg.maxTurns)).id;
+        ep = await playEpisode({
+          runner,
+          envId: id,
+          setting: cfg.setting,
+          model: agent,
+          seed,
+          hint: null,
+          maxTurns: cfg.maxTurns,
+          tokenBudget: cfg.agentTokenBudget,
+          temperature: 0,
+          sampleSeed: seed,
+          signal,
+        });
+      } catch (err) {
+        if (isStop(err, signal)) throw err;
+        ep = failedEpisode(seed, false, err);
+      } finally {
+        if (id) await Promise.resolve(runner.dispose(id)).catch(() => undefined);
+      }
+      returns.push(ep.return);
+    }
+    perEnv.push({ id: env.id, title: env.title, returns });
+  }
+  const all = perEnv.flatMap((e) => e.returns);
+  return { meanReturn: mean(all), winRate: winRate(all), perEnv };
+}
