@@ -2,11 +2,12 @@
 // event reducer (run_events.ts): checks at the paper and strict levels, a checker that crashes,
 // a designer call that fails, hints, plays with the real sandbox, the leak probe, scoring and
 // the cycle's metrics — each against values worked out by hand.
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULTS, type Config } from '../../src/core/config.ts';
 import type { CheckReport } from '../../src/core/env/checker.ts';
 import { envId } from '../../src/core/env/envset.ts';
-import { FAKE_ENV } from '../../src/core/env/hostile.ts';
+import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
+import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 import { ModelCallError, WorkerCrashedError } from '../../src/core/errors.ts';
 import { MeteredChatModel, type ChatModel } from '../../src/core/llm/chat_model.ts';
 import { ScriptedChatModel, scriptedAgent } from '../../src/core/llm/doubles.ts';
@@ -147,6 +148,22 @@ describe('phases: checkDesign', () => {
     expect(out.failures).toEqual([]);
     expect(out.report?.className).toBe('FakeHuntEnv');
   });
+});
+
+describe('phases: the paper-level checker still rejects every hostile program', () => {
+  const pool = createNodeSandboxPool({ size: 2, graceMs: 700, checkMs: 15_000 });
+  afterAll(() => pool.terminate());
+  it('fails each catalogue entry at checks: paper (the pool contains the ones that need a kill)', async () => {
+    const outs = await Promise.all(
+      HOSTILE.map(async (h) => {
+        const t0 = Date.now();
+        const out = await checkDesign(ctx({ runner: pool, cfg: { checks: 'paper' } }), h.code);
+        return { h, out, ms: Date.now() - t0 };
+      }),
+    );
+    for (const { h, out } of outs) expect(out.failures.length, h.name).toBeGreaterThan(0);
+    console.log(`paper checks on ${outs.length} hostile programs: slowest ${Math.max(...outs.map((o) => o.ms))} ms`);
+  }, 180_000);
 });
 
 describe('phases: checkAndRepair', () => {
