@@ -42,6 +42,27 @@ const ep = (index: number, play: number, ret: number, hinted = false, trace = tr
     trace: trace ? { ids: [1, 2, play], spans: [[2, 3]], logprobs: [-1] } : null,
   }) as RolloutRecord;
 
+/** A complete archive record with the given fields. */
+const record = (r: Partial<ArchiveRecord>): ArchiveRecord => ({
+  cycle: 0,
+  index: 0,
+  skill: 'spatial',
+  setting: 'games',
+  difficulty: 'medium',
+  envId: null,
+  title: 't',
+  code: null,
+  hint: null,
+  source: null,
+  valid: false,
+  firstAttemptValid: false,
+  attempts: [],
+  validator: null,
+  stats: null,
+  leak: null,
+  ...r,
+});
+
 describe('GRPO samples', () => {
   it('agent: one sample per unhinted episode, z-scored within its environment', () => {
     const s = agentTokenSamples([
@@ -67,7 +88,7 @@ describe('GRPO samples', () => {
   });
   it('designer: the first attempt with its designer advantage; no tokens or zero advantage, no sample', () => {
     const rec = (index: number, adv: number | null, tokens = true): ArchiveRecord =>
-      ({
+      record({
         cycle: 2,
         index,
         designerAdvantage: adv,
@@ -75,7 +96,7 @@ describe('GRPO samples', () => {
           { reply: 'x', code: null, ok: false, failures: [], ...(tokens ? { tokens: { prompt: [7, 8], completion: [9], logprobs: [-2] } } : {}) },
           { reply: 'y', code: 'z', ok: true, failures: [], tokens: { prompt: [0], completion: [0], logprobs: [0] } },
         ],
-      }) as ArchiveRecord;
+      });
     const s = designerTokenSamples([rec(0, 0.5), rec(1, 0), rec(2, null), rec(3, -0.25, false)]);
     expect(s).toEqual([{ role: 'designer', ids: [7, 8, 9], spans: [[2, 3]], logprobs: [-2], advantage: 0.5, key: '2:0' }]);
   });
@@ -95,12 +116,11 @@ describe('training schedule', () => {
   });
   it('trains the agent on this cycle and the designer on the cycle designerLag back', () => {
     const design = (cycle: number) =>
-      ({
+      record({
         cycle,
-        index: 0,
         designerAdvantage: 1,
         attempts: [{ reply: '', code: null, ok: true, failures: [], tokens: { prompt: [cycle], completion: [1], logprobs: [0] } }],
-      }) as ArchiveRecord;
+      });
     const history = [0, 1, 2].map((c) => ({ cycle: c, archive: [design(c)], rollouts: [] }));
     expect(cycleBatch(history, 2, 1).designer.map((s) => s.key)).toEqual(['1:0']);
     expect(cycleBatch(history, 2, 0).designer.map((s) => s.key)).toEqual(['2:0']);

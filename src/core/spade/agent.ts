@@ -8,7 +8,7 @@ import type { Setting } from '../config.ts';
 import type { EnvRunner } from '../env/checker.ts';
 import { extractBoxed } from '../env/contract.ts';
 import { fitConversation } from '../llm/budget.ts';
-import { extendTrace, type TokenTrace } from '../train/grpo.ts';
+import { extendTrace, type TokenTrace } from '../train/trace.ts';
 import { roleOptions, type ChatMessage, type ChatModel } from '../llm/chat_model.ts';
 import { episodeReturn } from './estimators.ts';
 import { agentSystemPrompt, HINT_PREFIX } from './prompts.ts';

@@ -9,7 +9,7 @@
 import type { Config } from '../config.ts';
 import { StorageError } from '../errors.ts';
 import type { CallBudget } from '../llm/budget.ts';
-import type { SampledTokens } from '../train/grpo.ts';
+import type { SampledTokens } from '../train/trace.ts';
 import type { Store } from '../store.ts';
 import type { Episode } from './agent.ts';
 import type { Memory } from './memory.ts';
