@@ -21,6 +21,8 @@ export interface ReplayHeader {
   version: 1;
   backend: string;
   model: string;
+  /** The recorded model's context window: a replay budgets its calls the same way (absent in old files). */
+  contextWindow?: number;
 }
 
 export interface ReplayEntry {
@@ -98,7 +100,7 @@ export class ReplayChatModel implements ChatModel {
       streaming: true,
       logprobs: entries.some((e) => Array.isArray(e.response.logprobs)),
       trainable: false,
-      contextWindow: opts.contextWindow ?? 8192,
+      contextWindow: opts.contextWindow ?? header.contextWindow ?? 8192,
     };
     for (const e of entries) {
       const k = requestKey(e.request.messages, e.request.options ?? {});
@@ -160,7 +162,13 @@ export class RecordingChatModel implements ChatModel {
     return this.inner.capabilities;
   }
   header(): ReplayHeader {
-    return { format: REPLAY_FORMAT, version: 1, backend: this.inner.backend, model: this.inner.model };
+    return {
+      format: REPLAY_FORMAT,
+      version: 1,
+      backend: this.inner.backend,
+      model: this.inner.model,
+      contextWindow: this.inner.capabilities.contextWindow,
+    };
   }
   async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     const r = await this.inner.chat(messages, options);

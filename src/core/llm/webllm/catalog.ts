@@ -4,7 +4,15 @@
  *
  * Pure TypeScript; the numbers are copied from `prebuiltAppConfig.model_list` of web-llm 0.2.86.
  * tests/unit/webllm.test.ts checks every entry against that list, so a version bump that renames or
- * drops a model fails there. The other pure parts of the webllm backend sit beside this file
+ * drops a model fails there.
+ *
+ * Context windows: every web-llm record says 4096 tokens, which a SPADE designer call (prompt +
+ * reply) overflows. Where the model was trained on a longer context and its KV cache stays small
+ * (grouped-query attention), we create the engine with `context_window_size` 8192 (web-llm's
+ * `chatOpts`, which override the record's `overrides`); the entry's contextWindow is that window and
+ * its vramRequiredMB is the record's figure plus the larger KV cache (layers x 2 x KV heads x head
+ * dim x 2 bytes per token for f16 builds, x 4 for f32 builds, which keep the cache in f32).
+ * SmolLM2-360M (a wiring check) and Phi-3.5-mini (no GQA: +1.5 GiB per 4k tokens) keep 4096. The other pure parts of the webllm backend sit beside this file
  * (feasibility, custom_records, errors, progress, side_channel); the browser half (worker, engine,
  * cache) is src/platform/browser/webllm_model.ts.
  *
@@ -21,10 +29,14 @@ export interface WebLlmCatalogEntry {
   /** Nominal parameter count, from the model card. */
   params: number;
   quantization: WebLlmQuantization;
-  /** `vram_required_MB` of the web-llm record (weights + KV cache at the context window below). */
+  /** GPU memory at `contextWindow`: the record's `vram_required_MB` plus the KV cache beyond its window. */
   vramRequiredMB: number;
-  /** Context window in tokens (the record's `overrides.context_window_size`). */
+  /** Context window in tokens we load the model with (web-llm `chatOpts.context_window_size`). */
   contextWindow: number;
+  /** `vram_required_MB` of the web-llm record (weights + KV cache at the record's window). */
+  recordVramMB: number;
+  /** The record's `overrides.context_window_size`. */
+  recordContextWindow: number;
   /** The model's kernels use f16: the adapter must expose `shader-f16`. */
   needsShaderF16: boolean;
   /** web-llm's `low_resource_required`: marked as runnable on limited devices (phones, iGPUs). */
@@ -35,6 +47,18 @@ export interface WebLlmCatalogEntry {
   note: string;
 }
 
+/** The window of every web-llm 0.2.86 record in this catalog. */
+const RECORD_WINDOW = 4096;
+
+/** A larger window: the tokens to load with and the f16 KV-cache bytes per token (from the model's config.json). */
+interface Window {
+  tokens: number;
+  kvBytesPerTokenF16: number;
+}
+
+/** GQA models: layers x 2 (K and V) x KV heads x head dim x 2 bytes. */
+const kv = (layers: number, kvHeads: number, headDim: number) => layers * 2 * kvHeads * headDim * 2;
+
 function pair(
   base: string,
   label: string,
@@ -42,33 +66,28 @@ function pair(
   f16: { vram: number; low: boolean },
   f32: { vram: number; low: boolean },
   note: string,
-  contextWindow = 4096,
+  window?: Window,
 ): WebLlmCatalogEntry[] {
-  return [
-    {
-      id: `${base}-q4f16_1-MLC`,
-      label: `${label} (q4f16)`,
-      params,
-      quantization: 'q4f16_1',
-      vramRequiredMB: f16.vram,
-      contextWindow,
-      needsShaderF16: true,
-      lowResourceRequired: f16.low,
-      note,
-    },
-    {
-      id: `${base}-q4f32_1-MLC`,
-      label: `${label} (q4f32)`,
-      params,
-      quantization: 'q4f32_1',
-      vramRequiredMB: f32.vram,
-      contextWindow,
-      needsShaderF16: false,
-      lowResourceRequired: f32.low,
-      note,
-    },
-  ];
+  const tokens = window?.tokens ?? RECORD_WINDOW;
+  const extraMB = (bytesPerToken: number) => ((tokens - RECORD_WINDOW) * bytesPerToken) / 2 ** 20;
+  const build = (q: WebLlmQuantization, r: { vram: number; low: boolean }, kvScale: number): WebLlmCatalogEntry => ({
+    id: `${base}-${q}-MLC`,
+    label: `${label} (${q.slice(0, 5)})`,
+    params,
+    quantization: q,
+    vramRequiredMB: Math.round((r.vram + extraMB((window?.kvBytesPerTokenF16 ?? 0) * kvScale)) * 100) / 100,
+    contextWindow: tokens,
+    recordVramMB: r.vram,
+    recordContextWindow: RECORD_WINDOW,
+    needsShaderF16: q === 'q4f16_1',
+    lowResourceRequired: r.low,
+    note,
+  });
+  return [build('q4f16_1', f16, 1), build('q4f32_1', f32, 2)];
 }
+
+/** 8,192 tokens: a designer prompt (~1.2–2.7k tokens) plus a full reply fits with room to spare. */
+const W8K = 8192;
 
 /**
  * Small instruct models, smallest first. Every q4f16_1 build needs shader-f16 even where web-llm's
@@ -92,6 +111,7 @@ export const WEBLLM_CATALOG: readonly WebLlmCatalogEntry[] = [
     { vram: 944.62, low: true },
     { vram: 1060.2, low: true },
     'Small general model that follows the \\boxed{} action format.',
+    { tokens: W8K, kvBytesPerTokenF16: kv(24, 2, 64) },
   ),
   ...pair(
     'Qwen3-0.6B',
@@ -99,7 +119,8 @@ export const WEBLLM_CATALOG: readonly WebLlmCatalogEntry[] = [
     0.6e9,
     { vram: 1403.34, low: true },
     { vram: 1924.98, low: true },
-    'Reasoning model: thinks in <think> blocks before answering, so replies are longer.',
+    'Reasoning model; thinking is off by default (config thinking), so it answers directly.',
+    { tokens: W8K, kvBytesPerTokenF16: kv(28, 8, 128) },
   ),
   ...pair(
     'Llama-3.2-1B-Instruct',
@@ -108,6 +129,7 @@ export const WEBLLM_CATALOG: readonly WebLlmCatalogEntry[] = [
     { vram: 879.04, low: true },
     { vram: 1128.82, low: true },
     'Good instruction following for its size.',
+    { tokens: W8K, kvBytesPerTokenF16: kv(16, 8, 64) },
   ),
   ...pair(
     'Qwen2.5-1.5B-Instruct',
@@ -116,6 +138,7 @@ export const WEBLLM_CATALOG: readonly WebLlmCatalogEntry[] = [
     { vram: 1629.75, low: true },
     { vram: 1888.97, low: true },
     'The default balance of quality and speed for self-play.',
+    { tokens: W8K, kvBytesPerTokenF16: kv(28, 2, 128) },
   ),
   ...pair(
     'Qwen2.5-Coder-1.5B-Instruct',
@@ -124,6 +147,7 @@ export const WEBLLM_CATALOG: readonly WebLlmCatalogEntry[] = [
     { vram: 1629.75, low: false },
     { vram: 1888.97, low: false },
     'Code-tuned: the best small designer of JavaScript environments.',
+    { tokens: W8K, kvBytesPerTokenF16: kv(28, 2, 128) },
   ),
   ...pair(
     'Phi-3.5-mini-instruct',

@@ -1,6 +1,9 @@
 /**
  * What went wrong in web-llm: classifies anything it throws (class name first, message second) and
- * maps it to one of the project's error classes with a message that says what to do. Pure TypeScript.
+ * maps it to one of the project's error classes with a message that says what to do, and whom to
+ * blame (data.blame: the network, the browser's storage quota, the GPU adapter, the model record, the
+ * request). A load of an f16 build on an adapter without shader-f16 is the adapter's fault whatever
+ * web-llm reports first (without network access it is a failed download). Pure TypeScript.
  */
 import { DeviceLostError, ModelCallError, ModelLoadError, SpadeError, WebGpuUnavailableError } from '../../errors.ts';
 import { findCatalogEntry, precisionTwin, smallerModels } from './catalog.ts';
@@ -24,6 +27,37 @@ export interface WebLlmErrorContext {
   /** Loading (download + GPU upload) or a chat call. */
   phase: 'load' | 'chat';
   modelId?: string;
+  /** Whether the adapter offers shader-f16, when known (the GPU report). */
+  adapterHasShaderF16?: boolean;
+}
+
+/** Whose fault a failure is: what the user has to fix. */
+export type WebLlmBlame = 'network' | 'storage' | 'adapter' | 'model' | 'request' | 'other';
+
+const BLAME: Record<WebLlmErrorCategory, WebLlmBlame> = {
+  device_lost: 'adapter',
+  shader_f16: 'adapter',
+  webgpu_unavailable: 'adapter',
+  gpu_limits: 'adapter',
+  out_of_memory: 'adapter',
+  quota: 'storage',
+  network: 'network',
+  integrity: 'network',
+  model_not_found: 'model',
+  context_window: 'request',
+  bad_request: 'request',
+  not_loaded: 'request',
+  unknown: 'other',
+};
+
+/** Whose fault a category of failure is. */
+export function blameOf(category: WebLlmErrorCategory): WebLlmBlame {
+  return BLAME[category];
+}
+
+/** Does this model id name an f16 build (catalog entry, else the MLC quantization in its id)? */
+function needsF16(modelId: string): boolean {
+  return findCatalogEntry(modelId)?.needsShaderF16 ?? /-q\df16_/.test(modelId);
 }
 
 /**
@@ -106,11 +140,25 @@ function withPeriod(s: string): string {
 export function mapWebLlmError(err: unknown, ctx: WebLlmErrorContext): SpadeError {
   if (err instanceof SpadeError) return err;
   const { name, message } = describeThrown(err);
-  const category = classifyWebLlmError(err);
+  let category = classifyWebLlmError(err);
+  const load = ctx.phase === 'load';
+  if (
+    load &&
+    ctx.modelId &&
+    ctx.adapterHasShaderF16 === false &&
+    needsF16(ctx.modelId) &&
+    category !== 'webgpu_unavailable'
+  )
+    category = 'shader_f16'; // whatever failed first (often the download), this build cannot run here
   const model = ctx.modelId ?? 'the model';
   const entry = ctx.modelId ? findCatalogEntry(ctx.modelId) : undefined;
-  const data = { category, modelId: ctx.modelId ?? null, phase: ctx.phase, cause: `${name}: ${message}` };
-  const load = ctx.phase === 'load';
+  const data = {
+    category,
+    blame: blameOf(category),
+    modelId: ctx.modelId ?? null,
+    phase: ctx.phase,
+    cause: `${name}: ${message}`,
+  };
   const smaller = suggestion(ctx.modelId);
   switch (category) {
     case 'device_lost':
@@ -141,7 +189,7 @@ export function mapWebLlmError(err: unknown, ctx: WebLlmErrorContext): SpadeErro
       );
     case 'quota':
       return new ModelLoadError(
-        `Browser storage is full, so ${model} could not be cached. Delete cached models you no longer use, free disk space, or ${smaller}.`,
+        `Browser storage is full (the site's cache quota), so ${model} could not be cached. Delete cached models you no longer use, free disk space, or ${smaller}.`,
         data,
       );
     case 'out_of_memory':
@@ -161,7 +209,7 @@ export function mapWebLlmError(err: unknown, ctx: WebLlmErrorContext): SpadeErro
       );
     case 'network':
       return new ModelLoadError(
-        `Downloading ${model} failed: ${withPeriod(message)} Check your connection and try again: finished shards stay in the browser cache, so the download resumes. For a custom model, check that its URLs are right.`,
+        `Downloading ${model} failed on the network: ${withPeriod(message)} Check your connection and try again: finished shards stay in the browser cache, so the download resumes. For a custom model, check that its URLs are right.`,
         data,
       );
     case 'integrity':
