@@ -6,7 +6,8 @@ import type { Args, Io } from './args.ts';
  * 4096×1024·1024 against the adapter's pure-FMA peak and against TensorFlow.js's WebGPU backend;
  * decode and LoRA-training tokens/s on BENCH_CONFIG; GPU bytes per base and trained parameter;
  * top-p sampling ms per token at a 151,936 vocabulary (CPU full sort, CPU, GPU); compute dispatches
- * per generated token for the Qwen2.5-0.5B layout (engine counter, reduced-layer variants scaled).
+ * per generated token for the Qwen2.5-0.5B layout (engine counter, reduced-layer variants scaled);
+ * per base-weight format (f32, bf16, f16, q4): GPU bytes per base parameter and decode tokens/s.
  * --quick uses smaller sizes (for software adapters).
  */
 export async function benchEngine(io: Io, a: Args): Promise<number> {
@@ -61,6 +62,19 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
     const sampling = await benchSampling(e, quick ? 3 : 20);
     // --quick: a 4,096 vocabulary (dispatch counts do not depend on it)
     const dispatches = await countDecodeDispatches(e, undefined, quick ? 4096 : undefined);
+    const { benchWeightFormats } = await import('../engine/bench_model.ts');
+    const weightFormats = (
+      await benchWeightFormats(
+        e,
+        quick ? { ...BENCH_CONFIG, numLayers: 2, vocabSize: 4096 } : BENCH_CONFIG,
+        quick ? 4 : 32,
+      )
+    ).map((w) => ({
+      ...w,
+      bytesPerBaseParam: +w.bytesPerBaseParam.toFixed(4),
+      qwen05bBytesPerBaseParam: +w.qwen05bBytesPerBaseParam.toFixed(4),
+      decodeTokensPerSec: +w.decodeTokensPerSec.toFixed(1),
+    }));
     const result = {
       ok: true,
       adapter: ctx.report,
@@ -74,6 +88,7 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
         gpuMs: +sampling.gpuMs.toFixed(2),
       },
       dispatches,
+      weightFormats,
     };
     if (a.flags.has('json')) io.out(JSON.stringify(result));
     else {
@@ -100,6 +115,10 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       io.out(
         `dispatches per generated token (${dispatches.layout}): ${dispatches.perToken} (${dispatches.fixed} + ${dispatches.perLayer} per layer), ${dispatches.copiesPerToken} copies, ${dispatches.submitsPerToken} submits — ${dispatches.note}`,
       );
+      for (const w of weightFormats)
+        io.out(
+          `weights ${w.format}: ${w.bytesPerBaseParam} B per base parameter (Qwen2.5-0.5B layout: ${w.qwen05bBytesPerBaseParam}) · decode ${w.decodeTokensPerSec} tok/s`,
+        );
     }
     return 0;
   } finally {

@@ -6,6 +6,7 @@
 import { createRng } from '../core/rng.ts';
 import { hfTensorSpecs, paramCount, type ModelConfig } from './io/config.ts';
 import type { TensorStore } from './io/safetensors.ts';
+import { weightBytes, type WeightFormat } from './io/pack.ts';
 import { generate } from './generate.ts';
 import { LlamaModel } from './model.ts';
 import { GpuOps } from './ops.ts';
@@ -217,4 +218,44 @@ export async function benchModel(
     bytesPerBaseParam: baseBytes / params,
     bytesPerTrainedParam: trainedBytes / loraParams,
   };
+}
+
+export interface WeightFormatBench {
+  format: WeightFormat;
+  /** GPU bytes of the base weights (the model's buffers) per base parameter, measured. */
+  bytesPerBaseParam: number;
+  /** The same from config.json alone (weightBytes) for the Qwen2.5-0.5B layout. */
+  qwen05bBytesPerBaseParam: number;
+  /** Greedy decode tokens/s with the KV cache (prefill 16 tokens, then one token per step). */
+  decodeTokensPerSec: number;
+}
+
+/** Per weight format (io/pack.ts): GPU bytes per base parameter and decode speed on `cfg`. */
+export async function benchWeightFormats(
+  e: Engine,
+  cfg: ModelConfig = BENCH_CONFIG,
+  decodeTokens = 32,
+  formats: WeightFormat[] = ['f32', 'bf16', 'f16', 'q4'],
+): Promise<WeightFormatBench[]> {
+  const params = paramCount(cfg);
+  const rng = createRng(2);
+  const prompt = Array.from({ length: 16 }, () => rng.int(cfg.vocabSize));
+  const out: WeightFormatBench[] = [];
+  for (const format of formats) {
+    const model = new LlamaModel<Tensor>(cfg, new GpuOps(e), randomWeights(cfg), { weights: format });
+    await generate(model, prompt, { maxNew: 4, temperature: 0 }); // warm-up (pipelines)
+    const t0 = performance.now();
+    await generate(model, prompt, { maxNew: decodeTokens, temperature: 0 });
+    const decodeTokensPerSec = decodeTokens / ((performance.now() - t0) / 1000);
+    out.push({
+      format,
+      bytesPerBaseParam: model.weightBytes / params,
+      qwen05bBytesPerBaseParam: weightBytes(QWEN25_05B_CONFIG, format) / paramCount(QWEN25_05B_CONFIG),
+      decodeTokensPerSec,
+    });
+    model.dispose();
+    e.flush();
+    e.trim();
+  }
+  return out;
 }

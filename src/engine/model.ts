@@ -15,11 +15,14 @@
  *   m = rmsnorm(h); h = h + (silu(m·Wgᵀ) ⊙ m·Wuᵀ)·Wdᵀ
  * logits = rmsnorm(h)·Wlmᵀ            (tied: Wlm = embedding table)
  * A LoRA target y = x·Wᵀ becomes y = x·Wᵀ + (α/r)·(x·Aᵀ)·Bᵀ with A (r, in), B (out, r).
+ * The frozen base (linear weights, embedding table / LM head) is held in `opts.weights`
+ * (f32 | bf16 | f16 | q4, io/pack.ts); norms, biases and the LoRA path stay f32.
  */
 import type { ModelConfig } from './io/config.ts';
 import { layerTensorNames } from './io/config.ts';
 import { loraKey, loraScaling, type LoraAdapter, type LoraModule } from './io/peft.ts';
 import type { TensorStore } from './io/safetensors.ts';
+import type { WeightFormat } from './io/pack.ts';
 import { ropeFrequencies } from './kernels/rope.ts';
 import type { Ops } from './ops.ts';
 import { createRng } from '../core/rng.ts';
@@ -85,20 +88,30 @@ export class LlamaModel<X> {
   private readonly lmHead: X;
   private readonly freqs: X;
   lora: LoraParams<X> | null = null;
+  /** Storage format of the frozen base's linear weights and embedding table. */
+  readonly weightFormat: WeightFormat;
+  /** Bytes the base weights hold on the backend (GPU: the buffers, each padded to 16 bytes). */
+  readonly weightBytes: number;
 
   constructor(
     readonly cfg: ModelConfig,
     readonly ops: Ops<X>,
     weights: TensorStore,
+    opts: { weights?: WeightFormat } = {},
   ) {
-    const up = (name: string, shape: number[]) => ops.upload(shape, weights.f32(name));
+    // f32 by default: the reference every other format is checked against
+    const format = (this.weightFormat = opts.weights ?? 'f32');
+    let bytes = 0;
+    const count = (x: X) => ((bytes += ops.bytes(x)), x);
+    const up = (name: string, shape: number[]) => count(ops.upload(shape, weights.f32(name)));
+    const packed = (name: string, shape: [number, number]) => count(ops.uploadWeight(shape, weights.f32(name), format));
     const C = cfg.hiddenSize;
     const qd = cfg.numHeads * cfg.headDim;
     const kvd = cfg.numKvHeads * cfg.headDim;
     const F = cfg.intermediateSize;
-    this.embed = up('model.embed_tokens.weight', [cfg.vocabSize, C]);
+    this.embed = packed('model.embed_tokens.weight', [cfg.vocabSize, C]);
     this.norm = up('model.norm.weight', [C]);
-    this.lmHead = cfg.tieWordEmbeddings ? this.embed : up('lm_head.weight', [cfg.vocabSize, C]);
+    this.lmHead = cfg.tieWordEmbeddings ? this.embed : packed('lm_head.weight', [cfg.vocabSize, C]);
     this.freqs = ops.upload(
       [cfg.headDim / 2],
       ropeFrequencies({ headDim: cfg.headDim, theta: cfg.ropeTheta, scaling: cfg.ropeScaling }),
@@ -109,13 +122,13 @@ export class LlamaModel<X> {
         inputNorm: up(n.inputNorm, [C]),
         postNorm: up(n.postAttentionNorm, [C]),
         lin: {
-          q_proj: up(n.q, [qd, C]),
-          k_proj: up(n.k, [kvd, C]),
-          v_proj: up(n.v, [kvd, C]),
-          o_proj: up(n.o, [C, qd]),
-          gate_proj: up(n.gate, [F, C]),
-          up_proj: up(n.up, [F, C]),
-          down_proj: up(n.down, [C, F]),
+          q_proj: packed(n.q, [qd, C]),
+          k_proj: packed(n.k, [kvd, C]),
+          v_proj: packed(n.v, [kvd, C]),
+          o_proj: packed(n.o, [C, qd]),
+          gate_proj: packed(n.gate, [F, C]),
+          up_proj: packed(n.up, [F, C]),
+          down_proj: packed(n.down, [C, F]),
         },
         bias: {},
       };
@@ -127,6 +140,7 @@ export class LlamaModel<X> {
       if (n.kNorm) lw.kNorm = up(n.kNorm, [cfg.headDim]);
       this.layers.push(lw);
     }
+    this.weightBytes = bytes;
   }
 
   /** Give every weight (and adapter) back to the backend (GPU: to the pool after the next submit). */

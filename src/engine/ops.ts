@@ -20,6 +20,11 @@ import { adamw, adamwCpu, type AdamWOptions } from './kernels/adamw.ts';
 import { sumSquares, sumSquaresCpu } from './kernels/reduce.ts';
 import { readIds, sample, sampleCpu } from './kernels/sample.ts';
 import type { SampleOptions } from './sample.ts';
+import { packWeight, quantiseLike, type WeightFormat } from './io/pack.ts';
+import { embeddingPacked } from './kernels/embedding_packed.ts';
+import { matmulPacked } from './kernels/matmul_packed.ts';
+import { matvecPacked } from './kernels/matvec_packed.ts';
+import { isPacked, uploadPacked } from './kernels/packed_weight.ts';
 
 export interface MatOpts {
   transA?: boolean;
@@ -30,6 +35,14 @@ export interface MatOpts {
 export interface Ops<X> {
   readonly device: 'cpu' | 'gpu';
   upload(shape: number[], data: Float32Array): X;
+  /**
+   * A frozen base weight (rows, cols) — a linear layer's (out, in) or the embedding table — stored
+   * in `format` (io/pack.ts). It may only be used as `table` of embedding() and as `b` of
+   * matmul/matmulAcc without transA. GPU: packed words; CPU: the dequantised values in f32.
+   */
+  uploadWeight(shape: [number, number], data: Float32Array, format: WeightFormat): X;
+  /** Bytes a tensor holds on the backend (GPU: its buffer; CPU: its f32 data). */
+  bytes(x: X): number;
   zeros(shape: number[]): X;
   read(x: X): Promise<Float32Array>;
   shape(x: X): number[];
@@ -94,6 +107,13 @@ export class CpuOps implements Ops<CpuTensor> {
     if (data.length !== numel(shape))
       throw new RangeError(`upload: ${data.length} values for shape ${JSON.stringify(shape)}`);
     return { data, shape: [...shape] };
+  }
+  /** Dequantised at load: the same values as the packed kernels' CPU references multiply. */
+  uploadWeight(shape: [number, number], data: Float32Array, format: WeightFormat): CpuTensor {
+    return this.upload(shape, quantiseLike(data, shape[0], shape[1], format));
+  }
+  bytes(x: CpuTensor): number {
+    return x.data.byteLength;
   }
   zeros(shape: number[]): CpuTensor {
     return { data: new Float32Array(numel(shape)), shape: [...shape] };
@@ -230,6 +250,13 @@ export class GpuOps implements Ops<Tensor> {
   upload(shape: number[], data: Float32Array): Tensor {
     return this.e.tensor(shape, data);
   }
+  uploadWeight(shape: [number, number], data: Float32Array, format: WeightFormat): Tensor {
+    if (format === 'f32') return this.upload(shape, data);
+    return uploadPacked(this.e, packWeight(data, shape[0], shape[1], format));
+  }
+  bytes(x: Tensor): number {
+    return x.buffer.size;
+  }
   zeros(shape: number[]): Tensor {
     return this.e.zeros(shape);
   }
@@ -252,7 +279,7 @@ export class GpuOps implements Ops<Tensor> {
   }
   embedding(table: Tensor, ids: number[]): Tensor {
     const idt = this.e.tensor([ids.length], Uint32Array.from(ids));
-    const out = embedding(this.e, table, idt);
+    const out = isPacked(table) ? embeddingPacked(this.e, table, idt) : embedding(this.e, table, idt);
     this.e.release(idt);
     return out;
   }
@@ -279,11 +306,22 @@ export class GpuOps implements Ops<Tensor> {
       !o.transA && Boolean(o.transB) && a.shape.length === 2 && a.shape[0]! <= MATVEC_MAX_ROWS && b.shape.length === 2
     );
   }
+  /** A packed base weight as b: decode rows go to matvec_packed, the rest (and dx = dy·W) to matmul_packed. */
+  private packedMatmul(a: Tensor, b: Tensor, o: MatOpts, out?: Tensor): Tensor | null {
+    if (!isPacked(b)) return null;
+    if (o.transA || isPacked(a)) throw new RangeError('matmul: a packed weight is only supported as B, without transA');
+    const acc = out ? { out, accumulate: true } : {};
+    if (this.useMatvec(a, b, o)) return matvecPacked(this.e, a, b, { alpha: o.alpha, ...acc });
+    return matmulPacked(this.e, a, b, { transB: o.transB, alpha: o.alpha, ...acc });
+  }
   matmul(a: Tensor, b: Tensor, o: MatOpts = {}): Tensor {
+    const p = this.packedMatmul(a, b, o);
+    if (p) return p;
     if (this.useMatvec(a, b, o)) return matvec(this.e, a, b, { alpha: o.alpha });
     return matmul(this.e, a, b, o);
   }
   matmulAcc(out: Tensor, a: Tensor, b: Tensor, o: MatOpts = {}): void {
+    if (this.packedMatmul(a, b, o, out)) return;
     if (this.useMatvec(a, b, o)) matvec(this.e, a, b, { alpha: o.alpha, out, accumulate: true });
     else matmul(this.e, a, b, { ...o, out, accumulate: true });
   }

@@ -28,6 +28,7 @@ import {
   type SafetensorsFile,
 } from './safetensors.ts';
 import { TextTokenizer } from './tokenizer.ts';
+import { weightBytes, WEIGHT_FORMATS, type WeightFormat } from './pack.ts';
 
 export interface ModelFileInfo {
   /** Path relative to the checkpoint root, '/'-separated. */
@@ -473,6 +474,35 @@ export interface LoadOptions {
   signal?: AbortSignal;
   /** Load tokenizer.json and tokenizer_config.json (default true; missing files give tokenizer null). */
   tokenizer?: boolean;
+  /**
+   * How the model built from this checkpoint stores its frozen base on the GPU (io/pack.ts;
+   * LlamaModel's `weights` option). Not used by loadCheckpoint itself, which returns the tensors
+   * as stored; carried here so callers pass one options object through.
+   */
+  weights?: WeightFormat;
+}
+
+/** What a checkpoint will take before its weights are read: its config and the GPU bytes per format. */
+export interface WeightPlan {
+  config: ModelConfig;
+  /** weightBytes(config, format) for every format. */
+  bytes: Record<WeightFormat, number>;
+}
+
+/** Read config.json only (a few KB) and compute the GPU memory each weight format needs. */
+export async function planWeights(files: ModelFiles, signal?: AbortSignal): Promise<WeightPlan> {
+  const config = modelConfigFromHf(
+    decodeJson(await files.read(CONFIG_FILE, undefined, signal), CONFIG_FILE) as Record<string, unknown>,
+  );
+  const bytes = {} as Record<WeightFormat, number>;
+  for (const f of WEIGHT_FORMATS) {
+    try {
+      bytes[f] = weightBytes(config, f);
+    } catch {
+      bytes[f] = NaN; // a shape that format cannot pack (io/pack.ts checkPackable)
+    }
+  }
+  return { config, bytes };
 }
 
 export interface Checkpoint {
