@@ -9,7 +9,7 @@ import { DEFAULTS } from '../core/config.ts';
 import { parseEnvHeader, type StepResult } from '../core/env/contract.ts';
 import { UsageError } from '../core/errors.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
-import { intFlag, parseArgs, type Io } from './spade.ts';
+import { intFlag, parseArgs, type Io } from './args.ts';
 
 async function readCode(file: string): Promise<string> {
   try {
@@ -25,17 +25,36 @@ export async function validate(argv: string[], io: Io): Promise<number> {
   const json = args.flags.has('json');
   const maxTurns = intFlag(args, 'max-turns', DEFAULTS.maxTurns);
   const pool = createNodeSandboxPool();
-  const files = [];
+  type Report = Awaited<ReturnType<typeof pool.check>>;
+  const files: (Partial<Report> & { file: string; ok: boolean; error?: { name: string; message: string } })[] = [];
   try {
     for (const file of args.positional) {
       const code = await readCode(file);
-      const report = await pool.check(code, { maxTurns });
-      files.push({ file, ...report });
+      const t0 = performance.now();
+      // a check the sandbox could not finish (watchdog kill, crashed worker, restarted module)
+      // fails this file with the error and the checks done so far; the next file still runs
+      const entry = await pool.check(code, { maxTurns }).then(
+        (report) => ({ file, ...report }),
+        (err: unknown) => {
+          const e = err as Error & { data?: { report?: Report } };
+          const partial = e.data?.report;
+          return {
+            file,
+            ...partial,
+            ok: false,
+            checks: partial?.checks ?? [],
+            ms: performance.now() - t0,
+            error: { name: e.name, message: e.message },
+          };
+        },
+      );
+      files.push(entry);
       if (!json) {
         io.out(
-          `${report.ok ? 'PASS' : 'FAIL'} ${file}${report.className ? ` (${report.className})` : ''} ${report.ms.toFixed(0)} ms`,
+          `${entry.ok ? 'PASS' : 'FAIL'} ${file}${entry.className ? ` (${entry.className})` : ''} ${entry.ms.toFixed(0)} ms`,
         );
-        for (const c of report.checks) io.out(`  ${c.ok ? '✓' : '✗'} ${c.name}: ${c.message}`);
+        for (const c of entry.checks) io.out(`  ${c.ok ? '✓' : '✗'} ${c.name}: ${c.message}`);
+        if ('error' in entry) io.out(`  ✗ ${entry.error.name}: ${entry.error.message}`);
       }
     }
   } finally {

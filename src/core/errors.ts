@@ -29,6 +29,8 @@ export class GpuError extends SpadeError {}
 export class ShareLinkError extends SpadeError {}
 /** An env set file is malformed or of an unknown version. */
 export class EnvSetError extends SpadeError {}
+/** A run file (spade-run) is malformed, too big, hostile or of an unknown version. */
+export class RunFileError extends SpadeError {}
 /** Generated environment code broke the contract (wrong shapes, bad reward, ...). */
 export class EnvContractError extends SpadeError {}
 /** Environment code ran past its time budget and was interrupted. */
@@ -67,6 +69,7 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   GpuError,
   ShareLinkError,
   EnvSetError,
+  RunFileError,
   EnvContractError,
   SandboxTimeoutError,
   SandboxMemoryError,

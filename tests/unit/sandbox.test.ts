@@ -1,8 +1,10 @@
 // The QuickJS sandbox host, in-process: the contract, determinism, hostile programs contained
 // with typed, actionable errors, and the next environment unaffected.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SandboxHost, envClassNames } from '../../src/core/sandbox/host.ts';
+import { DEFAULT_LIMITS, SandboxHost, envClassNames } from '../../src/core/sandbox/host.ts';
 import { ESCAPES, FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
+import { extractBoxed } from '../../src/core/env/contract.ts';
+import { ActionRejectedError } from '../../src/core/errors.ts';
 
 let host: SandboxHost;
 beforeAll(async () => {
@@ -94,7 +96,7 @@ describe.each(HOSTILE.filter((h) => !h.needsKill))('hostile: $name', (h) => {
     let err: Error | undefined;
     let id: string | undefined;
     try {
-      const env = await host.load(h.code, 12);
+      const env = await host.load(h.code, 12, { ...DEFAULT_LIMITS, ...h.limits });
       id = env.id;
       host.reset(env.id, 0);
       if (h.phase === 'step') host.step(env.id, 'anything');
@@ -113,5 +115,142 @@ describe.each(HOSTILE.filter((h) => !h.needsKill))('hostile: $name', (h) => {
     host.reset(next.id, 1);
     expect(host.step(next.id, '\\boxed{10}')[0]).toMatch(/Found it!|Higher\.|Lower\./);
     host.dispose(next.id);
+  });
+});
+
+describe('issue 9 findings (in-process)', () => {
+  const probe = (expr: string) =>
+    `class ProbeEnv { reset(){ return [String(${expr}), {}]; } step(){ return ['', 0, true, false, {}]; } }`;
+  const run = async (code: string, h: SandboxHost = host) => {
+    const env = await h.load(code);
+    try {
+      return h.reset(env.id, 0)[0];
+    } finally {
+      h.dispose(env.id);
+    }
+  };
+
+  it('finding 8: Date is fixed in every reachable form and in UTC, whatever the host time zone', async () => {
+    const before = process.env.TZ;
+    process.env.TZ = 'Asia/Kolkata'; // +05:30: local-time methods would show it
+    const h = await SandboxHost.create();
+    try {
+      const expr = `[new (Date.prototype.constructor)().getTime(), Reflect.construct(Date, []).getTime(),
+        new (class extends Date {})().getTime(), Date(), new Date().getHours(), new Date().getTimezoneOffset(),
+        new Date(2020, 0, 1, 12).toISOString(), String(new Date(0)), new Date(0).toLocaleString(),
+        new Date(0).toLocaleTimeString(), Date.parse('2020-01-01T00:00:00'), new Date('2020-01-01T00:00:00').getTime(),
+        new Date(0).getYear()].join(' | ')`;
+      expect(await run(probe(expr), h)).toBe(
+        [
+          1700000000000,
+          1700000000000,
+          1700000000000,
+          'Tue Nov 14 2023 22:13:20 GMT+0000',
+          22,
+          0,
+          '2020-01-01T12:00:00.000Z',
+          'Thu Jan 01 1970 00:00:00 GMT+0000',
+          '01/01/1970, 12:00:00 AM',
+          '12:00:00 AM',
+          Date.UTC(2020, 0, 1),
+          Date.UTC(2020, 0, 1),
+          70,
+        ].join(' | '),
+      );
+    } finally {
+      if (before === undefined) delete process.env.TZ;
+      else process.env.TZ = before;
+    }
+  });
+
+  it('finding 10: strings that start with \\u0000 and spell NaN or Infinity stay strings', async () => {
+    const env = await host.load(`class NulEnv {
+      reset(){ return ['\\u0000NaN', { a: '\\u0000Infinity' }]; }
+      step(){ return ['\\u0000-Infinity', 0.5, false, false, { b: '\\u0000NaN', c: ['\\u0000Infinity'] }]; } }`);
+    expect(host.reset(env.id, 0)).toEqual(['\u0000NaN', { a: '\u0000Infinity' }]);
+    expect(host.step(env.id, 'x')).toEqual([
+      '\u0000-Infinity',
+      0.5,
+      false,
+      false,
+      { b: '\u0000NaN', c: ['\u0000Infinity'] },
+    ]);
+    host.dispose(env.id);
+  });
+
+  it('finding 5: an action nested thousands deep is refused on the host; the module never restarts', async () => {
+    const restarts = host.moduleRestarts;
+    const tool = await host.load(`class DeepEnv extends ToolUseEnv {
+      static tools = [{ name: 't', description: 'echo', parameters: { type: 'object', properties: {} } }];
+      t(args) { return 'got it'; }
+      reset() { return this.start('go', ['do it']); } solution() { return ['<answer>x</answer>']; } }`);
+    const sibling = await host.load(FAKE_ENV);
+    host.reset(tool.id, 0);
+    host.reset(sibling.id, 1);
+    const deep = `<tool_call>{"name": "t", "arguments": {"a": ${'['.repeat(20000)}1${']'.repeat(20000)}}}</tool_call>`;
+    expect(() => host.step(tool.id, deep)).toThrow(ActionRejectedError);
+    expect(() => host.step(tool.id, 'x'.repeat(DEFAULT_LIMITS.maxActionChars + 1))).toThrow(/the limit is 65536/);
+    expect(host.moduleRestarts).toBe(restarts);
+    expect(host.step(tool.id, '<tool_call>{"name": "t", "arguments": {}}</tool_call>')[0]).toContain('got it');
+    expect(host.step(sibling.id, '\\boxed{10}')[0]).toMatch(/Found it!|Higher\.|Lower\./);
+    host.dispose(tool.id);
+    host.dispose(sibling.id);
+  });
+
+  it('finding 5: when the module does restart, its other environments fail naming the cause', async () => {
+    const h = await SandboxHost.create();
+    const sibling = await h.load(FAKE_ENV);
+    // built at run time, so no source check sees it; 100,000 deep overflows a 1 MiB host stack
+    const bomb = await h.load(probe(`JSON.parse('['.repeat(100000) + ']'.repeat(100000))`));
+    const err = (() => {
+      try {
+        h.reset(bomb.id, 0);
+      } catch (e) {
+        return e as Error;
+      }
+    })();
+    expect(err?.name).toMatch(/SandboxRuntimeError|SandboxMemoryError/);
+    if (h.moduleRestarts > 0) {
+      expect(err?.message).toMatch(/faulted during reset \(nesting too deep for the host's stack/);
+      expect(() => h.reset(sibling.id, 0)).toThrow(
+        new RegExp(`"${sibling.id}" was lost when the sandbox restarted after ${bomb.id} faulted during reset`),
+      );
+      const next = await h.load(FAKE_ENV);
+      expect(h.reset(next.id, 1)[0]).toContain('Find my number');
+      h.dispose(next.id);
+    }
+    h.dispose(bomb.id);
+    h.dispose(sibling.id);
+    expect(h.liveCount()).toBe(0);
+  });
+
+  it('finding 10: native array loops too long to fit in memory are refused at once', async () => {
+    expect(await run(probe(`[1, 2, 3].join('-') + Array(5).fill(0).length`))).toBe('1-2-35');
+    const env = await host.load(probe(`Array(2 ** 32 - 1).indexOf(1)`));
+    expect(() => host.reset(env.id, 0)).toThrow(/Array\.prototype\.indexOf on a length of 4294967295/);
+    host.dispose(env.id);
+  });
+
+  it('host and guest extractBoxed agree (issue 14)', async () => {
+    const inputs = [
+      '',
+      'no box',
+      '\\boxed{3}',
+      '\\boxed{ 3 }',
+      'a \\boxed{1} then \\boxed{2}',
+      '\\boxed{\\frac{1}{2}}',
+      '\\boxed{{a}{b}}',
+      '\\boxed{unclosed',
+      '\\boxed{a} \\boxed{unclosed',
+      '\\boxed{}',
+      '\\boxed{\u{1F600} é}',
+      'boxed{x}',
+      '\\boxed {x}',
+      '\\boxed{a}}',
+      '\\boxed{\\boxed{inner}}',
+      '\\boxed{x\ny}',
+    ];
+    const code = `class BoxEnv { reset(){ return [JSON.stringify(${JSON.stringify(inputs)}.map(extractBoxed)), {}]; } step(){ return ['', 0, true, false, {}]; } }`;
+    expect(JSON.parse(await run(code))).toEqual(inputs.map(extractBoxed));
   });
 });

@@ -5,8 +5,13 @@
  * failure becomes a typed error whose message a user — or a Designer model — can
  * act on. Pure: runs in a Web Worker, a worker_thread, or in-process in tests.
  *
+ * No guest code runs without a deadline: calls, evaluation, promise jobs and the
+ * reading of a thrown value (done by the prelude, in the guest, under a deadline of its
+ * own) all happen while the interrupt handler is armed. Text that QuickJS would parse
+ * on the host's native stack (the code, an action) is bounded here first.
+ *
  * Hangs that QuickJS's interrupt handler cannot stop (some allocation patterns
- * thrash the GC for seconds) are the pool's job: it terminates the worker.
+ * thrash the GC for seconds; a long native loop) are the pool's job: it terminates the worker.
  */
 import {
   newQuickJSWASMModuleFromVariant,
@@ -18,6 +23,7 @@ import {
 import variant from '@jitl/quickjs-wasmfile-release-sync';
 import { DEFAULTS } from '../config.ts';
 import {
+  ActionRejectedError,
   EnvContractError,
   SandboxMemoryError,
   SandboxRuntimeError,
@@ -28,38 +34,127 @@ import type { LoadedEnv, ResetResult, StepResult, ToolSchema } from '../env/cont
 import prelude from './prelude.guest.js?raw';
 
 export { DEFAULT_LIMITS, limitsFromConfig, type SandboxLimits } from './limits.ts';
-import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
+import { DEFAULT_LIMITS, MAX_NESTING, type SandboxLimits } from './limits.ts';
+
+/** Time to read a thrown value (its getters, Proxy traps, toString) once the call itself has ended. */
+const READ_ERROR_MS = 100;
 
 interface LiveEnv {
   id: string;
   runtime: QuickJSRuntime;
   context: QuickJSContext;
   api: QuickJSHandle;
-  fns: Record<'reset' | 'step' | 'solution' | 'close', QuickJSHandle>;
+  fns: Record<'register' | 'reset' | 'step' | 'solution' | 'close' | 'describe', QuickJSHandle>;
   limits: SandboxLimits;
   info: LoadedEnv;
   /** Wall-clock deadline (ms) of the call in flight; the runtime's interrupt handler reads it. */
   deadline: number;
+  /** Set by the interrupt handler when it stops the guest: an unforgeable sign of a time-out. */
+  interrupted: boolean;
   /** Set once the env hit a limit; later calls fail fast with this. */
   dead: SpadeError | null;
   generation: number;
 }
 
-/** "threw TypeError: x" for errors, "threw a number: 5" for other thrown values. */
+/** What the guest threw, as read by the prelude (or by the host, for primitives only). */
+interface GuestError {
+  name: string;
+  message: string;
+  where: string;
+  /** Known on the host, not claimed by the guest: the interrupt handler fired, or memory ran out. */
+  kind?: 'timeout' | 'memory';
+}
+
+/** "threw TypeError: x" for errors, "threw a number: 5" / "threw an object: …" for other thrown values. */
 function threw(e: { name: string; message: string }): string {
-  return e.name.startsWith('thrown ') ? `threw a ${e.name.slice(7)}: ${e.message}` : `threw ${e.name}: ${e.message}`;
+  if (!e.name.startsWith('thrown ')) return `threw ${e.name}: ${e.message}`;
+  const what = e.name.slice(7);
+  return `threw ${/^[aeiou]/.test(what) ? 'an' : 'a'} ${what}: ${e.message}`;
 }
 
-/** The prelude tags NaN/±Infinity as "\u0000NaN" etc.; turn them back into numbers. */
-function reviveNonFinite(_key: string, v: unknown): unknown {
-  if (typeof v === 'string' && v.charCodeAt(0) === 0) {
-    const rest = v.slice(1);
-    if (rest === 'NaN' || rest === 'Infinity' || rest === '-Infinity') return Number(rest);
+type GuestReply =
+  | { ok: true; value: unknown; nonFinite?: unknown }
+  | { ok: false; error: { name: string; message: string; stack?: string } };
+
+/** The prelude lists the top-level slots that held NaN or ±Infinity (JSON has no such numbers). */
+function restoreNonFinite(value: unknown, marks: unknown): unknown {
+  if (!Array.isArray(value) || !Array.isArray(marks)) return value;
+  for (const m of marks as unknown[]) {
+    if (!Array.isArray(m) || m.length !== 2) continue;
+    const [i, s] = m as [unknown, unknown];
+    if (typeof i === 'number' && Number.isInteger(i) && i >= 0 && i < value.length && value[i] === null) {
+      if (s === 'NaN' || s === 'Infinity' || s === '-Infinity') value[i] = Number(s);
+    }
   }
-  return v;
+  return value;
 }
 
-type GuestReply = { ok: true; value: unknown } | { ok: false; error: { name: string; message: string } };
+/**
+ * Deepest bracket nesting in `text` — ( [ { and template `${` — skipping string literals and
+ * comments when `js` is set; stops counting once past `limit`. Linear, no allocation per character.
+ */
+export function nestingDepth(text: string, js: boolean, limit = Infinity): number {
+  let depth = 0;
+  let max = 0;
+  // template literals nest: each entry is the depth at which a `${` opened inside a template
+  const templates: number[] = [];
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 40 || c === 91 || c === 123) {
+      // ( [ {
+      if (++depth > max && (max = depth) > limit) return max;
+    } else if (c === 41 || c === 93 || c === 125) {
+      // ) ] }
+      if (js && c === 125 && templates.length && templates[templates.length - 1] === depth) {
+        templates.pop();
+        depth--;
+        i = skipTemplate(text, i + 1, templates, depth);
+        if (templates.length && templates[templates.length - 1] === depth + 1) {
+          depth++;
+          if (depth > max && (max = depth) > limit) return max;
+        }
+        continue;
+      }
+      if (depth > 0) depth--;
+    } else if (js && (c === 39 || c === 34)) {
+      // ' or ": to the closing quote or the end of the line
+      for (i++; i < n; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 92) i++;
+        else if (d === c || d === 10) break;
+      }
+    } else if (js && c === 96) {
+      // `: a template literal; `${` opens a nesting level
+      i = skipTemplate(text, i + 1, templates, depth);
+      if (templates.length && templates[templates.length - 1] === depth + 1) {
+        depth++;
+        if (depth > max && (max = depth) > limit) return max;
+      }
+    } else if (js && c === 47 && text.charCodeAt(i + 1) === 47) {
+      const end = text.indexOf('\n', i);
+      i = end < 0 ? n : end;
+    } else if (js && c === 47 && text.charCodeAt(i + 1) === 42) {
+      const end = text.indexOf('*/', i + 2);
+      i = end < 0 ? n : end + 1;
+    }
+  }
+  return max;
+}
+
+/** Skip template text from `i`; at `${` push the new depth and return its index; at the closing ` return it. */
+function skipTemplate(text: string, i: number, templates: number[], depth: number): number {
+  for (; i < text.length; i++) {
+    const d = text.charCodeAt(i);
+    if (d === 92) i++;
+    else if (d === 96) return i;
+    else if (d === 36 && text.charCodeAt(i + 1) === 123) {
+      templates.push(depth + 1);
+      return i + 1;
+    }
+  }
+  return i;
+}
 
 const utf8 = new TextEncoder();
 /** UTF-8 size, encoding only when the string could be over `limit` (3 bytes per UTF-16 unit at most). */
@@ -92,6 +187,8 @@ export class SandboxHost {
   private nextId = 1;
   private generation = 0;
   private restarting: Promise<QuickJSWASMModule> | null = null;
+  /** Why each generation of the module ended (index: the generation), for the environments it took down. */
+  private readonly faults: string[] = [];
   /** How many times the WASM module was discarded and rebuilt after a host-level fault. */
   moduleRestarts = 0;
 
@@ -107,8 +204,11 @@ export class SandboxHost {
     return 'pong';
   }
 
+  /** Environments loaded, not disposed, and not lost to a module restart. */
   liveCount(): number {
-    return this.envs.size;
+    let n = 0;
+    for (const e of this.envs.values()) if (e.generation === this.generation) n++;
+    return n;
   }
 
   /** Evaluate environment code and construct its class. Returns its id, class name, setting and tools. */
@@ -123,6 +223,13 @@ export class SandboxHost {
       throw new EnvContractError(
         `The environment code is ${Math.ceil(size / 1024)} KiB; the limit is ${limits.maxCodeBytes / 1024} KiB. Shorten it.`,
         { bytes: size },
+      );
+    }
+    const depth = nestingDepth(code, true, MAX_NESTING);
+    if (depth > MAX_NESTING) {
+      throw new EnvContractError(
+        `The environment code nests brackets more than ${MAX_NESTING} deep, which the sandbox cannot parse safely. Flatten it: build deep data in a loop instead of writing it out.`,
+        { depth },
       );
     }
     const names = envClassNames(code);
@@ -147,17 +254,24 @@ export class SandboxHost {
       dead: null,
       generation: this.generation,
       deadline: Infinity,
+      interrupted: false,
     } as unknown as LiveEnv;
-    runtime.setInterruptHandler(() => Date.now() > partial.deadline);
+    runtime.setInterruptHandler(() => {
+      if (Date.now() <= partial.deadline) return false;
+      partial.interrupted = true;
+      return true;
+    });
     try {
       this.evalOrThrow(partial, prelude, 'prelude.js', limits.loadMs, 'loading the sandbox prelude');
       const api = context.getProp(context.global, '__spade');
       partial.api = api;
       partial.fns = {
+        register: context.getProp(api, 'register'),
         reset: context.getProp(api, 'reset'),
         step: context.getProp(api, 'step'),
         solution: context.getProp(api, 'solution'),
         close: context.getProp(api, 'close'),
+        describe: context.getProp(api, 'describe'),
       };
       this.evalOrThrow(partial, code, 'env.js', limits.loadMs, 'loading the environment code');
       const classes = this.evalHandle(
@@ -166,39 +280,49 @@ export class SandboxHost {
         limits.loadMs,
         'looking up the environment class',
       );
-      const namesHandle = this.evalHandle(
-        partial,
-        JSON.stringify(names),
-        limits.loadMs,
-        'looking up the environment class',
-      );
-      const register = context.getProp(api, 'register');
-      const maxTurnsHandle = context.newNumber(maxTurns);
+      const handles = [classes, context.newNumber(maxTurns)];
       let reply: GuestReply;
       try {
-        reply = this.callGuest(partial, register, [namesHandle, classes, maxTurnsHandle], limits.loadMs, 'constructor');
+        handles.push(
+          this.evalHandle(partial, JSON.stringify(names), limits.loadMs, 'looking up the environment class'),
+        );
+        reply = this.callGuest(
+          partial,
+          partial.fns.register,
+          [handles[2]!, classes, handles[1]!],
+          limits.loadMs,
+          'constructor',
+        );
       } finally {
-        for (const h of [register, maxTurnsHandle, namesHandle, classes]) h.dispose();
+        if (partial.generation === this.generation) for (const h of handles) if (h.alive) h.dispose();
       }
       if (!reply.ok) {
-        const err = this.limitError(partial, reply.error, 'the constructor', limits.loadMs);
+        const e = { ...reply.error, where: whereIn(reply.error.stack) };
+        const err = this.limitError(partial, e, 'the constructor', limits.loadMs);
         if (!(err instanceof SandboxRuntimeError)) throw err;
         throw new SandboxRuntimeError(
-          `The constructor ${threw(reply.error)}. The constructor receives maxTurns and must not throw.`,
-          { method: 'constructor', ...reply.error },
+          `The constructor ${threw(e)}. The constructor receives maxTurns and must not throw.`,
+          { method: 'constructor', ...e },
         );
       }
-      const v = reply.value as { className: string; toolUse: boolean; tools: ToolSchema[] };
+      const v = (isInfo(reply.value) ? reply.value : {}) as { className?: unknown; toolUse?: unknown; tools?: unknown };
       partial.info = {
         id,
         className: String(v.className),
-        setting: v.toolUse ? 'tool_use' : 'games',
-        tools: Array.isArray(v.tools) ? v.tools : [],
+        setting: v.toolUse === true ? 'tool_use' : 'games',
+        tools: Array.isArray(v.tools) ? (v.tools as ToolSchema[]) : [],
       };
       this.envs.set(id, partial);
       return partial.info;
     } catch (err) {
-      this.release(partial);
+      if (partial.generation === this.generation) {
+        try {
+          this.release(partial);
+        } catch (fault) {
+          // freeing a runtime left mid-job can abort the module (see dispose): restart it, report `err`
+          this.hostFault(partial, fault, 'loading the environment');
+        }
+      }
       throw err;
     }
   }
@@ -222,6 +346,7 @@ export class SandboxHost {
   step(id: string, action: string): StepResult {
     const env = this.live(id);
     if (typeof action !== 'string') throw new EnvContractError(`action must be a string; got ${describe(action)}`);
+    this.checkAction(env, action);
     const v = this.invoke(env, 'step', action, env.limits.stepMs);
     if (!Array.isArray(v) || v.length !== 5) {
       throw new EnvContractError(
@@ -272,6 +397,7 @@ export class SandboxHost {
     const env = this.envs.get(id);
     if (!env) return;
     this.envs.delete(id);
+    if (env.generation !== this.generation) return; // released with its module
     if (!env.dead) {
       try {
         this.invoke(env, 'close', undefined, env.limits.stepMs);
@@ -279,6 +405,7 @@ export class SandboxHost {
         /* close() is best-effort */
       }
     }
+    if (env.generation !== this.generation) return; // close() faulted the module
     try {
       this.release(env);
     } catch (err) {
@@ -295,8 +422,10 @@ export class SandboxHost {
     if (!env) throw new EnvContractError(`No live environment "${id}": it was closed or never loaded. Load it again.`);
     if (env.generation !== this.generation) {
       this.envs.delete(id);
+      const cause = this.faults[env.generation] ?? 'a fault in the sandbox';
       throw new SandboxRuntimeError(
-        `Environment "${id}" was lost when the sandbox restarted after a fault. Load it again.`,
+        `Environment "${id}" was lost when the sandbox restarted after ${cause}. Load it again.`,
+        { lost: true, cause },
       );
     }
     if (env.dead) throw env.dead;
@@ -313,6 +442,24 @@ export class SandboxHost {
     }
   }
 
+  /** Refuse, before the guest sees it, an action too long or too deeply nested for it to parse safely. */
+  private checkAction(env: LiveEnv, action: string): void {
+    const max = env.limits.maxActionChars ?? DEFAULT_LIMITS.maxActionChars;
+    if (action.length > max) {
+      throw new ActionRejectedError(
+        `The action is ${action.length} characters; the limit is ${max} (maxActionKiB). Reply with one short action.`,
+        { chars: action.length, limit: max },
+      );
+    }
+    const depth = nestingDepth(action, false, MAX_NESTING);
+    if (depth > MAX_NESTING) {
+      throw new ActionRejectedError(
+        `The action nests brackets more than ${MAX_NESTING} deep; the sandbox refuses it unread. Reply with a flat action.`,
+        { depth, limit: MAX_NESTING },
+      );
+    }
+  }
+
   private invoke(
     env: LiveEnv,
     method: 'reset' | 'step' | 'solution' | 'close',
@@ -325,51 +472,37 @@ export class SandboxHost {
     else if (typeof arg === 'number') args.push(context.newNumber(arg));
     try {
       const reply = this.callGuest(env, env.fns[method], args, ms, method);
-      if (!reply.ok) throw this.limitError(env, reply.error, method, ms);
+      if (!reply.ok) throw this.limitError(env, { ...reply.error, where: whereIn(reply.error.stack) }, method, ms);
       return reply.value;
     } finally {
-      for (const h of args) h.dispose();
+      // after a module fault the handles died with their runtime: disposing them would throw
+      if (env.generation === this.generation) for (const h of args) if (h.alive) h.dispose();
     }
   }
 
+  /** Call a prelude entry point; it answers with a JSON reply built inside the guest. */
   private callGuest(env: LiveEnv, fn: QuickJSHandle, args: QuickJSHandle[], ms: number, method: string): GuestReply {
     const { context } = env;
-    env.deadline = Date.now() + ms;
-    let result;
-    let jobError: { name: string; message: string } | null;
+    const value = this.runGuest(env, ms, method, `${method} (a promise callback)`, () =>
+      context.callFunction(fn, context.undefined, ...args),
+    );
+    if (value instanceof GuestFailure) throw this.limitError(env, value.error, value.method, ms);
+    let text: string | null = null;
     try {
-      result = context.callFunction(fn, context.undefined, ...args);
-      jobError = this.runJobs(env);
-    } catch (err) {
-      throw this.hostFault(env, err, method);
+      // only a string is read: getString on anything else would run the guest's toString
+      if (context.typeof(value) === 'string') text = context.getString(value);
     } finally {
-      env.deadline = Infinity;
+      value.dispose();
     }
-    if (jobError && !result.error) {
-      result.value.dispose();
-      throw this.limitError(env, jobError, `${method} (a promise callback)`, ms);
-    }
-    if (result.error) {
-      const e = this.dumpError(context, result.error);
-      result.error.dispose();
-      throw this.limitError(env, e, method, ms);
-    }
-    let text: unknown;
-    try {
-      text = context.getString(result.value);
-    } finally {
-      result.value.dispose();
-    }
-    const size = typeof text === 'string' ? text.length : 0;
-    if (typeof text !== 'string' || size > env.limits.maxObservationBytes * 4 + 65536) {
+    if (text === null || text.length > env.limits.maxObservationBytes * 4 + 65536) {
       throw new EnvContractError(
-        `${method}() returned ${size > 0 ? 'too much data' : 'something that is not JSON'}; return plain strings, numbers, booleans, arrays and objects.`,
+        `${method}() returned ${text !== null ? 'too much data' : 'something that is not JSON'}; return plain strings, numbers, booleans, arrays and objects.`,
         { method },
       );
     }
     let reply: unknown;
     try {
-      reply = text.includes('\\u0000') ? JSON.parse(text, reviveNonFinite) : JSON.parse(text);
+      reply = JSON.parse(text);
     } catch {
       reply = undefined;
     }
@@ -385,7 +518,8 @@ export class SandboxHost {
         { method },
       );
     }
-    return r as GuestReply;
+    if (r!.ok && r!.nonFinite !== undefined) r!.value = restoreNonFinite(r!.value, r!.nonFinite);
+    return r!;
   }
 
   private evalOrThrow(env: LiveEnv, code: string, filename: string, ms: number, what: string): void {
@@ -394,77 +528,123 @@ export class SandboxHost {
 
   private evalHandle(env: LiveEnv, code: string, ms: number, what: string, filename = 'host.js'): QuickJSHandle {
     const { context } = env;
-    env.deadline = Date.now() + ms;
-    let result;
-    let jobError: { name: string; message: string } | null;
-    try {
-      result = context.evalCode(code, filename, { type: 'global' });
-      jobError = this.runJobs(env);
-    } catch (err) {
-      throw this.hostFault(env, err, what);
-    } finally {
-      env.deadline = Infinity;
+    const value = this.runGuest(env, ms, what, `${what} (a promise callback)`, () =>
+      context.evalCode(code, filename, { type: 'global' }),
+    );
+    if (!(value instanceof GuestFailure)) return value;
+    const e = value.error;
+    const limit = this.limitError(env, e, value.method, ms);
+    if (limit instanceof SandboxRuntimeError) {
+      const head = e.name.startsWith('thrown ') ? `${what} ${threw(e)}` : `${e.name} while ${what}: ${e.message}`;
+      throw new SandboxRuntimeError(`${head}${e.where ? ` (${e.where})` : ''}`, {
+        name: e.name,
+        message: e.message,
+        where: e.where,
+      });
     }
-    if (jobError && !result.error) {
-      result.value.dispose();
-      throw this.limitError(env, jobError, `${what} (a promise callback)`, ms);
-    }
-    if (result.error) {
-      const e = this.dumpError(context, result.error);
-      result.error.dispose();
-      const limit = this.limitError(env, e, what, ms);
-      if (limit instanceof SandboxRuntimeError) {
-        throw new SandboxRuntimeError(`${e.name} while ${what}: ${e.message}${e.where ? ` (${e.where})` : ''}`, {
-          ...e,
-        });
-      }
-      throw limit;
-    }
-    return result.value;
+    throw limit;
   }
 
   /**
-   * Run the promise callbacks the call queued (`then`, `await`), under the same deadline, so
-   * asynchronous environment code behaves as it would in a browser. Returns their first error.
+   * The one way guest code runs: `start` (a call or an evaluation), then the promise callbacks it
+   * queued (`then`, `await`), all under `ms`; a thrown value is read inside the guest under a
+   * deadline of its own. Returns the result handle (the caller disposes it) or the failure.
+   * A fault of the WASM module itself restarts the module and throws.
    */
-  private runJobs(env: LiveEnv): { name: string; message: string } | null {
-    if (!env.runtime.hasPendingJob()) return null; // the common case: one cheap check per call
-    const r = env.runtime.executePendingJobs(-1);
-    if (r.error) {
-      const e = this.dumpError(env.context, r.error);
-      r.error.dispose();
-      return e;
+  private runGuest(
+    env: LiveEnv,
+    ms: number,
+    method: string,
+    jobMethod: string,
+    start: () => { value: QuickJSHandle; error?: undefined } | { error: QuickJSHandle; value?: undefined },
+  ): QuickJSHandle | GuestFailure {
+    env.interrupted = false;
+    env.deadline = Date.now() + ms;
+    let result: ReturnType<typeof start> | undefined;
+    let failure: GuestFailure | null = null;
+    try {
+      result = start();
+      if (result.error) {
+        failure = new GuestFailure(this.readThrown(env, result.error), method);
+        result.error.dispose();
+      } else if (env.runtime.hasPendingJob()) {
+        // the common case skips this: one cheap check per call
+        const jobs = env.runtime.executePendingJobs(-1);
+        let e: GuestError | null = null;
+        if (jobs.error) {
+          e = this.readThrown(env, jobs.error);
+          jobs.error.dispose();
+        }
+        // an interrupted job can end quietly (its promise just rejects), so ask the handler too
+        if (!e && (env.interrupted || env.runtime.hasPendingJob())) e = interruptedError();
+        if (e) {
+          result.value.dispose();
+          failure = new GuestFailure(e, jobMethod);
+        }
+      }
+    } catch (err) {
+      if (result?.value?.alive) result.value.dispose();
+      throw this.hostFault(env, err, method);
+    } finally {
+      env.deadline = Infinity;
     }
-    // an interrupted job ends quietly (its promise just rejects), so tell by the clock
-    if (env.runtime.hasPendingJob() || Date.now() > env.deadline)
-      return { name: 'InternalError', message: 'interrupted' };
-    return null;
+    return failure ?? result.value!;
   }
 
-  private dumpError(context: QuickJSContext, h: QuickJSHandle): { name: string; message: string; where: string } {
+  /**
+   * Read a thrown value without running guest code outside a deadline: after a time-out nothing is
+   * read; otherwise the prelude's `describe` reads it inside the guest (getters, Proxy traps and
+   * toString included) under READ_ERROR_MS, and the host reads back one string.
+   */
+  private readThrown(env: LiveEnv, h: QuickJSHandle): GuestError {
+    if (env.interrupted) return interruptedError();
+    const { context } = env;
+    if (!env.fns?.describe?.alive) {
+      // the prelude itself failed: read primitives only
+      const t = context.typeof(h);
+      const message = t === 'string' ? context.getString(h).slice(0, 2000) : `a thrown ${t}`;
+      return { name: 'Error', message, where: '' };
+    }
+    env.deadline = Date.now() + READ_ERROR_MS;
+    const r = context.callFunction(env.fns.describe, context.undefined, h);
+    if (r.error) {
+      r.error.dispose();
+      if (env.interrupted) return { ...interruptedError(), message: 'interrupted while reading the value it threw' };
+      return { name: 'Error', message: 'an unreadable value was thrown', where: '', kind: 'memory' };
+    }
+    const text = context.typeof(r.value) === 'string' ? context.getString(r.value) : '';
+    r.value.dispose();
+    let rec: { name?: unknown; message?: unknown; stack?: unknown } = {};
     try {
-      const d = context.dump(h) as unknown;
-      if (d && typeof d === 'object') {
-        const o = d as { name?: unknown; message?: unknown; stack?: unknown };
-        const where = typeof o.stack === 'string' ? (/env\.js:(\d+):(\d+)/.exec(o.stack)?.[0] ?? '') : '';
-        return {
-          name: typeof o.name === 'string' ? o.name : 'Error',
-          message: typeof o.message === 'string' ? o.message : JSON.stringify(d).slice(0, 500),
-          where,
-        };
-      }
-      return { name: `thrown ${d === null ? 'null' : typeof d}`, message: String(d).slice(0, 500), where: '' };
+      rec = JSON.parse(text) as typeof rec;
     } catch {
-      return { name: 'Error', message: 'an unreadable value was thrown', where: '' };
+      /* unreadable: the defaults below */
+    }
+    const name = typeof rec?.name === 'string' ? rec.name : 'Error';
+    const message = typeof rec?.message === 'string' ? rec.message : 'an unreadable value was thrown';
+    const e: GuestError = { name, message, where: whereIn(typeof rec?.stack === 'string' ? rec.stack : '') };
+    // QuickJS throws null when it runs out of memory while building an error
+    if (name === 'thrown null' && this.nearMemoryLimit(env)) e.kind = 'memory';
+    return e;
+  }
+
+  /** True when the runtime's allocations are within a quarter of its limit (read from QuickJS's own report). */
+  private nearMemoryLimit(env: LiveEnv): boolean {
+    try {
+      const report = env.runtime.dumpMemoryUsage();
+      const used = /memory allocated\s+\d+\s+(\d+)/.exec(report);
+      return used !== null && Number(used[1]) > env.limits.memoryBytes * 0.75;
+    } catch {
+      return false;
     }
   }
 
   /** Map a guest exception to a typed error; limit errors also mark the env dead. */
-  private limitError(env: LiveEnv, e: { name: string; message: string }, method: string, ms: number): SpadeError {
+  private limitError(env: LiveEnv, e: GuestError, method: string, ms: number): SpadeError {
     let err: SpadeError;
-    if (e.name === 'InternalError' && e.message === 'interrupted') {
+    if (e.kind === 'timeout') {
       err = new SandboxTimeoutError(
-        `${method} ran past its ${ms} ms limit and was stopped. Look for loops that never end or work that grows with the input.`,
+        `${method} ran past its ${ms} ms limit and was stopped${e.message === 'interrupted' ? '' : ` (${e.message})`}. Look for loops that never end or work that grows with the input.`,
         { method, limitMs: ms },
       );
     } else if (e.name === 'InternalError' && e.message === 'stack overflow') {
@@ -472,13 +652,21 @@ export class SandboxHost {
         `${method} overflowed the ${env.limits.stackBytes / 1024} KiB stack (deep or endless recursion). Use a loop instead.`,
         { method, kind: 'stack' },
       );
-    } else if (e.name === 'InternalError' && (e.message === 'out of memory' || e.message === 'string too long')) {
+    } else if (
+      e.kind === 'memory' ||
+      (e.name === 'InternalError' && (e.message === 'out of memory' || e.message === 'string too long'))
+    ) {
       err = new SandboxMemoryError(
         `${method} used more than the ${env.limits.memoryBytes / 2 ** 20} MiB memory limit and was stopped. Keep state small.`,
         { method, kind: 'memory' },
       );
     } else {
-      return new SandboxRuntimeError(`${method}() ${threw(e)}`, { method, ...e });
+      return new SandboxRuntimeError(`${method}() ${threw(e)}`, {
+        method,
+        name: e.name,
+        message: e.message,
+        where: e.where,
+      });
     }
     env.dead = err;
     return err;
@@ -486,16 +674,18 @@ export class SandboxHost {
 
   /** A fault outside the guest (the WASM module itself): discard the module and start a fresh one. */
   private hostFault(env: LiveEnv, err: unknown, method: string): SpadeError {
+    const raw = (err as Error)?.message ?? String(err);
+    const why = /call stack|stack size/i.test(raw) ? `nesting too deep for the host's stack (${raw})` : raw;
+    this.faults[this.generation] = `${env.id} faulted during ${method}: ${why}`;
     this.generation++;
     this.moduleRestarts++;
     const stale = [...this.envs.values()];
-    this.envs.clear();
     for (const e of stale) this.release(e, true);
     if (env && !stale.includes(env)) this.release(env, true);
     this.restarting = newQuickJSWASMModuleFromVariant(variant);
     return new SandboxRuntimeError(
-      `The sandbox faulted during ${method} (${(err as Error)?.message ?? String(err)}) and was restarted; every live environment in it must be loaded again.`,
-      { method },
+      `The sandbox faulted during ${method} (${why}) and was restarted; every live environment in it must be loaded again.`,
+      { method, restarted: true },
     );
   }
 
@@ -510,3 +700,22 @@ export class SandboxHost {
     }
   }
 }
+
+/** A guest failure on its way to becoming a typed error. */
+class GuestFailure {
+  constructor(
+    readonly error: GuestError,
+    readonly method: string,
+  ) {}
+}
+
+const interruptedError = (): GuestError => ({
+  name: 'InternalError',
+  message: 'interrupted',
+  where: '',
+  kind: 'timeout',
+});
+
+/** "env.js:3:14" from a guest stack, or ''. */
+const whereIn = (stack: string | undefined): string =>
+  typeof stack === 'string' ? (/env\.js:(\d+):(\d+)/.exec(stack)?.[0] ?? '') : '';

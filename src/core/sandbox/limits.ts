@@ -9,12 +9,29 @@ export interface SandboxLimits {
   stepMs: number;
   maxCodeBytes: number;
   maxObservationBytes: number;
+  /** Longest action (UTF-16 units) passed to step(); longer ones are refused on the host. */
+  maxActionChars: number;
 }
+
+/**
+ * Deepest bracket nesting accepted in environment code and in actions, checked on the host before
+ * QuickJS parses either. QuickJS's parser (and JSON.parse) recurse on the host's native stack, which
+ * its own stack limit does not see: `[[[…` 800 deep in source, or a `<tool_call>` argument ~12,800
+ * deep, overflowed a 1 MiB Node stack and took the whole WASM module down. 100 is 4-8× below
+ * the smallest depth measured to fail, and far above what real code nests (rarely 20).
+ */
+export const MAX_NESTING = 100;
 
 export function limitsFromConfig(
   c: Pick<
     Config,
-    'sandboxMemoryMiB' | 'sandboxStackKiB' | 'resetTimeoutMs' | 'stepTimeoutMs' | 'maxCodeKiB' | 'maxObservationKiB'
+    | 'sandboxMemoryMiB'
+    | 'sandboxStackKiB'
+    | 'resetTimeoutMs'
+    | 'stepTimeoutMs'
+    | 'maxCodeKiB'
+    | 'maxObservationKiB'
+    | 'maxActionKiB'
   >,
 ): SandboxLimits {
   return {
@@ -25,6 +42,7 @@ export function limitsFromConfig(
     stepMs: c.stepTimeoutMs,
     maxCodeBytes: c.maxCodeKiB * 1024,
     maxObservationBytes: c.maxObservationKiB * 1024,
+    maxActionChars: c.maxActionKiB * 1024,
   };
 }
 

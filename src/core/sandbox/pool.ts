@@ -2,13 +2,14 @@
  * A pool of sandbox workers with a kill switch. Calls are routed to the worker
  * that holds the environment (loads go to the least busy one). Each call races a
  * watchdog of its own limit plus a grace period: a worker that does not answer in
- * time (a GC-thrashing allocation, a crashed worker) is terminated and replaced,
- * and the caller gets a typed error. Other environments on other workers are
- * untouched; those on the replaced worker must be loaded again.
+ * time (a GC-thrashing allocation, a long native loop, a crashed worker) is terminated
+ * and replaced, and the caller gets a typed error. Environments on other workers are
+ * untouched; those on the replaced worker fail with an error that names the cause.
+ * The checker runs here, call by call, so every one of its calls has that watchdog too.
  * Pure: the factory that makes workers comes from the platform (browser or Node).
  */
-import { SandboxTimeoutError, WorkerCrashedError } from '../errors.ts';
-import type { CheckOptions, CheckReport, EnvRunner } from '../env/checker.ts';
+import { SandboxTimeoutError, SpadeError, WorkerCrashedError } from '../errors.ts';
+import { checkEnv, type CheckOptions, type CheckReport, type EnvRunner } from '../env/checker.ts';
 import type { LoadedEnv, ResetResult, StepResult } from '../env/contract.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 import type { SandboxWorkerApi } from './worker_api.ts';
@@ -20,12 +21,19 @@ type Promised<T> = {
 export interface WorkerHandle {
   api: Promised<SandboxWorkerApi>;
   terminate(): unknown;
+  /** Calls `listener` once if the worker dies on its own (a crash, an error at start-up). */
+  onDeath?(listener: (err: Error) => void): void;
 }
 
 interface Slot {
   handle: WorkerHandle;
   /** Resolves once the worker answers a ping (its QuickJS module is compiled); rejects if it never does. */
   ready: Promise<void>;
+  /** The start-up timer, cleared when the ping settles, the worker dies, or the pool terminates. */
+  startTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Rejects (with the cause) when this generation of the worker ends; every call in flight races it. */
+  ended: Promise<never>;
+  end: (err: Error) => void;
   generation: number;
   /** Calls in flight. */
   busy: number;
@@ -44,16 +52,26 @@ export interface PoolOptions {
   size?: number;
   /** Extra time beyond a call's own limit before the worker is killed. */
   graceMs?: number;
-  /** Watchdog for a whole checker run. */
+  /** Budget for a whole checker run (each of its calls also has its own watchdog). */
   checkMs?: number;
   /** How long a new worker may take to start (load and compile QuickJS) before it counts as crashed. */
   startMs?: number;
 }
 
+/** An error after which the environment is gone: a watchdog kill, a crashed worker, a restarted module. */
+export function isSandboxLoss(err: unknown): err is SpadeError {
+  if (err instanceof WorkerCrashedError) return true;
+  if (!(err instanceof SpadeError)) return false;
+  return err.data.killed === true || err.data.restarted === true || err.data.lost === true;
+}
+
 export class SandboxPool implements EnvRunner {
   private readonly slots: Slot[];
   private readonly envs = new Map<string, PoolEnv>();
+  /** Why each slot's generations ended: causes[slot][generation]. */
+  private readonly causes: string[][];
   private nextId = 1;
+  private closed = false;
   readonly graceMs: number;
   readonly checkMs: number;
   readonly startMs: number;
@@ -65,33 +83,16 @@ export class SandboxPool implements EnvRunner {
     opts: PoolOptions = {},
   ) {
     this.graceMs = opts.graceMs ?? 1500;
-    this.checkMs = opts.checkMs ?? 60_000;
+    // a good environment checks in well under a second; this bounds one that is slow on purpose
+    this.checkMs = opts.checkMs ?? 20_000;
     this.startMs = opts.startMs ?? 60_000;
-    this.slots = Array.from({ length: Math.max(1, opts.size ?? 1) }, () => {
-      const handle = factory();
-      return { handle, ready: this.started(handle), generation: 0, busy: 0, live: 0 };
-    });
-  }
-
-  /** Resolves when a new worker answers a ping: start-up is not charged to the first call's time limit. */
-  private started(handle: WorkerHandle): Promise<void> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const ready = Promise.race([
-      handle.api.ping().then(() => undefined),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () =>
-            reject(
-              new WorkerCrashedError(
-                `The sandbox worker did not start within ${this.startMs / 1000} s. Reload the page.`,
-              ),
-            ),
-          this.startMs,
-        );
-      }),
-    ]).finally(() => clearTimeout(timer));
-    ready.catch(() => undefined); // reported to the first caller, not as an unhandled rejection
-    return ready;
+    const n = Math.max(1, opts.size ?? 1);
+    this.causes = Array.from({ length: n }, () => []);
+    this.slots = [];
+    for (let i = 0; i < n; i++) {
+      this.slots.push({} as Slot);
+      this.startSlot(i, 0);
+    }
   }
 
   get size(): number {
@@ -115,46 +116,135 @@ export class SandboxPool implements EnvRunner {
 
   async reset(id: string, seed: number): Promise<ResetResult> {
     const e = this.env(id);
-    return this.guard(e.slot, (api) => api.reset(e.inner, seed), e.limits.resetMs, 'reset()');
+    return this.guard(e.slot, (api) => api.reset(e.inner, seed), e.limits.resetMs, `reset() of ${id}`);
   }
 
   async step(id: string, action: string): Promise<StepResult> {
     const e = this.env(id);
-    return this.guard(e.slot, (api) => api.step(e.inner, action), e.limits.stepMs, 'step()');
+    return this.guard(e.slot, (api) => api.step(e.inner, action), e.limits.stepMs, `step() of ${id}`);
   }
 
   async solution(id: string): Promise<string[]> {
     const e = this.env(id);
-    return this.guard(e.slot, (api) => api.solution(e.inner), e.limits.resetMs, 'solution()');
+    return this.guard(e.slot, (api) => api.solution(e.inner), e.limits.resetMs, `solution() of ${id}`);
   }
 
   async dispose(id: string): Promise<void> {
     const e = this.envs.get(id);
     if (!e) return;
     this.envs.delete(id);
-    if (this.slots[e.slot]!.generation !== e.generation) return;
+    if (this.closed || this.slots[e.slot]!.generation !== e.generation) return;
     this.slots[e.slot]!.live--;
-    await this.guard(e.slot, (api) => api.dispose(e.inner), e.limits.stepMs, 'close()');
+    await this.guard(e.slot, (api) => api.dispose(e.inner), e.limits.stepMs, `close() of ${id}`);
   }
 
-  /** Run the full checker inside a worker (one message). */
+  /**
+   * Run the full checker, each call under its own watchdog, within `checkMs` in all.
+   * Resolves with the report when the program was checked (pass or fail, including its own
+   * time-outs, memory and runtime errors). Rejects with the error when the check could not
+   * finish: a watchdog kill (SandboxTimeoutError, data.killed), the whole budget spent
+   * (SandboxTimeoutError, data.killed), a crashed worker (WorkerCrashedError) or a restarted
+   * QuickJS module (SandboxRuntimeError, data.restarted / data.lost). The error's data.report
+   * holds the checks done so far.
+   */
   async check(code: string, opts: CheckOptions = {}): Promise<CheckReport> {
-    return this.guard(this.leastBusy(), (api) => api.check(code, opts), this.checkMs, 'the checker');
+    let fatal: SpadeError | null = null;
+    const deadline = Date.now() + this.checkMs;
+    const guarded =
+      <A extends unknown[], R>(fn: (...a: A) => Promise<R>) =>
+      async (...a: A): Promise<R> => {
+        if (fatal) throw fatal;
+        if (Date.now() > deadline) {
+          fatal = new SandboxTimeoutError(
+            `The checker ran past its ${this.checkMs / 1000} s budget. Make reset() and step() fast: each should take milliseconds.`,
+            { limitMs: this.checkMs, killed: true },
+          );
+          throw fatal;
+        }
+        try {
+          return await fn(...a);
+        } catch (err) {
+          if (isSandboxLoss(err)) fatal ??= err;
+          throw err;
+        }
+      };
+    const runner: EnvRunner = {
+      load: guarded((c: string, t?: number, l?: SandboxLimits) => this.load(c, t, l)),
+      reset: guarded((id: string, seed: number) => this.reset(id, seed)),
+      step: guarded((id: string, action: string) => this.step(id, action)),
+      solution: guarded((id: string) => this.solution(id)),
+      dispose: (id: string) => this.dispose(id).catch(() => undefined),
+    };
+    const report = await checkEnv(runner, code, opts);
+    if (fatal) {
+      (fatal as SpadeError).data.report = JSON.parse(JSON.stringify(report)) as unknown;
+      throw fatal;
+    }
+    return report;
   }
 
+  /** Stop every worker and timer now; calls in flight reject with WorkerCrashedError. */
   async terminate(): Promise<void> {
-    await Promise.all(this.slots.map((s) => s.handle.terminate()));
+    if (this.closed) return;
+    this.closed = true;
+    const stopped = new WorkerCrashedError('The sandbox pool was shut down.');
+    const waits: unknown[] = [];
+    for (const slot of this.slots) {
+      clearTimeout(slot.startTimer);
+      slot.end(stopped);
+      try {
+        waits.push(Promise.resolve(slot.handle.terminate()).catch(() => undefined));
+      } catch {
+        /* a dead worker may throw on terminate */
+      }
+    }
     this.envs.clear();
+    await Promise.all(waits);
   }
 
   // --- internals ----------------------------------------------------------------------------
+
+  /** Start a worker in slot `index` as `generation`; its start-up timer and death listener included. */
+  private startSlot(index: number, generation: number): void {
+    const handle = this.factory();
+    const slot = this.slots[index]!;
+    slot.handle = handle;
+    slot.generation = generation;
+    slot.busy = 0;
+    slot.live = 0;
+    slot.ended = new Promise<never>((_, reject) => (slot.end = reject));
+    slot.ended.catch(() => undefined); // raced by calls; not an unhandled rejection on its own
+    const startedIn = new Promise<never>((_, reject) => {
+      slot.startTimer = setTimeout(
+        () =>
+          reject(
+            new WorkerCrashedError(
+              `The sandbox worker did not start within ${this.startMs / 1000} s. Reload the page.`,
+            ),
+          ),
+        this.startMs,
+      );
+    });
+    slot.ready = Promise.race([handle.api.ping().then(() => undefined), startedIn, slot.ended]).finally(() => {
+      if (slot.generation === generation) clearTimeout(slot.startTimer);
+    });
+    slot.ready.catch(() => undefined); // reported to the first caller, not as an unhandled rejection
+    handle.onDeath?.((err) => {
+      if (this.closed || slot.generation !== generation) return;
+      this.replace(index, generation, `its worker died (${err.message})`);
+    });
+  }
 
   private env(id: string): PoolEnv {
     const e = this.envs.get(id);
     if (!e) throw new WorkerCrashedError(`No live environment "${id}" in the sandbox pool; load it again.`);
     if (this.slots[e.slot]!.generation !== e.generation) {
       this.envs.delete(id);
-      throw new WorkerCrashedError(`Environment "${id}" was lost when its sandbox worker was replaced; load it again.`);
+      const cause = this.causes[e.slot]![e.generation] ?? 'it stopped answering';
+      throw new WorkerCrashedError(
+        `Environment "${id}" was lost when its sandbox worker was replaced because ${cause}; load it again.`,
+        { lost: true, cause },
+      );
     }
     return e;
   }
@@ -173,48 +263,54 @@ export class SandboxPool implements EnvRunner {
     limitMs: number,
     what: string,
   ): Promise<T> {
+    if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');
     const slot = this.slots[slotIndex]!;
+    const generation = slot.generation;
     try {
       await slot.ready;
     } catch (err) {
       // a worker that never started is replaced, so later calls do not keep landing on it
-      this.replace(slotIndex, slot.generation);
+      this.replace(slotIndex, generation, 'it did not start');
       throw err;
     }
-    const generation = slot.generation;
     const budget = limitMs + this.graceMs;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const watchdog = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        this.replace(slotIndex, generation);
-        reject(
-          new SandboxTimeoutError(
-            `${what} did not return within ${budget} ms, so its sandbox worker was stopped and replaced. ` +
-              'Look for endless loops or allocations that keep growing.',
-            { limitMs, budgetMs: budget },
-          ),
+        const err = new SandboxTimeoutError(
+          `${what} did not return within ${budget} ms, so its sandbox worker was stopped and replaced. ` +
+            'Look for endless loops, long loops inside built-ins, or allocations that keep growing.',
+          { limitMs, budgetMs: budget, killed: true },
         );
+        reject(err);
+        this.replace(slotIndex, generation, `${what} did not return within ${budget} ms`);
       }, budget);
     });
     slot.busy++;
     try {
-      return await Promise.race([call(slot.handle.api), watchdog]);
+      return await Promise.race([call(slot.handle.api), watchdog, slot.ended]);
+    } catch (err) {
+      // a sibling's watchdog (or a crash) ended this worker while the call was in flight
+      if (slot.generation !== generation && !isSandboxLoss(err)) {
+        throw new WorkerCrashedError(`${what} was lost: ${(err as Error).message}`, { lost: true });
+      }
+      throw err;
     } finally {
       clearTimeout(timer);
       if (slot.generation === generation) slot.busy--;
     }
   }
 
-  private replace(slotIndex: number, generation: number): void {
+  /** Replace the worker in `slotIndex` (if still `generation`), failing everything it held with `cause`. */
+  private replace(slotIndex: number, generation: number, cause: string): void {
     const slot = this.slots[slotIndex]!;
-    if (slot.generation !== generation) return; // already replaced
+    if (slot.generation !== generation || this.closed) return; // already replaced, or shutting down
     this.kills++;
+    this.causes[slotIndex]![generation] = cause;
     const old = slot.handle;
-    slot.handle = this.factory();
-    slot.ready = this.started(slot.handle);
-    slot.generation++;
-    slot.busy = 0;
-    slot.live = 0;
+    clearTimeout(slot.startTimer);
+    slot.end(new WorkerCrashedError(`The sandbox worker was replaced because ${cause}.`, { lost: true, cause }));
+    this.startSlot(slotIndex, generation + 1);
     try {
       void Promise.resolve(old.terminate()).catch(() => undefined);
     } catch {

@@ -1,17 +1,50 @@
 /*
  * Sandbox prelude: evaluated inside QuickJS before any environment code.
  * It is guest code — it never runs on the host. It provides:
- *   - Math.random seeded per reset(seed) (sfc32), Date fixed at FIXED_NOW, so episodes replay exactly;
+ *   - Math.random seeded per reset(seed) (sfc32), Date fixed at FIXED_NOW and in UTC, so episodes
+ *     replay exactly on any machine;
+ *   - a refusal of native array loops too long to fit in memory (the time limit cannot stop them);
  *   - extractBoxed(text): the content of the last \boxed{...} (nested braces allowed), or null;
  *   - ToolUseEnv: the base class for tool-use environments (see docs/environments.md);
- *   - __spade: the host's entry points, captured here before user code can tamper with builtins.
+ *   - __spade: the host's entry points, captured here before user code can tamper with builtins;
+ *     they build every reply (and read every thrown value) inside the guest, under the call's limits.
  */
 (function (global) {
   'use strict';
+  // Every built-in the glue relies on, captured before user code can replace it. Methods are
+  // "uncurried" (call(fn, self, ...args)) so later changes to Function.prototype.call do not matter.
+  const uncurry = (fn) => Function.prototype.call.bind(fn);
   const stringify = JSON.stringify;
   const parse = JSON.parse;
   const ObjectDefine = Object.defineProperty;
+  const ObjectCreate = Object.create;
+  const ObjectFreeze = Object.freeze;
+  const ObjectKeys = Object.keys;
+  const isArray = Array.isArray;
+  const isFiniteNumber = Number.isFinite;
+  const toString = String;
+  const ReflectApply = Reflect.apply;
+  const ReflectConstruct = Reflect.construct;
+  const MathMin = Math.min;
+  const MathFloor = Math.floor;
+  const imul = Math.imul;
+  const strSlice = uncurry(String.prototype.slice);
+  const strLastIndexOf = uncurry(String.prototype.lastIndexOf);
+  const strTrim = uncurry(String.prototype.trim);
+  const strPadStart = uncurry(String.prototype.padStart);
+  const arrSlice = uncurry(Array.prototype.slice);
+  const arrMap = uncurry(Array.prototype.map);
+  const arrJoin = uncurry(Array.prototype.join);
+  const arrFind = uncurry(Array.prototype.find);
+  const reExec = uncurry(RegExp.prototype.exec);
   const FIXED_NOW = 1700000000000; // 2023-11-14T22:13:20Z: every "now" inside the sandbox
+  /** A record the host reads: no prototype, so an inherited toJSON or getter cannot change it. */
+  function record(fields) {
+    const o = ObjectCreate(null);
+    const keys = ObjectKeys(fields);
+    for (let i = 0; i < keys.length; i++) o[keys[i]] = fields[keys[i]];
+    return o;
+  }
 
   // --- seeded randomness -------------------------------------------------------------
   let a = 0,
@@ -23,8 +56,8 @@
     const mix = () => {
       s = (s + 0x9e3779b9) >>> 0;
       let z = s;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
+      z = imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
+      z = imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
       return (z ^ (z >>> 16)) >>> 0;
     };
     a = mix();
@@ -45,29 +78,184 @@
   seedRandom(0);
   Math.random = random;
 
-  // --- fixed clock ---------------------------------------------------------------------
+  // --- fixed clock, in UTC ---------------------------------------------------------------
+  // "Now" is FIXED_NOW in every reachable form (Date(), new Date(), Date.now(),
+  // Date.prototype.constructor, Reflect.construct, subclasses), and local time is UTC whatever
+  // the host's time zone, so a seed replays the same transcript on every machine.
   const RealDate = Date;
-  function FixedDate(...args) {
-    if (!new.target) return new RealDate(FIXED_NOW).toString();
-    return args.length === 0 ? new RealDate(FIXED_NOW) : new RealDate(...args);
+  const DateProto = RealDate.prototype;
+  const realParse = RealDate.parse;
+  const realUTC = RealDate.UTC;
+  const getTime = uncurry(DateProto.getTime);
+  const setTime = uncurry(DateProto.setTime);
+  const realOffset = uncurry(DateProto.getTimezoneOffset);
+  const utcString = uncurry(DateProto.toUTCString);
+  const getUTCHours = uncurry(DateProto.getUTCHours);
+  const getUTCMonth = uncurry(DateProto.getUTCMonth);
+  const getUTCFullYear = uncurry(DateProto.getUTCFullYear);
+  const setUTCFullYear = uncurry(DateProto.setUTCFullYear);
+  // a string names its zone, or is an ISO date alone (UTC by the standard); others read as UTC here
+  const ZONED = /\dZ\b|\d[+-]\d\d:?\d\d\b|GMT|UTC|^\s*[+-]?\d{4,6}(?:-\d\d(?:-\d\d)?)?\s*$/i;
+  function parseUTC(s) {
+    const str = toString(s);
+    const t = realParse(str);
+    if (t !== t || reExec(ZONED, str) !== null) return t;
+    return t - realOffset(new RealDate(t)) * 60000; // the engine read it as host-local time
   }
-  FixedDate.prototype = RealDate.prototype;
-  FixedDate.now = () => FIXED_NOW;
-  FixedDate.parse = RealDate.parse;
-  FixedDate.UTC = RealDate.UTC;
+  function FixedDate(...args) {
+    if (new.target === undefined) return dateString(new RealDate(FIXED_NOW), 0);
+    let t;
+    if (args.length === 0) t = FIXED_NOW;
+    else if (args.length === 1) {
+      const v = args[0];
+      t = typeof v === 'string' ? parseUTC(v) : v instanceof RealDate ? getTime(v) : v;
+    } else t = ReflectApply(realUTC, undefined, args);
+    return ReflectConstruct(RealDate, [t], new.target);
+  }
+  const UTC_PARTS = /^(\w+), (\d+) (\w+) (-?\d+) (\d\d):(\d\d):(\d\d) GMT$/;
+  const pad2 = (n) => strPadStart(toString(n), 2, '0');
+  /** kind 0: toString, 1: toDateString, 2: toTimeString, 3: toLocaleString, 4: ...DateString, 5: ...TimeString */
+  function dateString(d, kind) {
+    const m = reExec(UTC_PARTS, utcString(d)); // "Tue, 14 Nov 2023 22:13:20 GMT"
+    if (m === null) return 'Invalid Date';
+    const date = m[1] + ' ' + m[3] + ' ' + m[2] + ' ' + m[4];
+    const time = m[5] + ':' + m[6] + ':' + m[7] + ' GMT+0000';
+    if (kind === 0) return date + ' ' + time;
+    if (kind === 1) return date;
+    if (kind === 2) return time;
+    const h = getUTCHours(d);
+    const ldate = pad2(getUTCMonth(d) + 1) + '/' + m[2] + '/' + m[4];
+    const ltime = pad2(h % 12 === 0 ? 12 : h % 12) + ':' + m[6] + ':' + m[7] + (h < 12 ? ' AM' : ' PM');
+    return kind === 3 ? ldate + ', ' + ltime : kind === 4 ? ldate : ltime;
+  }
+  const define = (obj, key, value) =>
+    ObjectDefine(obj, key, { value, writable: true, configurable: true, enumerable: false });
+  ObjectDefine(FixedDate, 'name', { value: 'Date', configurable: true });
+  ObjectDefine(FixedDate, 'length', { value: 7, configurable: true });
+  ObjectDefine(FixedDate, 'prototype', { value: DateProto, writable: false, configurable: false });
+  define(FixedDate, 'now', () => FIXED_NOW);
+  define(FixedDate, 'parse', (s) => parseUTC(s));
+  define(FixedDate, 'UTC', realUTC);
+  define(DateProto, 'constructor', FixedDate);
+  const LOCAL = ['FullYear', 'Month', 'Date', 'Day', 'Hours', 'Minutes', 'Seconds', 'Milliseconds'];
+  for (let i = 0; i < LOCAL.length; i++) {
+    define(DateProto, 'get' + LOCAL[i], DateProto['getUTC' + LOCAL[i]]);
+    if (LOCAL[i] !== 'Day') define(DateProto, 'set' + LOCAL[i], DateProto['setUTC' + LOCAL[i]]);
+  }
+  const NAMES = [
+    'toString',
+    'toDateString',
+    'toTimeString',
+    'toLocaleString',
+    'toLocaleDateString',
+    'toLocaleTimeString',
+  ];
+  for (let i = 0; i < NAMES.length; i++) {
+    const kind = i;
+    define(
+      DateProto,
+      NAMES[i],
+      {
+        [NAMES[i]]() {
+          return dateString(new RealDate(getTime(this)), kind);
+        },
+      }[NAMES[i]],
+    );
+  }
+  define(DateProto, 'getTimezoneOffset', function getTimezoneOffset() {
+    const t = getTime(this);
+    return t !== t ? t : 0;
+  });
+  define(DateProto, 'getYear', function getYear() {
+    return getUTCFullYear(this) - 1900;
+  });
+  define(DateProto, 'setYear', function setYear(year) {
+    const t = getTime(this);
+    let y = +year;
+    if (y !== y) return setTime(this, NaN);
+    y = y < 0 ? -MathFloor(-y) : MathFloor(y);
+    if (y >= 0 && y <= 99) y += 1900;
+    const d = new RealDate(t !== t ? 0 : t);
+    setUTCFullYear(d, y);
+    return setTime(this, getTime(d));
+  });
   global.Date = FixedDate;
 
+  // --- native work bombs ------------------------------------------------------------------------
+  // Array built-ins loop over `length` in C, where the time limit cannot interrupt them:
+  // Array(2 ** 28).join('x') would run for many seconds. No array this long fits in the sandbox's
+  // memory, so refuse at once; shorter native loops are the pool watchdog's job.
+  const MAX_ARRAY_WORK = 16777216; // 2^24 elements
+  const ArrayProto = Array.prototype;
+  const GUARDED = [
+    'join',
+    'toLocaleString',
+    'indexOf',
+    'lastIndexOf',
+    'includes',
+    'reverse',
+    'fill',
+    'copyWithin',
+    'sort',
+    'splice',
+    'slice',
+    'forEach',
+    'map',
+    'filter',
+    'every',
+    'some',
+    'reduce',
+    'reduceRight',
+    'find',
+    'findIndex',
+    'findLast',
+    'findLastIndex',
+    'flat',
+    'flatMap',
+    'shift',
+    'unshift',
+    'toReversed',
+    'toSorted',
+    'toSpliced',
+    'with',
+  ];
+  for (let i = 0; i < GUARDED.length; i++) {
+    const name = GUARDED[i];
+    const orig = ArrayProto[name];
+    if (typeof orig !== 'function') continue;
+    const guarded = {
+      [name]() {
+        const len = this === null || this === undefined ? 0 : +this.length;
+        if (len > MAX_ARRAY_WORK) {
+          throw new RangeError(
+            'Array.prototype.' +
+              name +
+              ' on a length of ' +
+              len +
+              ': the sandbox refuses array work over ' +
+              MAX_ARRAY_WORK +
+              ' elements (no such array fits in its memory). Use a smaller array.',
+          );
+        }
+        return ReflectApply(orig, this, arguments);
+      },
+    }[name];
+    ObjectDefine(guarded, 'length', { value: orig.length, configurable: true });
+    define(ArrayProto, name, guarded);
+  }
+
   // --- \boxed{...} extraction --------------------------------------------------------------
+  // Keep in step with extractBoxed in src/core/env/contract.ts (a test checks they agree).
   function extractBoxed(text) {
     if (typeof text !== 'string') return null;
     const key = '\\boxed{';
-    const start = text.lastIndexOf(key);
+    const start = strLastIndexOf(text, key);
     if (start < 0) return null;
     let depth = 1;
     for (let i = start + key.length; i < text.length; i++) {
       const ch = text[i];
       if (ch === '{') depth++;
-      else if (ch === '}' && --depth === 0) return text.slice(start + key.length, i).trim();
+      else if (ch === '}' && --depth === 0) return strTrim(strSlice(text, start + key.length, i));
     }
     return null;
   }
@@ -78,7 +266,7 @@
     try {
       return stringify(value);
     } catch (e) {
-      return String(value);
+      return toString(value);
     }
   }
 
@@ -97,7 +285,7 @@
     }
     /** OpenAI function schemas. */
     toolSchemas() {
-      return this.toolList().map((t) => ({
+      return arrMap(this.toolList(), (t) => ({
         type: 'function',
         function: {
           name: t.name,
@@ -111,18 +299,19 @@
       this.turn = 0;
       this.stage = 0;
       this.done = false;
-      this.instructions = Array.isArray(instructions) ? instructions.map(String) : [String(instructions)];
+      this.instructions = isArray(instructions) ? arrMap(instructions, (x) => toString(x)) : [toString(instructions)];
       // the reference solution as of reset, revealed later even if the agent changed the state
       try {
         this.plan = this.solution();
       } catch (e) {
         this.plan = null;
       }
-      const tools = this.toolList()
-        .map((t) => '- ' + t.name + ': ' + (t.description || ''))
-        .join('\n');
+      const tools = arrJoin(
+        arrMap(this.toolList(), (t) => '- ' + t.name + ': ' + (t.description || '')),
+        '\n',
+      );
       const obs =
-        String(intro || '') +
+        toString(intro || '') +
         '\n\nTools:\n' +
         tools +
         '\n\nCall a tool with <tool_call>{"name": "...", "arguments": {...}}</tool_call>; ' +
@@ -141,7 +330,7 @@
     }
     revealSolution() {
       const s = this.plan || this.solution();
-      return Array.isArray(s) ? s.join('\n') : String(s);
+      return isArray(s) ? arrJoin(s, '\n') : toString(s);
     }
     finish(obs, reward, terminated, truncated) {
       if (terminated || truncated) this.done = true;
@@ -150,7 +339,7 @@
         reward,
         terminated,
         truncated,
-        { turn: this.turn, instruction: Math.min(this.stage + 1, this.instructions.length) },
+        { turn: this.turn, instruction: MathMin(this.stage + 1, this.instructions.length) },
       ];
     }
     step(action) {
@@ -164,8 +353,8 @@
       return out;
     }
     dispatch(text) {
-      const call = /<tool_call>([\s\S]*?)<\/tool_call>/.exec(text);
-      const answer = /<answer>([\s\S]*?)<\/answer>/.exec(text);
+      const call = reExec(/<tool_call>([\s\S]*?)<\/tool_call>/, text);
+      const answer = reExec(/<answer>([\s\S]*?)<\/answer>/, text);
       if (call && (!answer || call.index < answer.index)) {
         let req;
         try {
@@ -181,11 +370,12 @@
           );
         }
         const name = req && typeof req.name === 'string' ? req.name : null;
-        const tool = this.toolList().find((t) => t.name === name);
+        const tool = arrFind(this.toolList(), (t) => t.name === name);
         if (!tool || typeof this[name] !== 'function') {
-          const names = this.toolList()
-            .map((t) => t.name)
-            .join(', ');
+          const names = arrJoin(
+            arrMap(this.toolList(), (t) => t.name),
+            ', ',
+          );
           return this.finish(
             'Format error: unknown tool ' + stringify(name) + '. Available tools: ' + names + '.',
             -0.1,
@@ -207,7 +397,7 @@
             );
           }
         }
-        if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+        if (typeof args !== 'object' || args === null || isArray(args)) {
           return this.finish(
             'Format error: "arguments" must be an object, e.g. {"name": "' + name + '", "arguments": {...}}.',
             -0.1,
@@ -219,7 +409,12 @@
         try {
           result = this[name](args);
         } catch (e) {
-          return this.finish('Tool error (' + name + '): ' + (e && e.message ? e.message : String(e)), 0, false, false);
+          return this.finish(
+            'Tool error (' + name + '): ' + (e && e.message ? e.message : toString(e)),
+            0,
+            false,
+            false,
+          );
         }
         return this.finish(
           'Tool result (' + name + '): ' + (result === undefined ? '(no result)' : show(result)),
@@ -229,7 +424,7 @@
         );
       }
       if (answer) {
-        const given = answer[1].trim();
+        const given = strTrim(answer[1]);
         if (this.checkAnswer(given, this.stage)) {
           this.stage++;
           if (this.stage >= this.instructions.length)
@@ -263,45 +458,73 @@
   global.ToolUseEnv = ToolUseEnv;
 
   // --- host entry points -----------------------------------------------------------------
+  // The host reads only strings these functions build; everything here runs under the call's
+  // time and memory limits, including reading a hostile thrown value (getters, Proxies, toString).
   let env = null;
   let EnvClass = null;
+  const cut = (s, n) => (s.length > n ? strSlice(s, 0, n) : s);
+  /** {name, message, stack} of anything thrown, read with captured built-ins; never throws. */
   function errorRecord(e) {
     let name = 'Error';
-    let message;
+    let message = 'an unprintable value was thrown';
+    let stack = '';
     try {
-      name =
-        e && typeof e.name === 'string'
-          ? e.name
-          : e === null
-            ? 'thrown null'
-            : typeof e === 'object'
-              ? 'Error'
-              : 'thrown ' + typeof e;
-      message = e && typeof e.message === 'string' ? e.message : String(e);
+      if (e === null || (typeof e !== 'object' && typeof e !== 'function')) {
+        name = e === null ? 'thrown null' : 'thrown ' + typeof e;
+        message = e === null ? 'null' : toString(e);
+      } else {
+        const n = e.name;
+        const m = e.message;
+        const st = e.stack;
+        name = typeof n === 'string' ? n : typeof m === 'string' ? 'Error' : 'thrown object';
+        message = typeof m === 'string' ? m : toString(e);
+        if (typeof st === 'string') stack = st;
+      }
     } catch (_) {
-      message = 'an unprintable value was thrown';
+      /* a getter, trap or toString threw: keep what was read */
     }
-    return { name: name.slice(0, 100), message: message.slice(0, 2000) };
+    if (typeof name !== 'string') name = 'Error';
+    if (typeof message !== 'string') message = 'an unprintable value was thrown';
+    return record({ name: cut(name, 100), message: cut(message, 2000), stack: cut(stack, 2000) });
   }
-  // NaN and ±Infinity would become null in JSON; tag top-level ones (the reward) so the host
-  // can report them exactly. A replacer would see every key and cost a third of a step.
-  function tagNonFinite(v) {
-    if (!Array.isArray(v)) return v;
+  /** The host reads a value thrown outside the entry points (top-level code) through this. */
+  function describe(e) {
+    return stringify(errorRecord(e)); // a record of strings with no prototype: nothing to hijack
+  }
+  // NaN and ±Infinity would become null in JSON: list where they were (top-level slots only, e.g.
+  // the reward) beside the value, so the host restores them and no string can pose as one.
+  function reply(v) {
+    const out = record({ ok: true, value: v });
+    if (!isArray(v)) return out;
+    let nonFinite = null;
     for (let i = 0; i < v.length; i++) {
-      if (typeof v[i] === 'number' && !isFinite(v[i])) {
-        const copy = v.slice();
-        for (let j = i; j < copy.length; j++)
-          if (typeof copy[j] === 'number' && !isFinite(copy[j])) copy[j] = '\u0000' + String(copy[j]);
-        return copy;
+      const x = v[i];
+      if (typeof x === 'number' && !isFiniteNumber(x)) {
+        if (nonFinite === null) {
+          nonFinite = [];
+          out.value = arrSlice(v);
+        }
+        // define, not assign: a setter planted on Array.prototype must not see it
+        ObjectDefine(nonFinite, nonFinite.length, {
+          value: [i, x !== x ? 'NaN' : x > 0 ? 'Infinity' : '-Infinity'],
+          writable: true,
+          enumerable: true,
+          configurable: true,
+        });
+        out.value[i] = null;
       }
     }
-    return v;
+    if (nonFinite !== null) out.nonFinite = nonFinite;
+    return out;
+  }
+  function failure(e) {
+    return stringify(record({ ok: false, error: errorRecord(e) }));
   }
   function wrap(fn) {
     try {
-      return stringify({ ok: true, value: tagNonFinite(fn()) });
+      return stringify(reply(fn()));
     } catch (e) {
-      return stringify({ ok: false, error: errorRecord(e) });
+      return failure(e);
     }
   }
   const api = {
@@ -312,11 +535,8 @@
           if (typeof classes[i] === 'function') {
             EnvClass = classes[i];
             env = new EnvClass(maxTurns);
-            return {
-              className: names[i],
-              toolUse: env instanceof ToolUseEnv,
-              tools: env instanceof ToolUseEnv ? env.toolSchemas() : [],
-            };
+            const toolUse = env instanceof ToolUseEnv;
+            return record({ className: names[i], toolUse, tools: toolUse ? env.toolSchemas() : [] });
           }
         }
         throw new Error('no class whose name ends in "Env" was found');
@@ -332,33 +552,29 @@
       let v;
       try {
         v = env.step(action);
-      } catch (e) {
-        return stringify({ ok: false, error: errorRecord(e) });
-      }
-      if (
-        Array.isArray(v) &&
-        v.length === 5 &&
-        typeof v[0] === 'string' &&
-        typeof v[1] === 'number' &&
-        isFinite(v[1]) &&
-        typeof v[2] === 'boolean' &&
-        typeof v[3] === 'boolean' &&
-        v[4] !== null &&
-        typeof v[4] === 'object'
-      ) {
-        let info = '{}';
-        for (const _k in v[4]) {
-          info = null;
-          break;
-        }
-        try {
+        if (
+          isArray(v) &&
+          v.length === 5 &&
+          typeof v[0] === 'string' &&
+          typeof v[1] === 'number' &&
+          isFiniteNumber(v[1]) &&
+          typeof v[2] === 'boolean' &&
+          typeof v[3] === 'boolean' &&
+          v[4] !== null &&
+          typeof v[4] === 'object'
+        ) {
+          let info = '{}';
+          for (const _k in v[4]) {
+            info = null;
+            break;
+          }
           if (info === null) info = stringify(v[4]);
           return '{"ok":true,"value":[' + stringify(v[0]) + ',' + v[1] + ',' + v[2] + ',' + v[3] + ',' + info + ']}';
-        } catch (e) {
-          return stringify({ ok: false, error: errorRecord(e) });
         }
+        return stringify(reply(v));
+      } catch (e) {
+        return failure(e);
       }
-      return wrap(() => v);
     },
     solution() {
       return wrap(() => env.solution());
@@ -366,9 +582,10 @@
     close() {
       return wrap(() => (typeof env.close === 'function' ? env.close() : undefined));
     },
+    describe,
   };
   ObjectDefine(global, '__spade', {
-    value: Object.freeze(api),
+    value: ObjectFreeze(api),
     writable: false,
     configurable: false,
     enumerable: false,

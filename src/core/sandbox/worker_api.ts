@@ -1,11 +1,10 @@
 /**
- * What the sandbox worker exposes over comlink: the SandboxHost's calls plus the
- * checker, run next to the host so a full check is one message. The object is
+ * What the sandbox worker exposes over comlink: the SandboxHost's calls. (The checker
+ * runs on the pool's side, so each of its calls has the pool's watchdog.) The object is
  * returned synchronously and each call waits for QuickJS to be ready, so the
  * worker can start listening at once: a message sent to a module worker while it
  * is still awaiting at top level can be dropped.
  */
-import { checkEnv, type CheckOptions } from '../env/checker.ts';
 import { SandboxHost, type SandboxLimits } from './host.ts';
 
 export function createSandboxWorkerApi() {
@@ -17,7 +16,6 @@ export function createSandboxWorkerApi() {
     step: async (id: string, action: string) => (await ready).step(id, action),
     solution: async (id: string) => (await ready).solution(id),
     dispose: async (id: string) => (await ready).dispose(id),
-    check: async (code: string, opts?: CheckOptions) => checkEnv(await ready, code, opts),
     liveCount: async () => (await ready).liveCount(),
   };
 }

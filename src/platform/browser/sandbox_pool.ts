@@ -11,6 +11,19 @@ export function createBrowserSandboxPool(opts: PoolOptions = {}): SandboxPool {
       name: 'spade-sandbox',
     });
     const api = Comlink.wrap<SandboxWorkerApi>(worker) as unknown as WorkerHandle['api'];
-    return { api, terminate: () => worker.terminate() };
+    return {
+      api,
+      terminate: () => worker.terminate(),
+      onDeath(listener) {
+        // a script that fails to load or throws at top level: fail the waiting calls now, not at the time-out
+        worker.addEventListener(
+          'error',
+          (ev) => listener(new Error(ev.message || 'the sandbox worker failed to start')),
+          {
+            once: true,
+          },
+        );
+      },
+    };
   }, opts);
 }

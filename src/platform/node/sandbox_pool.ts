@@ -8,6 +8,20 @@ const ENTRY = new URL('../../../workers/sandbox.worker.ts', import.meta.url);
 export function createNodeSandboxPool(opts: PoolOptions = {}): SandboxPool {
   return new SandboxPool(() => {
     const h = spawnNodeWorker<SandboxWorkerApi>(ENTRY);
-    return { api: h.api as unknown as WorkerHandle['api'], terminate: () => h.worker.terminate() };
+    let terminating = false;
+    return {
+      api: h.api as unknown as WorkerHandle['api'],
+      terminate: () => {
+        terminating = true;
+        return h.worker.terminate();
+      },
+      onDeath(listener) {
+        // an error at start-up (or later) and an exit nobody asked for both end the worker
+        h.worker.once('error', (err: Error) => listener(err));
+        h.worker.once('exit', (code: number) => {
+          if (!terminating) listener(new Error(`the worker exited with code ${code}`));
+        });
+      },
+    };
   }, opts);
 }

@@ -1,0 +1,74 @@
+// Generated hostile programs (tests/helpers/hostile_gen.ts) through the real worker pool: each
+// ends within 10 s with a typed error (a SpadeError subclass), none sees the real clock, and the
+// pool still serves a good environment afterwards. Prints the figures the issue asks for.
+import { afterAll, describe, expect, it } from 'vitest';
+import { SpadeError } from '../../src/core/errors.ts';
+import { DEFAULT_LIMITS } from '../../src/core/sandbox/limits.ts';
+import { FAKE_ENV } from '../../src/core/env/hostile.ts';
+import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
+import { hostilePrograms } from '../helpers/hostile_gen.ts';
+
+const SEED = 9; // issue 9
+const COUNT = 48;
+/** The containment bound the issue sets for each program (a correctness bound, not a speed target). */
+const CONTAIN_MS = 10_000;
+// short limits keep the run modest: a watchdog kill then lands at ~1 s
+const LIMITS = { ...DEFAULT_LIMITS, loadMs: 500, resetMs: 500, stepMs: 200 };
+
+describe('hostile program generator', () => {
+  const pool = createNodeSandboxPool({ size: 2, graceMs: 700 });
+  afterAll(() => pool.terminate());
+
+  it('makes the same programs from the same seed, each with a fatal family', () => {
+    const a = hostilePrograms(SEED, COUNT);
+    expect(hostilePrograms(SEED, COUNT)).toEqual(a);
+    expect(hostilePrograms(SEED + 1, COUNT)).not.toEqual(a);
+    const families = new Set(a.flatMap((p) => p.families));
+    for (const f of ['thrown', 'reads', 'nesting', 'native', 'flood', 'tamper', 'clock']) expect(families).toContain(f);
+  });
+
+  it(`contains ${COUNT} generated programs, then still serves a good environment`, async () => {
+    const programs = hostilePrograms(SEED, COUNT);
+    const problems: string[] = [];
+    const byClass = new Map<string, number>();
+    let slowest = { ms: 0, name: '' };
+    for (const p of programs) {
+      const t0 = performance.now();
+      let outcome: unknown = null;
+      let id: string | undefined;
+      try {
+        const env = await pool.load(p.code, 12, LIMITS);
+        id = env.id;
+        await pool.reset(id, 0);
+        for (const a of p.actions) await pool.step(id, a);
+        await pool.solution(id);
+      } catch (err) {
+        outcome = err;
+      }
+      if (id) await pool.dispose(id).catch(() => undefined);
+      const ms = performance.now() - t0;
+      if (ms > slowest.ms) slowest = { ms, name: p.name };
+      const name = (outcome as Error | null)?.name ?? 'none';
+      if (process.env.HOSTILE_GEN_VERBOSE)
+        console.log(`${p.name} → ${name}: ${(outcome as Error)?.message?.slice(0, 160)}`);
+      byClass.set(name, (byClass.get(name) ?? 0) + 1);
+      if (!(outcome instanceof SpadeError))
+        problems.push(`${p.name}: ended with ${name}: ${(outcome as Error)?.message}`);
+      else if (/CLOCK LEAK/.test(outcome.message)) problems.push(`${p.name}: ${outcome.message}`);
+      if (ms > CONTAIN_MS) problems.push(`${p.name}: took ${ms.toFixed(0)} ms`);
+    }
+    console.log(
+      `hostile generator (seed ${SEED}): tried ${programs.length}, contained ${programs.length - problems.length}, ` +
+        `slowest ${slowest.ms.toFixed(0)} ms (${slowest.name}); watchdog kills ${pool.kills}; ` +
+        `errors: ${[...byClass].map(([k, v]) => `${k} ${v}`).join(', ')}`,
+    );
+    expect(problems).toEqual([]);
+
+    const good = await pool.load(FAKE_ENV);
+    await pool.reset(good.id, 3);
+    let last;
+    for (const a of await pool.solution(good.id)) last = await pool.step(good.id, a);
+    expect(last?.[1]).toBe(1);
+    await pool.dispose(good.id);
+  }, 240_000);
+});
