@@ -102,11 +102,11 @@ function checkSamples(
     let want = 0;
     let scale = 0;
     for (let p = 0; p < k; p++) {
-      const t = a[i * k + p] * b[p * n + j];
+      const t = a[i * k + p]! * b[p * n + j]!;
       want += t;
       scale += Math.abs(t);
     }
-    const got = c[i * n + j];
+    const got = c[i * n + j]!;
     if (!(Math.abs(got - want) <= 1e-4 * scale + 1e-5)) {
       return `C[${i},${j}] = ${got}, expected ${want}`;
     }

@@ -131,9 +131,9 @@ export function attentionBackwardCpu(
         const ds = p[j]! * (dp[j]! - pdp);
         const kvRow = (j * Hkv + kvh) * D;
         for (let d = 0; d < D; d++) {
-          dv[kvRow + d] += p[j]! * dout[qRow + d]!;
-          dq[qRow + d] += ds * scale * k[kvRow + d]!;
-          dk[kvRow + d] += ds * scale * q[qRow + d]!;
+          dv[kvRow + d]! += p[j]! * dout[qRow + d]!;
+          dq[qRow + d]! += ds * scale * k[kvRow + d]!;
+          dk[kvRow + d]! += ds * scale * q[qRow + d]!;
         }
       }
     }

@@ -64,7 +64,7 @@ export function rmsnormBackwardCpu(
       const xi = x[r * c + i]!;
       const dyi = dy[r * c + i]!;
       dx[r * c + i] = rstd * (dyi * w[i]! - (xi * rstd * rstd * gx) / c);
-      dw[i] += dyi * xi * rstd;
+      dw[i]! += dyi * xi * rstd;
     }
   }
   return { dx, dw: Float32Array.from(dw) };
