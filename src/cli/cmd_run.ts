@@ -5,6 +5,7 @@
  *             --iterations N --out DIR [--resume] [--record FILE] [--corpus default|none|FILE]
  *             [--skills a,b,c] [--config FILE.json] [--set key=value ...] [--memory env_memory.json] [--json]
  *   spade run --backend replay --replay FILE --iterations N --out DIR
+ *   spade run export DIR --out FILE [--gzip]     (one run file for the app's review mode)
  *   spade run --backend local --model-dir DIR [--adapter DIR] [--device gpu|cpu] --iterations N --out DIR
  *
  * Writes DIR/config.json, archive.jsonl, rollouts.jsonl, metrics.jsonl, memory.json (and state.json
@@ -18,7 +19,8 @@ import { UsageError } from '../core/errors.ts';
 import { modelLimits, type ChatModel } from '../core/llm/chat_model.ts';
 import { RecordingChatModel } from '../core/llm/replay.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
-import { importMemory } from '../core/spade/memory.ts';
+import { importMemory, type SpadeMemoryEntry } from '../core/spade/memory.ts';
+import { checkRunFileSize, makeRunFile, parseRunFile, runFileToGzip, runFileToJson } from '../core/spade/run_file.ts';
 import type { RunSpec } from '../core/spade/run_store.ts';
 import { loadCorpus } from '../platform/node/corpus.ts';
 import { DirRunStore, repairJsonlTail } from '../platform/node/run_dir.ts';
@@ -100,7 +102,54 @@ function progress(io: Io, iterations: number, perCycle: number) {
   };
 }
 
+/**
+ * `spade run export DIR --out FILE [--gzip] [--json]`: the run directory as one run file (the
+ * format the app opens; core/spade/run_file.ts). It is validated before it is written, so the app
+ * never gets a file from the CLI that it would refuse.
+ */
+async function exportRun(argv: string[], io: Io): Promise<number> {
+  const a = parseArgs(argv, ['json', 'gzip'], []);
+  const dir = a.positional[0];
+  const out = flag(a, 'out');
+  if (!dir || a.positional.length > 1)
+    throw new UsageError('run export takes one run directory: spade run export DIR --out FILE');
+  if (!out) throw new UsageError('run export needs --out FILE');
+  const store = new DirRunStore(dir, { onWarning: (m) => io.err(`warning: ${m}`) });
+  const spec = await store.readSpec();
+  if (!spec) throw new UsageError(`${dir} holds no run (no config.json)`);
+  const memoryPath = join(dir, 'memory.json');
+  const memory = existsSync(memoryPath) ? (JSON.parse(await readFile(memoryPath, 'utf8')) as SpadeMemoryEntry[]) : null;
+  const file = parseRunFile(
+    JSON.parse(
+      runFileToJson(
+        makeRunFile({
+          spec,
+          archive: await store.readArchive(),
+          rollouts: await store.readRollouts(),
+          metrics: await store.readMetrics(),
+          memory,
+          state: await store.readState(),
+        }),
+      ),
+    ),
+  );
+  const bytes = a.flags.has('gzip') ? runFileToGzip(file) : new TextEncoder().encode(runFileToJson(file));
+  checkRunFileSize(bytes.length, `The run file for ${dir}`);
+  writeFileSync(out, bytes);
+  const summary = {
+    ok: true,
+    out,
+    bytes: bytes.length,
+    cycles: file.metrics.length,
+    environments: file.archive.length,
+  };
+  if (a.flags.has('json')) io.out(JSON.stringify(summary));
+  else io.out(`wrote ${out}: ${summary.cycles} cycles, ${summary.environments} environments, ${summary.bytes} bytes`);
+  return 0;
+}
+
 export async function run(argv: string[], io: Io): Promise<number> {
+  if (argv[0] === 'export') return exportRun(argv.slice(1), io);
   const a = parseArgs(argv, ['json', 'resume'], ['set']);
   const out = flag(a, 'out');
   if (!out) throw new UsageError('run needs --out DIR');
@@ -144,7 +193,10 @@ export async function run(argv: string[], io: Io): Promise<number> {
       const w = await repairJsonlTail(recordFile);
       if (w) io.err(`warning: ${w}`);
     }
-    used = new RecordingChatModel(model, (line) => appendFileSync(recordFile, `${line}\n`));
+    used = new RecordingChatModel(model, (line) => appendFileSync(recordFile, `${line}\n`), {
+      spec,
+      cycles: iterations,
+    });
   }
   const memoryFile = flag(a, 'memory');
   let initialMemory;

@@ -20,15 +20,26 @@ Usage:
   spade bench sandbox [--json]               sandbox speed: QuickJS vs native V8 vs call floor, checker time
   spade run --backend openai|replay|local ... --iterations N --out DIR [--resume] [--record FILE]
                                              headless self-play into a run directory (see docs/loop.md)
+  spade run export DIR --out FILE [--gzip] [--json]
+                                             one run file from a run directory (the app opens it to review)
   spade models [--json]                      the WebLLM model catalog and the other backends
   spade chat --backend openai --base-url URL --model M "prompt"
                                              stream one reply from a server
   spade bench loop [--json]                  loop overhead outside model calls, replies paced at 20 tokens/s
   spade engine logits --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu] [--json]
   spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0] [--json]
-                                             run our WebGPU engine (or its CPU references) on a checkpoint
+                                             run our WebGPU engine (or its CPU references) on a checkpoint;
+                                             both take --weights f32|bf16|f16|q4 (the base's GPU storage)
   spade bench engine [--json]                matmul GFLOP/s vs the FMA peak, decode and LoRA training tokens/s
+  spade engine init --arch llama|qwen2|qwen3 --layers N --hidden N --out DIR [--seed S] [--heads N] [--kv-heads N]
+                    [--intermediate N] [--dtype f32|bf16] [--json]
+                                             write a small random-initialised checkpoint (Hugging Face layout)
+  spade train toy [--seed S] [--updates N] [--device cpu|gpu] [--json]
+                                             the learning proof: a tiny fresh model learns a toy environment
+  spade bench train [--json]                 GRPO training tokens/s and the generate/train split of a cycle
   spade gpu [--json]                         report the WebGPU adapter Node sees
+  spade micro [--cycles N] [--seed S] [--designer regret|random|fixed] [--json]
+                                             the micro self-play lab: two tiny fresh models, toy levels
   spade help                                 this text
 
 Exit codes: 0 success, 1 a check failed, 2 bad usage.`;
@@ -46,7 +57,9 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   chat: async () => (await import('./cmd_models.ts')).chat,
   models: async () => (await import('./cmd_models.ts')).models,
   engine: async () => (await import('./cmd_engine.ts')).engine,
+  train: async () => (await import('./cmd_train.ts')).train,
   bench: async () => (await import('./cmd_bench.ts')).bench,
+  micro: async () => (await import('./cmd_micro.ts')).micro,
 };
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {

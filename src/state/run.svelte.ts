@@ -4,6 +4,11 @@
  * checks, hint, rollouts, regret); metrics across cycles; the environments made.
  * Progress is saved in IndexedDB after every environment, so a reload resumes the
  * run and loses at most the environment in flight.
+ *
+ * Review and sharing: any run — the current one after a reload, or a run file opened from disk or
+ * from a `#run=URL` link — is reviewable cycle by cycle (core/spade/run_review.ts). Export writes
+ * the same run file format as `spade run export`. Watching: loop events reach the view through a
+ * pacer (core/spade/pacer.ts) that can slow them to a chosen tokens/s, pause and step.
  */
 import { DEFAULTS, type Config } from '../core/config.ts';
 import { serializeError } from '../core/errors.ts';
@@ -11,6 +16,14 @@ import type { ChatMessage, ChatModel, ModelRole } from '../core/llm/chat_model.t
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import { applyEvent, type RunView, type TaskView } from '../core/spade/run_events.ts';
 import { importMemory, type Memory } from '../core/spade/memory.ts';
+import { Pacer, type StepKind } from '../core/spade/pacer.ts';
+import {
+  checkRunFileSize,
+  makeRunFile,
+  parseRunFileBytes,
+  runFileToJson,
+  type RunFile,
+} from '../core/spade/run_file.ts';
 import {
   StoreRunStore,
   type ArchiveRecord,
@@ -41,8 +54,30 @@ export class RunState implements RunView {
   resumable = $state<ActiveRun | null>(null);
   /** An env_memory.json the user imported: the next new run starts from it instead of the seed library. */
   importedMemory = $state<Memory | null>(null);
+  /** Every play of every finished cycle (from the store, or from an opened run file). */
+  rollouts = $state<RolloutRecord[]>([]);
+  /** The settings of the run on screen (null before any run). */
+  spec = $state<RunSpec | null>(null);
+  /** Set while a run file (opened from disk or a link) is on screen instead of this browser's run. */
+  opened = $state<{ name: string; from: 'file' | 'link' } | null>(null);
+  /** Why the last run file or link could not be opened. */
+  openError = $state<string | null>(null);
+  /** Set when the running replay took its settings from the recording (what it took, in words). */
+  fromRecording = $state<string | null>(null);
+  /** "Play it yourself": the environment (its id in the Environments panel) and the seed to play it on. */
+  playRequest = $state<{ id: string; seed: number } | null>(null);
+  /** Watching: tokens per second (0 = as fast as the run goes), held or not, events not yet shown. */
+  paceTps = $state(0);
+  pacePaused = $state(false);
+  paceQueued = $state(0);
 
   private loop: SpadeLoop | null = null;
+  private readonly pacer = new Pacer((e) => this.show(e), {
+    onChange: () => {
+      this.paceQueued = this.pacer.queued;
+      this.pacePaused = this.pacer.paused;
+    },
+  });
   private abort: AbortController | null = null;
   /** The designer's first-attempt messages per "cycle:index", for training the designer. */
   private readonly briefs = new Map<string, ChatMessage[]>();
@@ -86,6 +121,8 @@ export class RunState implements RunView {
     this.iterations = active.iterations;
     this.archive = await rs.readArchive();
     this.metrics = await rs.readMetrics();
+    this.rollouts = await rs.readRollouts();
+    this.spec = await rs.readSpec();
     this.memory = state?.memory ?? null;
     this.cycle = state?.cycle ?? 0;
     if (state && state.cycle < active.iterations) {
@@ -94,9 +131,15 @@ export class RunState implements RunView {
     } else this.status = this.archive.length ? 'done' : 'idle';
   }
 
+  /** An event reaches the view (through the pacer). */
+  private show(e: LoopEvent): void {
+    applyEvent(this, e); // the one reducer (core/spade/run_events.ts) the CLI and tests use too
+    if (e.type === 'cycle_end') this.rollouts = [...this.rollouts, ...e.rollouts];
+  }
+
   private onEvent = (e: LoopEvent) => {
     if (e.type === 'stopped' || e.type === 'done') return; // start() sets the final status itself
-    applyEvent(this, e); // the one reducer (core/spade/run_events.ts) the CLI and tests use too
+    this.pacer.push(e);
     if (e.type === 'designer_output' && e.attempt === 0) this.briefs.set(`${e.cycle}:${e.index}`, e.messages);
     if (e.type === 'cycle_end' && this.afterCycle && this.loop) {
       const loop = this.loop;
@@ -118,26 +161,34 @@ export class RunState implements RunView {
     corpus: CorpusDoc[],
     corpusName: string,
     resume = false,
+    /** A replay's recorded settings: they replace the form's (a replay only answers the recorded requests). */
+    recorded: { spec: RunSpec; cycles: number; says: string } | null = null,
   ): Promise<void> {
     if (this.status === 'running' || this.status === 'paused') return;
+    if (this.opened) await this.closeOpened();
     this.error = null;
+    this.fromRecording = recorded?.says ?? null;
+    if (recorded && !resume) this.iterations = recorded.cycles;
     let runId = this.runId;
     if (!resume || !runId) {
       runId = `run-${Date.now().toString(36)}`;
       this.archive = [];
       this.metrics = [];
+      this.rollouts = [];
       this.tasks = [];
     }
     this.runId = runId;
     await this.store.put('settings', 'activeRun', { runId, iterations: this.iterations });
     const store = new StoreRunStore(this.store, runId);
-    const spec: RunSpec = (await store.readSpec()) ?? {
-      config: { ...DEFAULTS, ...config },
-      skills: skills.length ? skills : defaultSkills(config.setting),
-      models: describe,
-      corpus: corpusName,
-      createdAt: new Date().toISOString(),
-    };
+    const spec: RunSpec = (await store.readSpec()) ??
+      (recorded ? { ...recorded.spec, models: describe } : null) ?? {
+        config: { ...DEFAULTS, ...config },
+        skills: skills.length ? skills : defaultSkills(config.setting),
+        models: describe,
+        corpus: corpusName,
+        createdAt: new Date().toISOString(),
+      };
+    this.spec = spec;
     this.abort = new AbortController();
     this.loop = new SpadeLoop({
       spec,
@@ -153,10 +204,12 @@ export class RunState implements RunView {
     this.resumable = null;
     try {
       const state = await this.loop.run(this.iterations);
+      await this.pacer.whenDrained(); // the run is over when the watcher has seen it all
       this.memory = state.memory;
       this.status = this.abort.signal.aborted ? 'stopped' : 'done';
       if (this.status === 'stopped') this.resumable = { runId, iterations: this.iterations };
     } catch (err) {
+      this.pacer.flush();
       this.status = 'error';
       this.error = serializeError(err).message;
       this.resumable = { runId, iterations: this.iterations };
@@ -174,6 +227,121 @@ export class RunState implements RunView {
   stop(): void {
     this.loop?.resume();
     this.abort?.abort();
+    this.pacer.flush();
+  }
+
+  // --- watching: pacing ---------------------------------------------------------------------
+
+  setPace(tokensPerSecond: number): void {
+    this.paceTps = tokensPerSecond;
+    this.pacer.setSpeed(tokensPerSecond);
+  }
+  holdView(): void {
+    this.pacer.pause();
+  }
+  playView(): void {
+    this.pacer.play();
+  }
+  stepView(kind: StepKind): void {
+    this.pacer.step(kind);
+  }
+
+  // --- run files ----------------------------------------------------------------------------
+
+  /** The run on screen as a run file (the format of `spade run export`). */
+  async runFile(): Promise<RunFile | null> {
+    if (this.opened || !this.runId) {
+      if (!this.spec) return null;
+      return makeRunFile({
+        spec: $state.snapshot(this.spec) as RunSpec,
+        archive: $state.snapshot(this.archive) as ArchiveRecord[],
+        rollouts: $state.snapshot(this.rollouts) as RolloutRecord[],
+        metrics: $state.snapshot(this.metrics) as MetricsRecord[],
+        memory: this.memory ? ($state.snapshot(this.memory) as Memory) : null,
+      });
+    }
+    const rs = new StoreRunStore(this.store, this.runId);
+    const spec = await rs.readSpec();
+    if (!spec) return null;
+    const state = await rs.readState();
+    return makeRunFile({
+      spec,
+      archive: await rs.readArchive(),
+      rollouts: await rs.readRollouts(),
+      metrics: await rs.readMetrics(),
+      memory: state?.memory ?? null,
+      state,
+    });
+  }
+
+  /**
+   * Show a run file (its bytes: JSON or gzip) in review mode, in place of this browser's run (which
+   * stays saved; closeOpened brings it back). Nothing in it runs: its environments are played only
+   * from the Environments panel, on the user's click, in the sandbox. A bad file becomes openError.
+   */
+  openRunBytes(bytes: Uint8Array, name: string, from: 'file' | 'link'): boolean {
+    if (this.status === 'running' || this.status === 'paused') {
+      this.openError = 'Stop the current run before opening another one.';
+      return false;
+    }
+    try {
+      const file = parseRunFileBytes(bytes);
+      this.openError = null;
+      this.opened = { name, from };
+      this.runId = `${from}-${name.replace(/[^A-Za-z0-9_.-]+/g, '_').slice(0, 40)}`;
+      this.spec = file.spec;
+      this.archive = file.archive;
+      this.rollouts = file.rollouts;
+      this.metrics = file.metrics;
+      this.memory = file.state?.memory ?? null;
+      this.tasks = [];
+      this.cycle = file.metrics.at(-1)?.cycle ?? 0;
+      this.iterations = file.metrics.length;
+      this.resumable = null;
+      this.fromRecording = null;
+      this.error = null;
+      this.status = 'done';
+      return true;
+    } catch (err) {
+      this.openError = `Could not open ${name}: ${serializeError(err).message}`;
+      return false;
+    }
+  }
+
+  /** Fetch a run file from a link (any CORS-enabled host), refusing one over the size cap unread. */
+  async openRunUrl(url: string, fetcher: typeof fetch = fetch): Promise<boolean> {
+    let bytes: Uint8Array;
+    try {
+      const res = await fetcher(url);
+      if (!res.ok) throw new Error(`the server answered HTTP ${res.status}`);
+      const declared = Number(res.headers.get('content-length') ?? 0);
+      if (declared) checkRunFileSize(declared, 'The linked run file');
+      bytes = await readCapped(res);
+    } catch (err) {
+      const m = serializeError(err).message;
+      this.openError = `Could not open the run from ${url.slice(0, 200)}: ${
+        /fetch|network/i.test(m) ? `${m} (the host must allow cross-origin requests: CORS)` : m
+      }`;
+      return false;
+    }
+    return this.openRunBytes(bytes, url.split('/').pop()?.split(/[?#]/)[0] || 'run', 'link');
+  }
+
+  /** Leave the opened run file and bring this browser's own run back. */
+  async closeOpened(): Promise<void> {
+    this.opened = null;
+    this.openError = null;
+    this.runId = null;
+    this.spec = null;
+    this.archive = [];
+    this.rollouts = [];
+    this.metrics = [];
+    this.tasks = [];
+    this.memory = null;
+    this.cycle = 0;
+    this.status = 'idle';
+    this.resumable = null;
+    await this.load();
   }
 
   briefsMap(): Map<string, ChatMessage[]> {
@@ -186,20 +354,36 @@ export class RunState implements RunView {
     return (await new StoreRunStore(this.store, this.runId).readRollouts()).filter((r) => r.cycle === cycle);
   }
 
-  /** The whole run as one JSON document. */
-  async exportJson(): Promise<string> {
-    if (!this.runId) return '{}';
-    const rs = new StoreRunStore(this.store, this.runId);
-    return JSON.stringify(
-      {
-        spec: await rs.readSpec(),
-        archive: await rs.readArchive(),
-        metrics: await rs.readMetrics(),
-        rollouts: await rs.readRollouts(),
-        state: await rs.readState(),
-      },
-      null,
-      1,
-    );
+  /** The whole run as one run file (JSON text), or null when there is no run. */
+  async exportJson(): Promise<string | null> {
+    const file = await this.runFile();
+    return file ? runFileToJson(file) : null;
   }
+}
+
+/** A response body, read chunk by chunk and abandoned past the run file size cap. */
+async function readCapped(res: Response): Promise<Uint8Array> {
+  if (!res.body) return new Uint8Array(await res.arrayBuffer());
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.length;
+    try {
+      checkRunFileSize(total, 'The linked run file');
+    } catch (err) {
+      await reader.cancel().catch(() => undefined);
+      throw err;
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.length;
+  }
+  return out;
 }

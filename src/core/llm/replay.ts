@@ -23,6 +23,11 @@ export interface ReplayHeader {
   model: string;
   /** The recorded model's context window: a replay budgets its calls the same way (absent in old files). */
   contextWindow?: number;
+  /**
+   * The recorded run's settings (a RunSpec, validated by core/spade/run_file.ts parseRunSpec) and
+   * cycle count: a replay takes them from here, so it asks exactly the recorded requests.
+   */
+  run?: { spec: unknown; cycles: number };
 }
 
 export interface ReplayEntry {
@@ -86,6 +91,8 @@ export class ReplayChatModel implements ChatModel {
   readonly backend = 'replay';
   readonly model: string;
   readonly capabilities: ModelCapabilities;
+  /** The transcript's header line (with the recorded run's settings, when it has them). */
+  readonly header: ReplayHeader;
   private readonly queues = new Map<string, Omit<ChatResult, 'ms'>[]>();
   private readonly total: number;
 
@@ -94,6 +101,7 @@ export class ReplayChatModel implements ChatModel {
     private readonly opts: ReplayOptions = {},
   ) {
     const { header, entries } = parseReplay(text);
+    this.header = header;
     this.model = `${header.backend}:${header.model}`;
     this.total = entries.length;
     this.capabilities = {
@@ -149,6 +157,8 @@ export class RecordingChatModel implements ChatModel {
   constructor(
     private readonly inner: ChatModel,
     private readonly sink?: (line: string) => void,
+    /** The run being recorded (its spec and cycles), written into the header for replays. */
+    private readonly run?: ReplayHeader['run'],
   ) {
     sink?.(JSON.stringify(this.header()));
   }
@@ -168,6 +178,7 @@ export class RecordingChatModel implements ChatModel {
       backend: this.inner.backend,
       model: this.inner.model,
       contextWindow: this.inner.capabilities.contextWindow,
+      ...(this.run ? { run: this.run } : {}),
     };
   }
   async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
