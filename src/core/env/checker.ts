@@ -79,20 +79,160 @@ const errText = (err: unknown): string => {
   return `${e.name}: ${e.message}`;
 };
 
+/** What each check reads: the runner, one loaded instance, the seeds and the turn limit. */
+interface Probe {
+  runner: EnvRunner;
+  id: string;
+  setting: LoadedEnv['setting'];
+  seeds: number[];
+  maxTurns: number;
+}
+
+/** A check's verdict: null when it passed, else the message a designer can act on. */
+type Problem = string | null;
+
+/** 2. reset returns the right shape on every seed. */
+async function checkReset(p: Probe): Promise<Problem> {
+  try {
+    for (const s of p.seeds) await p.runner.reset(p.id, s);
+    return null;
+  } catch (err) {
+    return errText(err);
+  }
+}
+
+/** 3. step returns the right shape. */
+async function checkStep(p: Probe): Promise<Problem> {
+  try {
+    await p.runner.reset(p.id, p.seeds[0]!);
+    await p.runner.step(p.id, '\\boxed{1}');
+    return null;
+  } catch (err) {
+    return errText(err);
+  }
+}
+
+/** 4. garbage input never crashes (each probe on a fresh episode). */
+async function checkGarbage(p: Probe): Promise<Problem> {
+  for (const a of GARBAGE_ACTIONS) {
+    try {
+      await p.runner.reset(p.id, p.seeds[0]!);
+      await p.runner.step(p.id, a);
+    } catch (err) {
+      return `step(${JSON.stringify(short(a, 30))}) failed: ${errText(err)}. Unknown or malformed actions must return a helpful observation with reward 0, never throw.`;
+    }
+  }
+  return null;
+}
+
+/** 5. the reference solution reaches reward 1 and terminates on every seed; records its actions and lengths. */
+async function checkSolution(p: Probe, solutions: string[][], steps: number[]): Promise<Problem> {
+  for (const s of p.seeds) {
+    try {
+      await p.runner.reset(p.id, s);
+      const actions = await p.runner.solution(p.id);
+      solutions.push(actions);
+      if (actions.length === 0)
+        return `solution() returned no actions for seed ${s}; return the list of actions that solves the episode.`;
+      let last: StepResult | null = null;
+      let n = 0;
+      for (const a of actions) {
+        last = await p.runner.step(p.id, a);
+        n++;
+        if (last[2] || last[3]) break;
+      }
+      steps.push(n);
+      if (!last || !last[2] || last[1] < 1)
+        return (
+          `replaying solution() for seed ${s} ended with reward ${last?.[1]}, terminated=${last?.[2]}, truncated=${last?.[3]} after ${n} steps. ` +
+          `Success must return reward 1.0 and terminated=true, and solution() must match the hidden state created by reset(seed).` +
+          (last ? ` Last observation: ${JSON.stringify(short(last[0], 160))}` : '')
+        );
+      if (n > p.maxTurns)
+        return `the solution for seed ${s} needs ${n} steps but maxTurns is ${p.maxTurns}; make the task shorter.`;
+    } catch (err) {
+      return `while replaying solution() for seed ${s}: ${errText(err)}`;
+    }
+  }
+  return null;
+}
+
+/** 7. the goal is not already met at reset: a do-nothing first action must not win. */
+async function checkNotSolvedAtReset(p: Probe): Promise<Problem> {
+  const lazy = p.setting === 'tool_use' ? ['<answer></answer>', '<answer>done</answer>'] : ['\\boxed{}', '\\boxed{done}'];
+  for (const s of p.seeds) {
+    for (const a of lazy) {
+      try {
+        await p.runner.reset(p.id, s);
+        const r = await p.runner.step(p.id, a);
+        if (r[2] && r[1] >= 1)
+          return `seed ${s}: the first action ${JSON.stringify(a)} already wins (reward ${r[1]}). The goal must not be met at reset.`;
+      } catch (err) {
+        return `seed ${s}: ${errText(err)}`;
+      }
+    }
+  }
+  return null;
+}
+
+/** 8. determinism: same seed, same actions → same transcript, in this instance and in a fresh one. */
+async function checkDeterministic(p: Probe, solutions: string[][], fresh: () => Promise<LoadedEnv>): Promise<Problem> {
+  const actions = [...GARBAGE_ACTIONS.slice(1, 4), ...(solutions[0] ?? [])];
+  const transcript = async (id: string): Promise<string> => {
+    const parts: unknown[] = [await p.runner.reset(id, p.seeds[0]!)];
+    for (const a of actions) {
+      const r = await p.runner.step(id, a);
+      parts.push(r);
+      if (r[2] || r[3]) break;
+    }
+    return JSON.stringify(parts);
+  };
+  try {
+    const a = await transcript(p.id);
+    const b = await transcript(p.id);
+    const c = await transcript((await fresh()).id);
+    if (a === b && a === c) return null;
+    return `the same seed and actions gave different transcripts${a === b ? ' in a fresh instance' : ''}. Derive all randomness from Math.random (seeded by reset) and reset every field in reset().`;
+  } catch (err) {
+    return errText(err);
+  }
+}
+
+/** 9. a random policy (garbage and solution actions) ends every seed's episode within maxTurns. */
+async function checkRandomPolicyEnds(p: Probe, solutions: string[][], policySeed: number): Promise<Problem> {
+  const rng = createRng(policySeed);
+  const pool = [...GARBAGE_ACTIONS.slice(1, 6), ...solutions.flat()];
+  for (const s of p.seeds) {
+    try {
+      await p.runner.reset(p.id, s);
+      let ended = false;
+      for (let t = 0; t < p.maxTurns && !ended; t++) {
+        const r = await p.runner.step(p.id, rng.pick(pool));
+        ended = r[2] || r[3];
+      }
+      if (!ended)
+        return `seed ${s}: after ${p.maxTurns} random actions the episode had not ended. Count turns and return truncated=true once maxTurns (the constructor argument) is reached.`;
+    } catch (err) {
+      return `seed ${s}: ${errText(err)}`;
+    }
+  }
+  return null;
+}
+
+/** Run every check in order; a failure of loads, reset, step or a fatal garbage failure stops the rest. */
 export async function checkEnv(runner: EnvRunner, code: string, opts: CheckOptions = {}): Promise<CheckReport> {
   const t0 = performance.now();
   const maxTurns = opts.maxTurns ?? 12;
   const seeds = opts.seeds ?? [0, 1, 2];
   const checks: Check[] = [];
   const report: CheckReport = { ok: false, className: null, setting: null, checks, solutionSteps: [], ms: 0 };
-  const pass = (name: CheckName, message: string) => checks.push({ name, ok: true, message });
-  const fail = (name: CheckName, message: string) => checks.push({ name, ok: false, message });
+  const verdict = (name: CheckName, problem: Problem, passed: string) =>
+    checks.push(problem === null ? { name, ok: true, message: passed } : { name, ok: false, message: problem });
   const finish = () => {
     report.ok = checks.length === CHECK_NAMES.length && checks.every((c) => c.ok);
     report.ms = performance.now() - t0;
     return report;
   };
-
   const open: string[] = [];
   const load = async (): Promise<LoadedEnv> => {
     const env = await runner.load(code, maxTurns, opts.limits);
@@ -105,179 +245,50 @@ export async function checkEnv(runner: EnvRunner, code: string, opts: CheckOptio
     try {
       env = await load();
     } catch (err) {
-      fail('loads', errText(err));
+      verdict('loads', errText(err), '');
       return finish();
     }
     report.className = env.className;
     report.setting = env.setting;
-    pass('loads', `found ${env.className} (${env.setting === 'tool_use' ? 'tool use' : 'game'})`);
+    verdict('loads', null, `found ${env.className} (${env.setting === 'tool_use' ? 'tool use' : 'game'})`);
+    const p: Probe = { runner, id: env.id, setting: env.setting, seeds, maxTurns };
 
-    // 2. reset shape on every seed
-    try {
-      for (const s of seeds) await runner.reset(env.id, s);
-      pass('reset', `reset(seed) returned [observation, info] for seeds ${seeds.join(', ')}`);
-    } catch (err) {
-      fail('reset', errText(err));
-      return finish();
-    }
+    const reset = await checkReset(p);
+    verdict('reset', reset, `reset(seed) returned [observation, info] for seeds ${seeds.join(', ')}`);
+    if (reset) return finish();
+    const step = await checkStep(p);
+    verdict('step', step, 'step(action) returned [observation, reward, terminated, truncated, info]');
+    if (step) return finish();
+    const garbage = await checkGarbage(p);
+    verdict('garbage_input', garbage, `survived ${GARBAGE_ACTIONS.length} malformed actions`);
+    if (garbage && /Timeout|Memory|restarted|lost/.test(garbage)) return finish();
 
-    // 3. step shape
-    try {
-      await runner.reset(env.id, seeds[0]!);
-      await runner.step(env.id, '\\boxed{1}');
-      pass('step', 'step(action) returned [observation, reward, terminated, truncated, info]');
-    } catch (err) {
-      fail('step', errText(err));
-      return finish();
-    }
-
-    // 4. garbage input never crashes (each probe on a fresh episode)
-    {
-      let problem = '';
-      for (const a of GARBAGE_ACTIONS) {
-        try {
-          await runner.reset(env.id, seeds[0]!);
-          await runner.step(env.id, a);
-        } catch (err) {
-          problem = `step(${JSON.stringify(short(a, 30))}) failed: ${errText(err)}. Unknown or malformed actions must return a helpful observation with reward 0, never throw.`;
-          break;
-        }
-      }
-      if (problem) {
-        fail('garbage_input', problem);
-        if (/Timeout|Memory|restarted|lost/.test(problem)) return finish();
-      } else pass('garbage_input', `survived ${GARBAGE_ACTIONS.length} malformed actions`);
-    }
-
-    // 5 + 6. the reference solution reaches reward 1 and terminates; it takes several steps
     const solutions: string[][] = [];
-    {
-      let problem = '';
-      for (const s of seeds) {
-        try {
-          await runner.reset(env.id, s);
-          const actions = await runner.solution(env.id);
-          solutions.push(actions);
-          if (actions.length === 0) {
-            problem = `solution() returned no actions for seed ${s}; return the list of actions that solves the episode.`;
-            break;
-          }
-          let last: StepResult | null = null;
-          let steps = 0;
-          for (const a of actions) {
-            last = await runner.step(env.id, a);
-            steps++;
-            if (last[2] || last[3]) break;
-          }
-          report.solutionSteps.push(steps);
-          if (!last || !last[2] || last[1] < 1) {
-            problem =
-              `replaying solution() for seed ${s} ended with reward ${last?.[1]}, terminated=${last?.[2]}, truncated=${last?.[3]} after ${steps} steps. ` +
-              `Success must return reward 1.0 and terminated=true, and solution() must match the hidden state created by reset(seed).` +
-              (last ? ` Last observation: ${JSON.stringify(short(last[0], 160))}` : '');
-            break;
-          }
-          if (steps > maxTurns) {
-            problem = `the solution for seed ${s} needs ${steps} steps but maxTurns is ${maxTurns}; make the task shorter.`;
-            break;
-          }
-        } catch (err) {
-          problem = `while replaying solution() for seed ${s}: ${errText(err)}`;
-          break;
-        }
-      }
-      if (problem) fail('solution_solves', problem);
-      else
-        pass(
-          'solution_solves',
-          `solution() solves seeds ${seeds.join(', ')} (${report.solutionSteps.join(', ')} steps)`,
-        );
-    }
-    if (report.solutionSteps.length && Math.max(...report.solutionSteps) >= 2) {
-      pass('multi_turn', `the reference solution takes up to ${Math.max(...report.solutionSteps)} steps`);
-    } else {
-      fail(
-        'multi_turn',
-        'the reference solution finishes in one step, so this is a one-shot quiz. Hide state that the agent must uncover by acting over several turns (3+ at medium difficulty).',
-      );
-    }
-
-    // 7. the goal is not already met at reset: a do-nothing first action must not win
-    {
-      const lazy =
-        env.setting === 'tool_use' ? ['<answer></answer>', '<answer>done</answer>'] : ['\\boxed{}', '\\boxed{done}'];
-      let problem = '';
-      for (const s of seeds) {
-        for (const a of lazy) {
-          try {
-            await runner.reset(env.id, s);
-            const r = await runner.step(env.id, a);
-            if (r[2] && r[1] >= 1)
-              problem = `seed ${s}: the first action ${JSON.stringify(a)} already wins (reward ${r[1]}). The goal must not be met at reset.`;
-          } catch (err) {
-            problem = `seed ${s}: ${errText(err)}`;
-          }
-          if (problem) break;
-        }
-        if (problem) break;
-      }
-      if (problem) fail('not_solved_at_reset', problem);
-      else pass('not_solved_at_reset', 'doing nothing does not win');
-    }
-
-    // 8. determinism: same seed, same actions → same transcript (in a fresh instance too)
-    {
-      const actions = [...GARBAGE_ACTIONS.slice(1, 4), ...(solutions[0] ?? [])];
-      const transcript = async (id: string): Promise<string> => {
-        const parts: unknown[] = [await runner.reset(id, seeds[0]!)];
-        for (const a of actions) {
-          const r = await runner.step(id, a);
-          parts.push(r);
-          if (r[2] || r[3]) break;
-        }
-        return JSON.stringify(parts);
-      };
-      try {
-        const a = await transcript(env.id);
-        const b = await transcript(env.id);
-        const other = await load();
-        const c = await transcript(other.id);
-        if (a === b && a === c) pass('deterministic', 'the same seed and actions give the same transcript');
-        else
-          fail(
-            'deterministic',
-            `the same seed and actions gave different transcripts${a === b ? ' in a fresh instance' : ''}. Derive all randomness from Math.random (seeded by reset) and reset every field in reset().`,
-          );
-      } catch (err) {
-        fail('deterministic', errText(err));
-      }
-    }
-
-    // 9. a random policy ends within maxTurns
-    {
-      const rng = createRng(opts.policySeed ?? 12345);
-      const pool = [...GARBAGE_ACTIONS.slice(1, 6), ...solutions.flat()];
-      let problem = '';
-      for (const s of seeds) {
-        try {
-          await runner.reset(env.id, s);
-          let ended = false;
-          for (let t = 0; t < maxTurns && !ended; t++) {
-            const r = await runner.step(env.id, rng.pick(pool));
-            ended = r[2] || r[3];
-          }
-          if (!ended) {
-            problem = `seed ${s}: after ${maxTurns} random actions the episode had not ended. Count turns and return truncated=true once maxTurns (the constructor argument) is reached.`;
-            break;
-          }
-        } catch (err) {
-          problem = `seed ${s}: ${errText(err)}`;
-          break;
-        }
-      }
-      if (problem) fail('random_policy_ends', problem);
-      else pass('random_policy_ends', `random play ends within ${maxTurns} turns`);
-    }
+    verdict(
+      'solution_solves',
+      await checkSolution(p, solutions, report.solutionSteps),
+      `solution() solves seeds ${seeds.join(', ')} (${report.solutionSteps.join(', ')} steps)`,
+    );
+    // 6. several steps: a one-step solution is a quiz, not a game
+    const longest = report.solutionSteps.length ? Math.max(...report.solutionSteps) : 0;
+    verdict(
+      'multi_turn',
+      longest >= 2
+        ? null
+        : 'the reference solution finishes in one step, so this is a one-shot quiz. Hide state that the agent must uncover by acting over several turns (3+ at medium difficulty).',
+      `the reference solution takes up to ${longest} steps`,
+    );
+    verdict('not_solved_at_reset', await checkNotSolvedAtReset(p), 'doing nothing does not win');
+    verdict(
+      'deterministic',
+      await checkDeterministic(p, solutions, load),
+      'the same seed and actions give the same transcript',
+    );
+    verdict(
+      'random_policy_ends',
+      await checkRandomPolicyEnds(p, solutions, opts.policySeed ?? 12345),
+      `random play ends within ${maxTurns} turns`,
+    );
     return finish();
   } finally {
     for (const id of open) {
