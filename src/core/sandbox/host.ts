@@ -181,6 +181,38 @@ function describe(value: unknown): string {
 }
 const isInfo = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/**
+ * The host's checks on environment source before any of it reaches QuickJS: not empty, within
+ * the size limit, brackets nested at most MAX_NESTING deep (deeper overflows the host stack in
+ * QuickJS's parser), and a class whose name ends in "Env". Returns the candidate class names.
+ */
+function checkSource(code: string, limits: SandboxLimits): string[] {
+  if (typeof code !== 'string' || code.trim() === '') {
+    throw new EnvContractError('The environment code is empty. Write a class whose name ends in "Env".');
+  }
+  const size = overLimit(code, limits.maxCodeBytes);
+  if (size > 0) {
+    throw new EnvContractError(
+      `The environment code is ${Math.ceil(size / 1024)} KiB; the limit is ${limits.maxCodeBytes / 1024} KiB. Shorten it.`,
+      { bytes: size },
+    );
+  }
+  const depth = nestingDepth(code, true, MAX_NESTING);
+  if (depth > MAX_NESTING) {
+    throw new EnvContractError(
+      `The environment code nests brackets more than ${MAX_NESTING} deep, which the sandbox cannot parse safely. Flatten it: build deep data in a loop instead of writing it out.`,
+      { depth },
+    );
+  }
+  const names = envClassNames(code);
+  if (names.length === 0) {
+    throw new EnvContractError(
+      'No environment class found. Define one at top level whose name ends in "Env", e.g. `class MazeEnv { ... }`.',
+    );
+  }
+  return names;
+}
+
 export class SandboxHost {
   private module: QuickJSWASMModule;
   private readonly envs = new Map<string, LiveEnv>();
@@ -215,52 +247,9 @@ export class SandboxHost {
   async load(code: string, maxTurns = DEFAULTS.maxTurns, limits: SandboxLimits = DEFAULT_LIMITS): Promise<LoadedEnv> {
     if (this.restarting) this.module = await this.restarting;
     this.restarting = null;
-    if (typeof code !== 'string' || code.trim() === '') {
-      throw new EnvContractError('The environment code is empty. Write a class whose name ends in "Env".');
-    }
-    const size = overLimit(code, limits.maxCodeBytes);
-    if (size > 0) {
-      throw new EnvContractError(
-        `The environment code is ${Math.ceil(size / 1024)} KiB; the limit is ${limits.maxCodeBytes / 1024} KiB. Shorten it.`,
-        { bytes: size },
-      );
-    }
-    const depth = nestingDepth(code, true, MAX_NESTING);
-    if (depth > MAX_NESTING) {
-      throw new EnvContractError(
-        `The environment code nests brackets more than ${MAX_NESTING} deep, which the sandbox cannot parse safely. Flatten it: build deep data in a loop instead of writing it out.`,
-        { depth },
-      );
-    }
-    const names = envClassNames(code);
-    if (names.length === 0) {
-      throw new EnvContractError(
-        'No environment class found. Define one at top level whose name ends in "Env", e.g. `class MazeEnv { ... }`.',
-      );
-    }
-    const runtime = this.module.newRuntime();
-    runtime.setMemoryLimit(limits.memoryBytes);
-    runtime.setMaxStackSize(limits.stackBytes);
-    runtime.setModuleLoader((name) => ({
-      error: new Error(`modules are not available in the sandbox (import of "${name}")`),
-    }));
-    const context = runtime.newContext();
-    const id = `env${this.nextId++}`;
-    const partial = {
-      id,
-      runtime,
-      context,
-      limits,
-      dead: null,
-      generation: this.generation,
-      deadline: Infinity,
-      interrupted: false,
-    } as unknown as LiveEnv;
-    runtime.setInterruptHandler(() => {
-      if (Date.now() <= partial.deadline) return false;
-      partial.interrupted = true;
-      return true;
-    });
+    const names = checkSource(code, limits);
+    const partial = this.newLiveEnv(limits);
+    const { context, id } = partial;
     try {
       this.evalOrThrow(partial, prelude, 'prelude.js', limits.loadMs, 'loading the sandbox prelude');
       const api = context.getProp(context.global, '__spade');
@@ -325,6 +314,33 @@ export class SandboxHost {
       }
       throw err;
     }
+  }
+
+  /** A fresh runtime and context with the limits set and the interrupt handler on the env's deadline. */
+  private newLiveEnv(limits: SandboxLimits): LiveEnv {
+    const runtime = this.module.newRuntime();
+    runtime.setMemoryLimit(limits.memoryBytes);
+    runtime.setMaxStackSize(limits.stackBytes);
+    runtime.setModuleLoader((name) => ({
+      error: new Error(`modules are not available in the sandbox (import of "${name}")`),
+    }));
+    const context = runtime.newContext();
+    const env = {
+      id: `env${this.nextId++}`,
+      runtime,
+      context,
+      limits,
+      dead: null,
+      generation: this.generation,
+      deadline: Infinity,
+      interrupted: false,
+    } as unknown as LiveEnv; // api, fns and info are set by load() once the prelude has run
+    runtime.setInterruptHandler(() => {
+      if (Date.now() <= env.deadline) return false;
+      env.interrupted = true;
+      return true;
+    });
+    return env;
   }
 
   reset(id: string, seed: number): ResetResult {
