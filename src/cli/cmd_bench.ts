@@ -59,7 +59,8 @@ export async function bench(argv: string[], io: Io): Promise<number> {
   const json = args.flags.has('json');
   if (what === 'loop') return benchLoop(io, json);
   if (what === 'engine') return (await import('./bench_engine.ts')).benchEngine(io, args);
-  if (what !== 'sandbox') throw new UsageError('bench needs a target: sandbox, loop or engine');
+  if (what === 'train') return (await import('./cmd_train.ts')).benchTrain(io, rest);
+  if (what !== 'sandbox') throw new UsageError('bench needs a target: sandbox, loop, engine or train');
 
   // 1. sandbox, host-driven, in this thread (= one worker's view)
   const host = await SandboxHost.create();

@@ -1,10 +1,16 @@
 /**
  * The engine from the command line (Node; `webgpu` package, or `--device cpu` for the CPU references):
- *   spade engine logits   --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu] [--json]
+ *   spade engine init     --arch llama|qwen2|qwen3 --layers N --hidden N --out DIR [--seed S] [--heads N]
+ *                         [--kv-heads N] [--intermediate N] [--dtype f32|bf16] [--std 0.02] [--json]
+ *                         (a fresh random checkpoint in the Hugging Face layout: io/init_checkpoint.ts)
+ *   spade engine logits   --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu]
+ *                         [--weights f32|bf16|f16|q4] [--json]
  *   spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0]
- *                         [--top-p 1] [--top-k 0] [--min-p 0] [--seed 0] [--device gpu|cpu] [--json]
+ *                         [--top-p 1] [--top-k 0] [--min-p 0] [--seed 0] [--device gpu|cpu]
+ *                         [--weights f32|bf16|f16|q4] [--json]
  * --json: the last line is one JSON object with `logits` (last position, or every position with --all)
- * or `tokens` (the generated ids).
+ * or `tokens` (the generated ids), plus `weights` (the base's storage format) and `weightBytes`
+ * (what the base weights take on the device; on the CPU the dequantised f32 copy).
  */
 import { basename } from 'node:path';
 import { UsageError } from '../core/errors.ts';
@@ -12,11 +18,14 @@ import { LocalChatModel } from '../engine/local_model.ts';
 import type { TextTokenizer } from '../engine/io/tokenizer.ts';
 import { generate } from '../engine/generate.ts';
 import { loadCheckpoint, loadPeftAdapter } from '../engine/io/load.ts';
+import { parseWeightFormat, type WeightFormat } from '../engine/io/pack.ts';
 import { LlamaModel } from '../engine/model.ts';
 import { CpuOps, GpuOps, type Ops } from '../engine/ops.ts';
 import { Engine } from '../engine/runtime.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';
-import { DirModelFiles } from '../platform/node/model_files.ts';
+import { DirModelFiles, writeModelFiles } from '../platform/node/model_files.ts';
+import { initCheckpointFiles, initConfig, type InitDType } from '../engine/io/init_checkpoint.ts';
+import { paramCount, type Architecture } from '../engine/io/config.ts';
 import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 
 /** Load a model (and adapter) from directories onto the chosen device. */
@@ -25,6 +34,7 @@ export async function loadModelFromDir(
   adapterDir: string | undefined,
   device: string,
   withTokenizer = false,
+  weights: WeightFormat = 'f32',
 ): Promise<{ model: LlamaModel<unknown>; close: () => void; tokenizer: TextTokenizer | null }> {
   if (device !== 'gpu' && device !== 'cpu') throw new UsageError(`--device must be gpu or cpu; got "${device}"`);
   const ckpt = await loadCheckpoint(new DirModelFiles(dir), { tokenizer: withTokenizer });
@@ -35,7 +45,7 @@ export async function loadModelFromDir(
     ops = new GpuOps(new Engine(ctx));
     close = () => ctx.destroy();
   } else ops = new CpuOps();
-  const model = new LlamaModel(ckpt.config, ops, ckpt.weights);
+  const model = new LlamaModel(ckpt.config, ops, ckpt.weights, { weights });
   if (adapterDir) model.setLora(await loadPeftAdapter(new DirModelFiles(adapterDir), { model: ckpt.config }));
   return { model, close, tokenizer: ckpt.tokenizer };
 }
@@ -60,14 +70,74 @@ function parseTokens(a: Args): number[] {
   return ids;
 }
 
+/** `spade engine init`: write a fresh random checkpoint (see the header). */
+async function engineInit(a: Args, io: Io): Promise<number> {
+  const arch = flag(a, 'arch') ?? 'llama';
+  if (arch !== 'llama' && arch !== 'qwen2' && arch !== 'qwen3')
+    throw new UsageError(`--arch must be llama, qwen2 or qwen3; got "${arch}"`);
+  const out = flag(a, 'out');
+  if (!out) throw new UsageError('engine init needs --out DIR (where to write the checkpoint)');
+  const dtype = flag(a, 'dtype') ?? 'f32';
+  if (dtype !== 'f32' && dtype !== 'bf16') throw new UsageError(`--dtype must be f32 or bf16; got "${dtype}"`);
+  const std = Number(flag(a, 'std') ?? 0.02);
+  if (!(std > 0)) throw new UsageError(`--std must be a number > 0; got "${flag(a, 'std')}"`);
+  const opt = (name: string) => (a.flags.has(name) ? intFlag(a, name, 0) : undefined);
+  let config;
+  try {
+    config = initConfig({
+      arch: arch as Architecture,
+      layers: intFlag(a, 'layers', 2),
+      hidden: intFlag(a, 'hidden', 64),
+      heads: opt('heads'),
+      kvHeads: opt('kv-heads'),
+      intermediate: opt('intermediate'),
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const seed = intFlag(a, 'seed', 0);
+  const ck = initCheckpointFiles(config, { dtype: dtype as InitDType, seed, std });
+  await writeModelFiles(out, ck.files);
+  const summary = {
+    ok: true,
+    dir: out,
+    architecture: ck.config.architecture,
+    layers: ck.config.numLayers,
+    hidden: ck.config.hiddenSize,
+    heads: ck.config.numHeads,
+    kvHeads: ck.config.numKvHeads,
+    intermediate: ck.config.intermediateSize,
+    vocab: ck.config.vocabSize,
+    params: paramCount(ck.config),
+    dtype,
+    seed,
+    files: [...ck.files.keys()],
+  };
+  if (a.flags.has('json')) io.out(JSON.stringify(summary));
+  else
+    io.out(
+      `wrote a fresh ${summary.architecture} (${summary.layers} layers, hidden ${summary.hidden}, ` +
+        `${summary.params.toLocaleString('en')} parameters, ${dtype}, seed ${seed}) to ${out}: ${summary.files.join(', ')}`,
+    );
+  return 0;
+}
+
 export async function engine(argv: string[], io: Io): Promise<number> {
   const [sub, ...rest] = argv;
   const a = parseArgs(rest, ['json', 'all']);
+  if (sub === 'init') return engineInit(a, io);
   const dir = flag(a, 'model');
-  if (sub !== 'logits' && sub !== 'generate') throw new UsageError('engine needs "logits" or "generate"');
+  if (sub !== 'logits' && sub !== 'generate') throw new UsageError('engine needs "init", "logits" or "generate"');
   if (!dir) throw new UsageError(`engine ${sub} needs --model DIR (a Hugging Face checkpoint directory)`);
   const ids = parseTokens(a);
-  const { model, close } = await loadModelFromDir(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu');
+  let weights: WeightFormat;
+  try {
+    weights = parseWeightFormat(flag(a, 'weights') ?? 'f32'); // f32: the reference
+  } catch (err) {
+    throw new UsageError(`--${(err as Error).message}`);
+  }
+  const { model, close } = await loadModelFromDir(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu', false, weights);
+  const stored = { weights: model.weightFormat, weightBytes: model.weightBytes };
   try {
     if (ids.some((i) => i >= model.cfg.vocabSize))
       throw new UsageError(`token ids must be below the vocabulary size ${model.cfg.vocabSize}`);
@@ -77,7 +147,7 @@ export async function engine(argv: string[], io: Io): Promise<number> {
       const flat = await model.ops.read(logits);
       const V = model.cfg.vocabSize;
       const rows = Array.from({ length: flat.length / V }, (_, t) => Array.from(flat.subarray(t * V, (t + 1) * V)));
-      if (a.flags.has('json')) io.out(JSON.stringify({ ok: true, logits: all ? rows : rows[0] }));
+      if (a.flags.has('json')) io.out(JSON.stringify({ ok: true, ...stored, logits: all ? rows : rows[0] }));
       else
         for (const [t, r] of rows.entries())
           io.out(
@@ -97,7 +167,7 @@ export async function engine(argv: string[], io: Io): Promise<number> {
       seed: intFlag(a, 'seed', 0),
       stopIds: model.cfg.eosTokenIds,
     });
-    if (a.flags.has('json')) io.out(JSON.stringify({ ok: true, tokens }));
+    if (a.flags.has('json')) io.out(JSON.stringify({ ok: true, ...stored, tokens }));
     else io.out(tokens.join(','));
     return 0;
   } finally {

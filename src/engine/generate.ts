@@ -3,6 +3,11 @@
  * each new id. Sampling (temperature, top-k, top-p, min-p; temperature 0 is greedy) follows
  * sample.ts and runs on the model's backend (`Ops.sample`: on the GPU only the id is read back);
  * its uniform comes from an explicit seeded Rng, one draw per sampled token.
+ * Optional, for training (issue 11): `logitBias` (V,) is added to every row before sampling (a
+ * vocabulary constraint of the policy: −1e9 on disallowed ids), and `logprobs` collects log π(id)
+ * of each sampled id under log_softmax((logits + bias) / T) (T = 1 when greedy), before the
+ * top-k/top-p/min-p filters — computed on the device from the logits already there and read back
+ * once at the end (no extra forward, no extra sync per token).
  */
 import { createRng, type Rng } from '../core/rng.ts';
 import type { LlamaModel } from './model.ts';
@@ -24,7 +29,13 @@ export interface GenerateOptions extends SampleOptions {
   noCache?: boolean;
   onToken?: (id: number) => void;
   signal?: AbortSignal;
+  /** Added to each row of logits before sampling (V,): 0 for allowed ids, −1e9 for the rest. */
+  logitBias?: Float32Array;
+  /** Filled with log π_old of each sampled id (see the header); one entry per id returned. */
+  logprobs?: number[];
 }
+
+const ONE = new Float32Array([1]);
 
 export async function generate<X>(model: LlamaModel<X>, prompt: number[], o: GenerateOptions): Promise<number[]> {
   if (prompt.length === 0) throw new RangeError('generate: the prompt has no tokens');
@@ -34,13 +45,27 @@ export async function generate<X>(model: LlamaModel<X>, prompt: number[], o: Gen
   const out: number[] = [];
   const cache = o.noCache ? undefined : model.newCache();
   let next = prompt;
+  const bias = o.logitBias ? ops.upload([o.logitBias.length], o.logitBias) : undefined;
+  let lpStore: X | undefined; // (steps,) log-probs of the sampled ids, read once at the end
   try {
     for (let step = 0; step < o.maxNew; step++) {
       if (o.signal?.aborted) break;
       const input = o.noCache ? [...prompt, ...out] : next;
-      const { logits } = model.forward(input, { cache, lastOnly: true });
+      let { logits } = model.forward(input, { cache, lastOnly: true });
+      if (bias) {
+        const biased = ops.addBias(logits, bias);
+        ops.free(logits);
+        logits = biased;
+      }
       // the host draws the uniform (none when greedy), the backend samples: on the GPU only the id comes back
-      const [id] = await ops.sample(logits, o, [o.temperature > 0 ? rng.next() : 0]);
+      const id = (await ops.sample(logits, o, [o.temperature > 0 ? rng.next() : 0]))[0]!;
+      if (o.logprobs) {
+        const z = o.temperature > 0 && o.temperature !== 1 ? ops.scale(logits, 1 / o.temperature) : logits;
+        const r = ops.nll(z, [id], ONE);
+        lpStore = ops.appendRows(lpStore, step, r.logprobs);
+        ops.free(r.loss, r.logprobs, r.lse);
+        if (z !== logits) ops.free(z);
+      }
       ops.free(logits);
       ops.flush();
       out.push(id);
@@ -48,11 +73,16 @@ export async function generate<X>(model: LlamaModel<X>, prompt: number[], o: Gen
       if (o.stopIds?.includes(id)) break;
       next = [id];
     }
-  } finally {
-    if (cache) {
-      model.freeCache(cache);
+    if (o.logprobs && lpStore) {
       ops.flush();
+      const lp = await ops.read(lpStore);
+      for (let i = 0; i < out.length; i++) o.logprobs.push(lp[i]!);
     }
+  } finally {
+    if (cache) model.freeCache(cache);
+    if (bias) ops.free(bias);
+    if (lpStore) ops.free(lpStore);
+    ops.flush();
   }
   return out;
 }

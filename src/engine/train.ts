@@ -1,41 +1,159 @@
 /**
- * LoRA training on the engine: the policy-gradient step of GRPO. Each sample is a
- * token sequence (prompt + completion) with an advantage; the loss is
- *   L = Σ_samples Σ_{t in completion} −(A / |completion| / N) · log π(token_t)
- * (one fresh step per batch, so the PPO ratio is 1 and its clip never binds).
- * Gradients reach only the LoRA adapters; AdamW with clipping by global norm.
+ * GRPO training of the LoRA adapter on the engine (issue 11; docs/training.md has the equations).
+ *
+ * A sample is one token sequence — a whole episode, or one design — with the tokens the policy
+ * sampled marked (spans or a 0/1 mask), their log-probs under the sampling policy at sampling time
+ * (π_old) and one advantage A. For every marked token t of a minibatch, with
+ *   log π_θ(t) = log_softmax((logits + bias) / T)[token]   (policy.ts: the same π as sampling)
+ *   r_t = exp(log π_θ(t) − log π_old(t))
+ *   ℓ_t = −min(r_t·A, clip(r_t, 1 − ε_low, 1 + ε_high)·A) + β·k3_t,
+ *   k3_t = exp(δ_t) − δ_t − 1,  δ_t = log π_base(t) − log π_θ(t)   (base = adapter off; β = klCoef)
+ * the loss is the token-level mean  L = Σ_t ℓ_t / N  over the N marked tokens of the minibatch.
+ *
+ * The gradient is a weighted NLL: one forward per sample gives log π_θ (ops.nll), the host computes
+ * the weight of each token, w_t = −∂L/∂log π_θ(t) = (A·r_t·[not clipped] − β·(1 − exp δ_t)) / N,
+ * and ops.nllBackward with those weights gives ∂L/∂logits (then through 1/T and the model's
+ * backward into the adapter). Gradients are summed over the minibatch, clipped by global norm and
+ * applied with AdamW. `train()` splits a batch into minibatches of at most `minibatchTokens`
+ * tokens and makes one optimiser step per minibatch, `epochs` times over the batch.
+ * State (AdamW's m, v and the step) exports and imports, so a resumed run repeats the same losses.
  */
 import type { LlamaModel } from './model.ts';
 import { gradClipScale } from './kernels/adamw.ts';
+import { allowedTokenBias, policyTemperature } from './policy.ts';
+import { parseSafetensors, tensorF32, writeSafetensors, type TensorToWrite } from './io/safetensors.ts';
 
-export interface TokenSample {
+export interface GrpoSample {
   ids: number[];
-  /** Tokens before the completion (the completion is ids[promptLen..]). */
-  promptLen: number;
+  /** [start, end) ranges of ids the policy sampled (the trained tokens); start ≥ 1. */
+  spans?: [number, number][];
+  /** Or: 1 at each trained position of ids (same length as ids; ids[0] cannot be trained). */
+  mask?: (0 | 1)[];
+  /** Or: ids[promptLen..] is one completion (one span to the end). */
+  promptLen?: number;
+  /**
+   * log π_old of each trained token in order (the sampler's ChatResult.tokens.logprobs). Absent:
+   * on-policy — taken from the current adapter before the batch's first update (ratio 1).
+   */
+  oldLogprobs?: number[];
   advantage: number;
+  /** Sampling temperature of this sample (default: TrainOptions.temperature). */
+  temperature?: number;
 }
 
+/** The earlier name: a sample with promptLen and no old log-probs is an on-policy completion. */
+export type TokenSample = GrpoSample;
+
 export interface TrainOptions {
-  /** Paper: 1e-6 for full fine-tuning; LoRA tolerates ~1e-4 (default 1e-4). */
+  /** Paper: 1e-6 for full fine-tuning; a LoRA adapter needs about 100× that (default 1e-4). */
   lr?: number;
+  /** Decoupled weight decay (default 0: the adapter starts at B = 0 and decay would only pull it back). */
   weightDecay?: number;
+  /** AdamW moments (default 0.9 / 0.999, PyTorch's). */
   beta1?: number;
   beta2?: number;
-  /** Clip the global gradient norm to this (default 1). */
+  /** Clip the global gradient norm to this (default 1, as verl and TRL). */
   maxGradNorm?: number;
+  /** Lower clip ε of the ratio (default 0.2, PPO/the paper). */
+  clipLow?: number;
+  /** Upper clip ε (default 0.28, the paper's "clip higher": lets rare good tokens grow faster). */
+  clipHigh?: number;
+  /** β of the k3 KL to the base policy (adapter off); 0 skips its forward (default 0: the paper's games setting). */
+  klCoef?: number;
+  /** Most tokens (whole sequences) per optimiser step (default 4096: a few episodes per step on a small GPU). */
+  minibatchTokens?: number;
+  /** Passes over a batch (default 1: each sample seen once; > 1 reuses samples, the clip keeps it near π_old). */
+  epochs?: number;
+  /** Sampling temperature that defined π_old (default 1); a sample's own temperature wins. */
+  temperature?: number;
+  /** The policy's vocabulary constraint (the LocalChatModel's allowedTokens). */
+  allowedTokens?: number[];
 }
 
 export interface StepStats {
+  /** The minibatch's objective L (before the update). */
   loss: number;
+  /** Share of trained tokens whose ratio was clipped (no gradient). */
+  clipFraction: number;
+  /** Mean of log π_old − log π_θ over trained tokens (0 on the first step of fresh samples). */
+  approxKl: number;
+  /** Mean k3 KL to the base policy (only when klCoef > 0). */
+  klToBase?: number;
+  /** Global gradient norm before clipping. */
   gradNorm: number;
+  /** Tokens run through the model (every position of every sequence). */
   tokens: number;
+  /** Trained (marked) tokens: N of the token-level mean. */
+  trainedTokens: number;
+  samples: number;
   ms: number;
+}
+
+/** AdamW state, host-side (f32): the moments per LoRA key and the step count. */
+export interface TrainerState {
+  step: number;
+  m: Map<string, { shape: number[]; data: Float32Array }>;
+  v: Map<string, { shape: number[]; data: Float32Array }>;
+}
+
+interface Prepared {
+  /** ids[..-1] and ids[1..]: position t predicts ids[t + 1]. */
+  input: number[];
+  targets: number[];
+  /** Target positions (indices into targets) that are trained. */
+  positions: number[];
+  old: number[] | undefined;
+  advantage: number;
+  temperature: number;
+}
+
+const DEFAULTS = {
+  lr: 1e-4,
+  weightDecay: 0,
+  beta1: 0.9,
+  beta2: 0.999,
+  maxGradNorm: 1,
+  clipLow: 0.2,
+  clipHigh: 0.28,
+  klCoef: 0,
+  minibatchTokens: 4096,
+  epochs: 1,
+  temperature: 1,
+};
+
+const MAX_LOG_RATIO = 20;
+
+/** Trained positions of a sample as indices into its targets (ids[1..]); RangeError when malformed. */
+export function trainedPositions(s: GrpoSample): number[] {
+  const n = s.ids.length;
+  const given = [s.spans, s.mask, s.promptLen].filter((x) => x !== undefined).length;
+  if (given !== 1) throw new RangeError('A training sample needs exactly one of spans, mask or promptLen');
+  const out: number[] = [];
+  if (s.mask) {
+    if (s.mask.length !== n) throw new RangeError(`mask has ${s.mask.length} entries for ${n} ids`);
+    if (s.mask[0]) throw new RangeError('mask[0] is set: the first id has no context to predict it from');
+    s.mask.forEach((m, i) => m && out.push(i - 1));
+  } else {
+    const spans = s.spans ?? [[s.promptLen!, n]];
+    let last = 1;
+    for (const [a, b] of spans) {
+      if (!(Number.isInteger(a) && Number.isInteger(b) && a >= last && b >= a && b <= n))
+        throw new RangeError(`span [${a}, ${b}) is not an ordered range within the ${n} ids (and after id 0)`);
+      for (let i = a; i < b; i++) out.push(i - 1);
+      last = b;
+    }
+  }
+  if (s.oldLogprobs && s.oldLogprobs.length !== out.length)
+    throw new RangeError(`${s.oldLogprobs.length} old log-probs for ${out.length} trained tokens`);
+  return out;
 }
 
 export class LoraTrainer<X> {
   step = 0;
   private readonly m = new Map<string, X>();
   private readonly v = new Map<string, X>();
+  private biasKey = '';
+  private bias: X | undefined;
 
   constructor(
     readonly model: LlamaModel<X>,
@@ -48,27 +166,137 @@ export class LoraTrainer<X> {
     }
   }
 
-  /** Loss and gradients of one batch, summed over samples (no update). */
-  async gradients(samples: TokenSample[]): Promise<{ grads: Map<string, X>; loss: number; tokens: number }> {
+  private o<K extends keyof typeof DEFAULTS>(k: K): (typeof DEFAULTS)[K] {
+    return (this.opts[k] as (typeof DEFAULTS)[K] | undefined) ?? DEFAULTS[k];
+  }
+
+  /** The allowed-token bias on the device (re-uploaded only when the list changes). */
+  private biasTensor(): X | undefined {
+    const key = this.opts.allowedTokens?.join(',') ?? '';
+    if (key !== this.biasKey) {
+      if (this.bias) this.model.ops.free(this.bias);
+      const b = allowedTokenBias(this.model.cfg.vocabSize, this.opts.allowedTokens);
+      this.bias = b ? this.model.ops.upload([b.length], b) : undefined;
+      this.biasKey = key;
+    }
+    return this.bias;
+  }
+
+  private prepare(s: GrpoSample): Prepared {
+    const positions = trainedPositions(s);
+    return {
+      input: s.ids.slice(0, -1),
+      targets: s.ids.slice(1),
+      positions,
+      old: s.oldLogprobs,
+      advantage: s.advantage,
+      temperature: policyTemperature(s.temperature ?? this.o('temperature')),
+    };
+  }
+
+  /** Policy logits z = (logits + bias) / T (a new tensor unless neither applies). (L, V) */
+  private policyLogits(logits: X, t: number): X {
+    const ops = this.model.ops;
+    const bias = this.biasTensor();
+    let z = logits;
+    if (bias) z = ops.addBias(z, bias);
+    if (t !== 1) {
+      const s = ops.scale(z, 1 / t);
+      if (z !== logits) ops.free(z);
+      z = s;
+    }
+    return z;
+  }
+
+  /** log π of the targets under the current adapter (or the base model with `base`), no gradient. */
+  private async logprobsOf(p: Prepared, base = false): Promise<Float32Array> {
     const { model } = this;
     const ops = model.ops;
+    const saved = model.lora;
+    if (base) model.lora = null;
+    try {
+      const { logits } = model.forward(p.input);
+      const z = this.policyLogits(logits, p.temperature);
+      const r = ops.nll(z, p.targets, new Float32Array(p.targets.length));
+      const lp = Float32Array.from(await ops.read(r.logprobs));
+      ops.free(r.loss, r.logprobs, r.lse, logits);
+      if (z !== logits) ops.free(z);
+      ops.flush();
+      return lp;
+    } finally {
+      model.lora = saved;
+    }
+  }
+
+  /**
+   * Loss, statistics and summed gradients of one minibatch at the current adapter (no update).
+   * Samples without old log-probs count as on-policy (ratio 1).
+   */
+  async gradients(samples: GrpoSample[]): Promise<{
+    grads: Map<string, X>;
+    loss: number;
+    tokens: number;
+    trainedTokens: number;
+    clipFraction: number;
+    approxKl: number;
+    klToBase?: number;
+  }> {
+    return this.gradientsOf(samples.map((s) => this.prepare(s)));
+  }
+
+  private async gradientsOf(batch: Prepared[]) {
+    const { model } = this;
+    const ops = model.ops;
+    const eLow = this.o('clipLow');
+    const eHigh = this.o('clipHigh');
+    const beta = this.o('klCoef');
+    const N = batch.reduce((a, p) => a + p.positions.length, 0);
     let total: Map<string, X> | null = null;
     let loss = 0;
     let tokens = 0;
-    for (const s of samples) {
-      const n = s.ids.length - s.promptLen;
-      if (n <= 0 || s.promptLen < 1) continue;
-      const input = s.ids.slice(0, -1);
-      const targets = s.ids.slice(1);
-      const w = new Float32Array(targets.length);
-      for (let t = s.promptLen - 1; t < targets.length; t++) w[t] = s.advantage / n / samples.length;
-      const { logits, tape } = model.forward(input, { tape: true });
-      const r = ops.nll(logits, targets, w);
-      const dlogits = ops.nllBackward(logits, targets, w, r.lse);
-      const grads = model.backward(tape!, dlogits);
-      loss += (await ops.read(r.loss)).reduce((a, b) => a + b, 0);
-      tokens += input.length;
-      ops.free(r.loss, r.logprobs, r.lse, dlogits);
+    let clipped = 0;
+    let kl = 0;
+    let k3sum = 0;
+    for (const p of batch) {
+      if (p.positions.length === 0) continue;
+      const base = beta > 0 ? await this.logprobsOf(p, true) : null;
+      const { logits, tape } = model.forward(p.input, { tape: true }); // (L, V)
+      const z = this.policyLogits(logits, p.temperature);
+      const r = ops.nll(z, p.targets, new Float32Array(p.targets.length));
+      const lp = await ops.read(r.logprobs); // (L,)
+      const w = new Float32Array(p.targets.length);
+      const A = p.advantage;
+      p.positions.forEach((t, j) => {
+        const logp = lp[t]!;
+        const old = p.old ? p.old[j]! : logp;
+        // |log r| ≤ 20: a stale sample cannot overflow the ratio (the clip or the min bounds it anyway)
+        const ratio = Math.exp(Math.max(-MAX_LOG_RATIO, Math.min(MAX_LOG_RATIO, logp - old)));
+        const clip = Math.min(Math.max(ratio, 1 - eLow), 1 + eHigh);
+        const isClipped = (A > 0 && ratio > 1 + eHigh) || (A < 0 && ratio < 1 - eLow);
+        let lt = -Math.min(ratio * A, clip * A);
+        let wt = isClipped ? 0 : A * ratio;
+        if (base) {
+          const d = base[t]! - logp;
+          const e = Math.exp(d);
+          lt += beta * (e - d - 1);
+          wt -= beta * (1 - e);
+          k3sum += e - d - 1;
+        }
+        w[t] = wt / N;
+        loss += lt / N;
+        kl += old - logp;
+        if (isClipped) clipped++;
+      });
+      let dz = ops.nllBackward(z, p.targets, w, r.lse); // ∂L/∂z (L, V)
+      if (p.temperature !== 1) {
+        const d = ops.scale(dz, 1 / p.temperature); // z = (logits + bias) / T
+        ops.free(dz);
+        dz = d;
+      }
+      const grads = model.backward(tape!, dz);
+      tokens += p.input.length;
+      ops.free(r.loss, r.logprobs, r.lse, dz);
+      if (z !== logits) ops.free(z);
       model.freeTape(tape!);
       if (!total) total = grads;
       else {
@@ -79,31 +307,134 @@ export class LoraTrainer<X> {
     }
     if (!total) {
       total = new Map();
-      for (const [k, p] of model.lora!.w) total.set(k, ops.zeros([...ops.shape(p)]));
+      for (const [k, x] of model.lora!.w) total.set(k, ops.zeros([...ops.shape(x)]));
     }
-    return { grads: total, loss, tokens };
+    return {
+      grads: total,
+      loss,
+      tokens,
+      trainedTokens: N,
+      clipFraction: N ? clipped / N : 0,
+      approxKl: N ? kl / N : 0,
+      ...(beta > 0 ? { klToBase: N ? k3sum / N : 0 } : {}),
+    };
   }
 
-  /** One optimizer step on a batch. */
-  async trainStep(samples: TokenSample[]): Promise<StepStats> {
+  /** One optimiser step on one minibatch (all of `samples`). */
+  async trainStep(samples: GrpoSample[]): Promise<StepStats> {
+    return this.stepOn(samples.map((s) => this.prepare(s)));
+  }
+
+  private async stepOn(batch: Prepared[]): Promise<StepStats> {
     const t0 = performance.now();
     const ops = this.model.ops;
-    const { grads, loss, tokens } = await this.gradients(samples);
-    const sumSq = await ops.sumSquares([...grads.values()]);
-    const gradScale = gradClipScale(sumSq, this.opts.maxGradNorm ?? 1);
+    const g = await this.gradientsOf(batch);
+    const sumSq = await ops.sumSquares([...g.grads.values()]);
+    const gradScale = gradClipScale(sumSq, this.o('maxGradNorm'));
     this.step++;
     for (const [k, p] of this.model.lora!.w) {
-      ops.adamw(p, grads.get(k)!, this.m.get(k)!, this.v.get(k)!, {
-        lr: this.opts.lr ?? 1e-4,
-        weightDecay: this.opts.weightDecay ?? 0,
-        beta1: this.opts.beta1 ?? 0.9,
-        beta2: this.opts.beta2 ?? 0.999,
+      ops.adamw(p, g.grads.get(k)!, this.m.get(k)!, this.v.get(k)!, {
+        lr: this.o('lr'),
+        weightDecay: this.o('weightDecay'),
+        beta1: this.o('beta1'),
+        beta2: this.o('beta2'),
         step: this.step,
         gradScale,
       });
     }
-    ops.free(...grads.values());
+    ops.free(...g.grads.values());
     ops.flush();
-    return { loss, gradNorm: Math.sqrt(sumSq), tokens, ms: performance.now() - t0 };
+    const { grads: _grads, ...stats } = g;
+    return { ...stats, gradNorm: Math.sqrt(sumSq), samples: batch.length, ms: performance.now() - t0 };
   }
+
+  /**
+   * GRPO on a batch: π_old filled in where a sample has none (before any update), then `epochs`
+   * passes, each one optimiser step per minibatch of at most `minibatchTokens` tokens (in the
+   * given order; a sample longer than the budget is a minibatch of its own). One entry per step.
+   */
+  async train(samples: GrpoSample[]): Promise<StepStats[]> {
+    const batch = samples.map((s) => this.prepare(s)).filter((p) => p.positions.length > 0);
+    for (const p of batch)
+      if (!p.old) {
+        const lp = await this.logprobsOf(p);
+        p.old = p.positions.map((t) => lp[t]!);
+      }
+    const budget = this.o('minibatchTokens');
+    const minibatches: Prepared[][] = [];
+    let cur: Prepared[] = [];
+    let used = 0;
+    for (const p of batch) {
+      if (cur.length && used + p.input.length > budget) {
+        minibatches.push(cur);
+        cur = [];
+        used = 0;
+      }
+      cur.push(p);
+      used += p.input.length;
+    }
+    if (cur.length) minibatches.push(cur);
+    const out: StepStats[] = [];
+    for (let e = 0; e < this.o('epochs'); e++) for (const mb of minibatches) out.push(await this.stepOn(mb));
+    return out;
+  }
+
+  /** AdamW's moments and step, copied to the host. */
+  async exportState(): Promise<TrainerState> {
+    const ops = this.model.ops;
+    const copy = async (src: Map<string, X>) => {
+      const out = new Map<string, { shape: number[]; data: Float32Array }>();
+      for (const [k, x] of src) out.set(k, { shape: [...ops.shape(x)], data: Float32Array.from(await ops.read(x)) });
+      return out;
+    };
+    return { step: this.step, m: await copy(this.m), v: await copy(this.v) };
+  }
+
+  /** Restore exportState()'s result (same adapter shapes); the adapter itself is loaded separately (PEFT). */
+  importState(state: TrainerState): void {
+    const ops = this.model.ops;
+    for (const [name, src, dst] of [
+      ['m', state.m, this.m],
+      ['v', state.v, this.v],
+    ] as const) {
+      for (const [k, x] of dst) {
+        const t = src.get(k);
+        const shape = ops.shape(x);
+        if (!t || t.shape.join() !== shape.join())
+          throw new RangeError(
+            `Optimiser state does not match the adapter: ${name}[${k}] is missing or has another shape`,
+          );
+        ops.free(x);
+        dst.set(k, ops.upload([...shape], Float32Array.from(t.data)));
+      }
+    }
+    this.step = state.step;
+  }
+}
+
+/** The optimiser state as one safetensors file ("m.<key>", "v.<key>"; the step in the metadata). */
+export function encodeTrainerState(state: TrainerState): Uint8Array {
+  const out = new Map<string, TensorToWrite>();
+  for (const [side, src] of [
+    ['m', state.m],
+    ['v', state.v],
+  ] as const)
+    for (const [k, t] of src) out.set(`${side}.${k}`, { dtype: 'F32', shape: t.shape, data: t.data });
+  return writeSafetensors(out, { format: 'spade-adamw', step: String(state.step) });
+}
+
+/** Read encodeTrainerState's bytes back. */
+export function decodeTrainerState(bytes: Uint8Array | ArrayBuffer): TrainerState {
+  const file = parseSafetensors(bytes);
+  const step = Number(file.metadata.step);
+  if (file.metadata.format !== 'spade-adamw' || !Number.isInteger(step) || step < 0)
+    throw new RangeError('This is not an optimiser state written by the trainer (format spade-adamw with a step)');
+  const state: TrainerState = { step, m: new Map(), v: new Map() };
+  for (const [name, info] of file.tensors) {
+    const side = name.slice(0, 2);
+    const map = side === 'm.' ? state.m : side === 'v.' ? state.v : null;
+    if (!map) throw new RangeError(`Optimiser state: unexpected tensor "${name}"`);
+    map.set(name.slice(2), { shape: [...info.shape], data: tensorF32(file, name) });
+  }
+  return state;
 }

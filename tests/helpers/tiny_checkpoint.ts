@@ -15,21 +15,21 @@
  * Values are seeded (createRng) and, for bf16/f16, already rounded to the stored precision, so the
  * returned tensors equal what a reader gets back, bit for bit.
  */
-import { createRng, type Rng } from '../../src/core/rng.ts';
-import { hfTensorSpecs, modelConfigToHf, type ModelConfig, type TensorSpec } from '../../src/engine/io/config.ts';
 import {
-  SINGLE_FILE,
-  writeSafetensors,
-  writeShardedSafetensors,
-  type SafetensorsDType,
-  type TensorToWrite,
-} from '../../src/engine/io/safetensors.ts';
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/engine/io/float16.ts';
+  byteTokenizerFiles,
+  CHATML_TEMPLATE,
+  initCheckpointFiles,
+  initTensors,
+  roundTo as roundToInit,
+  type InitDType,
+  type InitTensor,
+} from '../../src/engine/io/init_checkpoint.ts';
+import type { ModelConfig } from '../../src/engine/io/config.ts';
 import { writeModelFiles } from '../../src/platform/node/model_files.ts';
 
 export type TinyVariant = 'llama' | 'llama3' | 'qwen2' | 'qwen3';
 export const TINY_VARIANTS: readonly TinyVariant[] = ['llama', 'llama3', 'qwen2', 'qwen3'];
-export type TinyDType = 'f32' | 'f16' | 'bf16';
+export type TinyDType = InitDType;
 
 /** Ids of the tiny tokenizer's special tokens (after the 256 byte tokens). */
 export const TINY_SPECIAL = { endoftext: 256, imStart: 257, imEnd: 258 } as const;
@@ -90,133 +90,25 @@ export function tinyConfig(variant: TinyVariant): ModelConfig {
   }
 }
 
-const STORED: Record<TinyDType, SafetensorsDType> = { f32: 'F32', f16: 'F16', bf16: 'BF16' };
 const TORCH: Record<TinyDType, string> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
 
 /** Round f32 values to what the stored dtype keeps. */
 export function roundTo(dtype: TinyDType, x: Float32Array): Float32Array {
-  if (dtype === 'f32') return x;
-  return dtype === 'bf16' ? bf16ToF32(f32ToBf16(x)) : f16ToF32(f32ToF16(x));
+  return roundToInit(dtype, x);
 }
 
-function values(spec: TensorSpec, rng: Rng): Float32Array {
-  const n = spec.shape.reduce((a, b) => a * b, 1);
-  const out = new Float32Array(n);
-  const u = () => rng.next() * 2 - 1;
-  switch (spec.role) {
-    case 'input_norm':
-    case 'post_attention_norm':
-    case 'final_norm':
-    case 'q_norm':
-    case 'k_norm':
-      for (let i = 0; i < n; i++) out[i] = 1 + 0.1 * u();
-      break;
-    case 'q_bias':
-    case 'k_bias':
-    case 'v_bias':
-    case 'o_bias':
-      for (let i = 0; i < n; i++) out[i] = 0.1 * u();
-      break;
-    case 'embed':
-      for (let i = 0; i < n; i++) out[i] = u();
-      break;
-    default: {
-      const scale = 1 / Math.sqrt(spec.shape[1]!); // (out, in)
-      for (let i = 0; i < n; i++) out[i] = scale * u();
-    }
-  }
-  return out;
-}
-
-export interface TinyTensor {
-  shape: number[];
-  data: Float32Array;
-}
+export type TinyTensor = InitTensor;
 
 /** The checkpoint's tensors (already rounded to `dtype`), in hfTensorSpecs order. */
 export function tinyTensors(variant: TinyVariant, dtype: TinyDType = 'f32', seed = 0, config = tinyConfig(variant)) {
-  const rng = createRng(seed);
-  const out = new Map<string, TinyTensor>();
-  for (const spec of hfTensorSpecs(config))
-    out.set(spec.name, { shape: spec.shape, data: roundTo(dtype, values(spec, rng)) });
-  return out;
+  return initTensors(config, { dtype, seed, scheme: 'uniform' });
 }
 
-/** GPT-2's byte → printable-character table, used by byte-level BPE vocabularies. */
-function byteChars(): string[] {
-  const bs: number[] = [];
-  for (let i = 33; i <= 126; i++) bs.push(i);
-  for (let i = 161; i <= 172; i++) bs.push(i);
-  for (let i = 174; i <= 255; i++) bs.push(i);
-  const cs = bs.slice();
-  let n = 0;
-  for (let b = 0; b < 256; b++)
-    if (!bs.includes(b)) {
-      bs.push(b);
-      cs.push(256 + n++);
-    }
-  const table = new Array<string>(256);
-  bs.forEach((b, i) => (table[b] = String.fromCodePoint(cs[i]!)));
-  return table;
-}
-
-export const TINY_CHAT_TEMPLATE =
-  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
-  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+export const TINY_CHAT_TEMPLATE = CHATML_TEMPLATE;
 
 /** tokenizer.json and tokenizer_config.json of the tiny byte-level tokenizer (ids 0..255 = bytes). */
-export function tinyTokenizerFiles(): {
-  tokenizerJson: Record<string, unknown>;
-  tokenizerConfig: Record<string, unknown>;
-} {
-  const vocab: Record<string, number> = {};
-  byteChars().forEach((c, i) => (vocab[c] = i));
-  const specials = ['<|endoftext|>', '<|im_start|>', '<|im_end|>'];
-  const added = specials.map((content, i) => ({
-    id: 256 + i,
-    content,
-    single_word: false,
-    lstrip: false,
-    rstrip: false,
-    normalized: false,
-    special: true,
-  }));
-  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true };
-  const tokenizerJson = {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: added,
-    normalizer: null,
-    pre_tokenizer: byteLevel,
-    post_processor: { ...byteLevel, trim_offsets: false },
-    decoder: byteLevel,
-    model: {
-      type: 'BPE',
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges: [],
-    },
-  };
-  const addedDecoder: Record<string, unknown> = {};
-  for (const a of added) addedDecoder[String(a.id)] = { ...a, id: undefined };
-  const tokenizerConfig = {
-    added_tokens_decoder: addedDecoder,
-    bos_token: null,
-    eos_token: '<|im_end|>',
-    pad_token: '<|endoftext|>',
-    chat_template: TINY_CHAT_TEMPLATE,
-    clean_up_tokenization_spaces: false,
-    model_max_length: 128,
-    tokenizer_class: 'PreTrainedTokenizerFast',
-  };
-  return { tokenizerJson, tokenizerConfig };
+export function tinyTokenizerFiles() {
+  return byteTokenizerFiles(128);
 }
 
 export interface TinyCheckpointOptions {
@@ -235,32 +127,15 @@ export interface TinyCheckpoint {
   files: Map<string, Uint8Array>;
 }
 
-const text = (v: unknown) => new TextEncoder().encode(JSON.stringify(v, null, 2) + '\n');
-
-/** The checkpoint's files in memory. */
+/** The checkpoint's files in memory (src/engine/io/init_checkpoint.ts builds them; 'uniform' values). */
 export function tinyCheckpointFiles(
   variant: TinyVariant,
   dtype: TinyDType = 'f32',
   seed = 0,
   opts: TinyCheckpointOptions = {},
 ): TinyCheckpoint {
-  const config = { ...tinyConfig(variant), dtype: TORCH[dtype] };
-  const hfConfig = modelConfigToHf(config);
-  const tensors = tinyTensors(variant, dtype, seed, config);
-  const toWrite = new Map<string, TensorToWrite>();
-  for (const [name, t] of tensors) toWrite.set(name, { dtype: STORED[dtype], shape: t.shape, data: t.data });
-  const files = new Map<string, Uint8Array>([['config.json', text(hfConfig)]]);
-  const metadata = { format: 'pt' };
-  if (opts.sharded) {
-    const max = typeof opts.sharded === 'number' ? opts.sharded : 16 * 1024;
-    for (const [name, bytes] of writeShardedSafetensors(toWrite, max, metadata).files) files.set(name, bytes);
-  } else files.set(SINGLE_FILE, writeSafetensors(toWrite, metadata));
-  if (opts.tokenizer ?? true) {
-    const { tokenizerJson, tokenizerConfig } = tinyTokenizerFiles();
-    files.set('tokenizer.json', text(tokenizerJson));
-    files.set('tokenizer_config.json', text(tokenizerConfig));
-  }
-  return { config, hfConfig, tensors, files };
+  const config: ModelConfig = { ...tinyConfig(variant), dtype: TORCH[dtype] };
+  return initCheckpointFiles(config, { ...opts, dtype, seed, scheme: 'uniform', generationConfig: false });
 }
 
 /** Write a tiny checkpoint under `dir` (created if needed). */

@@ -1147,3 +1147,128 @@ describe('paramCount', () => {
     expect(paramCount(tinyConfig('qwen3'))).toBe(272 * 32 + 32 + 2 * qwen3Layer);
   });
 });
+
+describe('fresh checkpoints (spade engine init, io/init_checkpoint.ts)', () => {
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+  const cli = async (...argv: string[]) => {
+    const { main } = await import('../../src/cli/spade.ts');
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await main(argv, { out: (l) => out.push(l), err: (l) => err.push(l) });
+    return { code, out, err, json: () => JSON.parse(out.at(-1)!) };
+  };
+
+  it.each(['llama', 'qwen2', 'qwen3'] as const)(
+    '%s: init → load → generate, deterministically, with a byte-level tokenizer and a ChatML template',
+    async (arch) => {
+      const { LlamaModel } = await import('../../src/engine/model.ts');
+      const { CpuOps } = await import('../../src/engine/ops.ts');
+      const { generate } = await import('../../src/engine/generate.ts');
+      const dir = await mkdtemp(join(tmpdir(), 'spade-init-'));
+      dirs.push(dir);
+      const r = await cli(
+        'engine',
+        'init',
+        '--arch',
+        arch,
+        '--layers',
+        '2',
+        '--hidden',
+        '32',
+        '--out',
+        dir,
+        '--seed',
+        '7',
+        '--json',
+      );
+      expect(r.code, r.err.join('\n')).toBe(0);
+      expect(r.json()).toMatchObject({
+        ok: true,
+        architecture: arch,
+        layers: 2,
+        hidden: 32,
+        heads: 2,
+        kvHeads: 1,
+        vocab: 259,
+      });
+      const loaded = await loadCheckpoint(new DirModelFiles(dir));
+      expect(loaded.config.architecture).toBe(arch);
+      expect(loaded.config.qkvBias).toBe(arch === 'qwen2');
+      expect(loaded.config.qkNorm).toBe(arch === 'qwen3');
+      expect(loaded.files).toEqual(
+        expect.arrayContaining(['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']),
+      );
+      expect(JSON.parse(await readFile(join(dir, 'generation_config.json'), 'utf8'))).toMatchObject({
+        eos_token_id: 258,
+      });
+      const tok = loaded.tokenizer!;
+      const prompt = tok.encodeChat([{ role: 'user', content: 'hi ✓' }], { addGenerationPrompt: true });
+      expect(tok.decode(prompt)).toBe('<|im_start|>user\nhi ✓<|im_end|>\n<|im_start|>assistant\n');
+      expect(prompt.slice(0, 3)).toEqual([257, 117, 115]); // <|im_start|> then the bytes of "us"
+      const run = async () => {
+        const m = new LlamaModel(loaded.config, new CpuOps(), loaded.weights);
+        return generate(m, prompt, { maxNew: 6, temperature: 0.8, seed: 3 });
+      };
+      const a = await run();
+      expect(a.length).toBeGreaterThan(0);
+      expect(await run()).toEqual(a);
+      // transformers' init: norms 1, matrices N(0, 0.02²)
+      const q = loaded.weights.f32('model.layers.0.self_attn.q_proj.weight');
+      const sd = Math.sqrt(q.reduce((s, x) => s + x * x, 0) / q.length);
+      expect(sd).toBeGreaterThan(0.015);
+      expect(sd).toBeLessThan(0.025);
+      expect([...loaded.weights.f32('model.norm.weight')].every((x) => x === 1)).toBe(true);
+    },
+  );
+
+  it('is seeded, writes bf16 on request, and refuses shapes it cannot build (exit 2)', async () => {
+    const { initCheckpointFiles, initConfig } = await import('../../src/engine/io/init_checkpoint.ts');
+    const cfg = initConfig({ arch: 'llama', layers: 1, hidden: 32 });
+    const w = (seed: number) => Buffer.from(initCheckpointFiles(cfg, { seed }).files.get('model.safetensors')!);
+    expect(w(1).equals(w(1))).toBe(true);
+    expect(w(1).equals(w(2))).toBe(false);
+    const dir = await mkdtemp(join(tmpdir(), 'spade-init-'));
+    dirs.push(dir);
+    expect(
+      (
+        await cli(
+          'engine',
+          'init',
+          '--arch',
+          'qwen2',
+          '--layers',
+          '1',
+          '--hidden',
+          '32',
+          '--dtype',
+          'bf16',
+          '--out',
+          dir,
+        )
+      ).code,
+    ).toBe(0);
+    const loaded = await loadCheckpoint(new DirModelFiles(dir));
+    expect(loaded.weights.info('model.embed_tokens.weight')!.dtype).toBe('BF16');
+    const bad = await cli(
+      'engine',
+      'init',
+      '--arch',
+      'llama',
+      '--layers',
+      '2',
+      '--hidden',
+      '32',
+      '--heads',
+      '3',
+      '--out',
+      dir,
+    );
+    expect(bad.code).toBe(2);
+    expect(bad.err.join('\n')).toContain('hidden (32) / heads (3)');
+    expect((await cli('engine', 'init', '--arch', 'gpt2', '--out', dir)).code).toBe(2);
+    expect((await cli('engine', 'init', '--arch', 'llama')).code).toBe(2);
+  });
+});
