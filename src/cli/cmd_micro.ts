@@ -61,7 +61,7 @@ async function enginePolicy(allowed: string, seed: number, lr: number, o: MicroE
         loss: s.loss,
         clipFraction: s.clipFraction,
         approxKl: s.approxKl,
-        klToBase: s.klToBase ?? null,
+        ...(s.klToBase !== undefined ? { klToBase: s.klToBase } : {}),
         gradNorm: s.gradNorm,
         tokens: s.tokens,
         ms: s.ms,

@@ -6,7 +6,8 @@
  *             [--skills a,b,c] [--config FILE.json] [--set key=value ...] [--memory env_memory.json] [--json]
  *   spade run --backend replay --replay FILE --iterations N --out DIR
  *   spade run export DIR --out FILE [--gzip]     (one run file for the app's review mode)
- *   spade run --backend local --model-dir DIR [--adapter DIR] [--device gpu|cpu] --iterations N --out DIR
+ *   spade run --backend local --model-dir DIR [--adapter DIR] [--device gpu|cpu] [--train] --iterations N --out DIR
+ *             (--train: GRPO updates of a LoRA adapter after every cycle, saved under DIR/train/)
  *
  * Writes DIR/config.json, archive.jsonl, rollouts.jsonl, metrics.jsonl, memory.json (and state.json
  * for --resume), with a progress bar on stderr.
@@ -27,6 +28,7 @@ import { DirRunStore, repairJsonlTail } from '../platform/node/run_dir.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
 import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 import { modelFromFlags } from './model_flags.ts';
+import { attachTraining } from './run_training.ts';
 
 async function configFromFlags(a: Args): Promise<Config> {
   let base: Record<string, unknown> = {};
@@ -150,7 +152,7 @@ async function exportRun(argv: string[], io: Io): Promise<number> {
 
 export async function run(argv: string[], io: Io): Promise<number> {
   if (argv[0] === 'export') return exportRun(argv.slice(1), io);
-  const a = parseArgs(argv, ['json', 'resume'], ['set']);
+  const a = parseArgs(argv, ['json', 'resume', 'train'], ['set']);
   const out = flag(a, 'out');
   if (!out) throw new UsageError('run needs --out DIR');
   const iterations = intFlag(a, 'iterations', 1);
@@ -213,6 +215,19 @@ export async function run(argv: string[], io: Io): Promise<number> {
   process.once('SIGINT', onSig);
   const bar = progress(io, iterations, spec.config.skillsPerCycle * (spec.config.envsPerSkill ?? 1));
   try {
+    const cfg = { ...DEFAULTS, ...spec.config };
+    const training = a.flags.has('train')
+      ? await attachTraining({ model, cfg, out, runner: pool, io, signal: ac.signal })
+      : null;
+    if (training) {
+      const done = (await store.readState())?.cycle ?? 0;
+      const [archive, rollouts] = [await store.readArchive(), await store.readRollouts()];
+      await training.catchUp(done, async (c) => ({
+        archive: archive.filter((r) => r.cycle === c),
+        rollouts: rollouts.filter((r) => r.cycle === c),
+      }));
+      await training.probeAtStart();
+    }
     const loop = new SpadeLoop({
       spec,
       models: { designer: used, hint: used, agent: used },
@@ -222,6 +237,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       signal: ac.signal,
       onEvent: bar,
       initialMemory,
+      ...(training ? { afterCycle: (c) => training.afterCycle(c) } : {}),
     });
     const state = await loop.run(iterations);
     const metrics = await store.readMetrics();

@@ -87,8 +87,8 @@ export interface UpdateStats {
   clipFraction: number;
   /** Mean of log π_old − log π over the trained tokens (how far the policy moved). */
   approxKl: number;
-  /** k3 estimate of KL to the base policy (adapter off), when klCoef > 0. */
-  klToBase: number | null;
+  /** k3 estimate of KL to the base policy (adapter off), only when klCoef > 0. */
+  klToBase?: number;
   gradNorm: number;
   tokens: number;
   ms: number;
