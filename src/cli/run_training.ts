@@ -34,17 +34,26 @@ import type { Io } from './args.ts';
 export const DEFAULT_LORA = { r: 8, alpha: 16, targets: ['q_proj', 'v_proj'] as LoraModule[] };
 
 interface TrainMeta {
+  /** Training rounds that took at least one optimiser step. */
   updates: number;
   /** The last cycle whose samples were trained on (−1: none). */
   trainedThrough: number;
 }
 
 export interface RunTraining {
-  afterCycle(c: { cycle: number; archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord }): Promise<void>;
+  afterCycle(c: {
+    cycle: number;
+    archive: ArchiveRecord[];
+    rollouts: RolloutRecord[];
+    metrics: MetricsRecord;
+  }): Promise<void>;
   /** Probe before the first update (once per run directory). */
   probeAtStart(): Promise<void>;
   /** Cycles written but not trained (a crash between the two): train them now, in order. */
-  catchUp(cycles: number, read: (c: number) => Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>): Promise<void>;
+  catchUp(
+    cycles: number,
+    read: (c: number) => Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>,
+  ): Promise<void>;
 }
 
 /** The trainer's view of a token sample: the recorded log-probs are π_old, at the role's temperature. */
@@ -144,7 +153,7 @@ export async function attachTraining(o: {
           `${JSON.stringify({ cycle, update: meta.updates, ...s, tokensPerSecond: s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0 })}\n`,
         ),
     );
-    meta.updates++;
+    if (steps.length) meta.updates++;
     meta.trainedThrough = cycle;
     await save();
     const agent = steps.filter((s) => s.role === 'agent');
@@ -154,7 +163,8 @@ export async function attachTraining(o: {
         (steps.length === 0 ? ' (no training signal: every play of each environment scored the same)' : ''),
     );
     for (const c of history.keys()) if (c < cycle - cfg.designerLag) history.delete(c);
-    if (cfg.probeEvery > 0 && meta.updates % cfg.probeEvery === 0) await probe(`after update ${meta.updates}`);
+    if (steps.length && cfg.probeEvery > 0 && meta.updates % cfg.probeEvery === 0)
+      await probe(`after update ${meta.updates}`);
   };
 
   return {
@@ -162,7 +172,8 @@ export async function attachTraining(o: {
       if (meta.updates === 0 && !existsSync(file('probe.jsonl'))) await probe('before training');
     },
     async catchUp(cycles, read) {
-      for (let c = Math.max(0, meta.trainedThrough + 1 - cfg.designerLag); c < cycles; c++) history.set(c, await read(c));
+      for (let c = Math.max(0, meta.trainedThrough + 1 - cfg.designerLag); c < cycles; c++)
+        history.set(c, await read(c));
       for (let c = meta.trainedThrough + 1; c < cycles; c++) await trainCycle(c);
     },
     async afterCycle(c) {

@@ -1,0 +1,134 @@
+// `spade run --train` end to end on a fresh tiny checkpoint (CPU backend): the run trains after
+// each cycle and leaves the adapter (PEFT), the optimiser state and the probe under DIR/train/;
+// --resume continues from them; a backend that training cannot change is refused with the fix.
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/spade.ts';
+
+async function spade(...argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(argv, { out: (l) => out.push(l), err: (l) => err.push(l) });
+  return { code, out, err, json: () => JSON.parse(out[out.length - 1]!) };
+}
+
+let dir: string;
+const small = [
+  '--device',
+  'cpu',
+  '--corpus',
+  'none',
+  '--set',
+  'skillsPerCycle=1',
+  '--set',
+  'envsPerSkill=2',
+  '--set',
+  'playsPerEnv=1',
+  '--set',
+  'maxTurns=2',
+  '--set',
+  'designerMaxTokens=500',
+  '--set',
+  'repairTurns=0',
+  '--set',
+  'agentTokenBudget=100',
+];
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'spade-train-'));
+  const r = await spade(
+    'engine',
+    'init',
+    '--arch',
+    'qwen2',
+    '--layers',
+    '1',
+    '--hidden',
+    '32',
+    '--out',
+    join(dir, 'm'),
+    '--seed',
+    '2',
+  );
+  expect(r.code, r.err.join('\n')).toBe(0);
+});
+
+describe('spade run --train', () => {
+  it('trains after each cycle, saves the adapter and optimiser, and resumes from them', async () => {
+    const out = join(dir, 'run');
+    const a = await spade(
+      'run',
+      '--backend',
+      'local',
+      '--model-dir',
+      join(dir, 'm'),
+      '--train',
+      '--iterations',
+      '1',
+      '--out',
+      out,
+      ...small,
+      '--json',
+    );
+    expect(a.code, a.err.join('\n')).toBe(0);
+    expect(a.err.join('\n')).toMatch(/probe \(before training\): mean return/);
+    expect(a.err.join('\n')).toMatch(/trained after cycle 1:/);
+    for (const f of [
+      'adapter_config.json',
+      'adapter_model.safetensors',
+      'optimizer.safetensors',
+      'state.json',
+      'probe.jsonl',
+    ])
+      expect(existsSync(join(out, 'train', f)), f).toBe(true);
+    const state = JSON.parse(await readFile(join(out, 'train', 'state.json'), 'utf8'));
+    expect(state.trainedThrough).toBe(0);
+    const adapter = JSON.parse(await readFile(join(out, 'train', 'adapter_config.json'), 'utf8'));
+    expect(adapter).toMatchObject({ peft_type: 'LORA', r: 8, lora_alpha: 16 });
+    const b = await spade(
+      'run',
+      '--backend',
+      'local',
+      '--model-dir',
+      join(dir, 'm'),
+      '--train',
+      '--iterations',
+      '2',
+      '--out',
+      out,
+      '--resume',
+      '--device',
+      'cpu',
+      '--corpus',
+      'none',
+      '--json',
+    );
+    expect(b.code, b.err.join('\n')).toBe(0);
+    expect(b.json()).toMatchObject({ cycles: 2 });
+    expect(JSON.parse(await readFile(join(out, 'train', 'state.json'), 'utf8')).trainedThrough).toBe(1);
+    expect(b.err.join('\n')).not.toMatch(/before training/); // the probe before training ran once
+  }, 300_000);
+
+  it('refuses to train a model it does not sample from, naming the fix', async () => {
+    const transcript = join(dir, 'replay.jsonl');
+    await writeFile(transcript, '{"format":"spade-replay","version":1,"backend":"openai","model":"x"}\n');
+    const r = await spade(
+      'run',
+      '--backend',
+      'replay',
+      '--replay',
+      transcript,
+      '--train',
+      '--iterations',
+      '1',
+      '--out',
+      join(dir, 'x'),
+    );
+    expect(r.code).toBe(2);
+    expect(r.err.join('\n')).toMatch(/--train needs --backend local/);
+    expect(r.err.join('\n')).toMatch(/The designer samples from replay:openai:x, which training does not change/);
+  });
+});
