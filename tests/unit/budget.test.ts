@@ -44,7 +44,12 @@ function windowed(window: number, counter?: (m: ChatMessage[]) => Promise<number
       sent.push({ messages, options });
       // the trio designs games only: for a tool-use run, design the compact tool-use example
       if (messages[0]!.content.includes('extends ToolUseEnv') && kind(messages) !== 'hint')
-        return { text: '```javascript\n' + COMPACT_TOOL + '```', finishReason: 'stop', usage: { promptTokens: 0, completionTokens: 500 }, ms: 0 };
+        return {
+          text: '```javascript\n' + COMPACT_TOOL + '```',
+          finishReason: 'stop',
+          usage: { promptTokens: 0, completionTokens: 500 },
+          ms: 0,
+        };
       return inner.chat(messages, options);
     },
     ...(counter ? { countTokens: counter } : {}),
@@ -119,7 +124,14 @@ describe('context budget', () => {
     expect(tight).toMatchObject({ maxTokens: 1000 - 116 - SAFETY_TOKENS, clamped: true, fits: true });
     expect((await planCall(m(300), msgs, 3000, 256)).fits).toBe(false);
     // an exact counter needs no safety margin
-    expect(await planCall(m(1000, async () => 900), msgs, 3000, 64)).toMatchObject({
+    expect(
+      await planCall(
+        m(1000, async () => 900),
+        msgs,
+        3000,
+        64,
+      ),
+    ).toMatchObject({
       promptTokens: 900,
       exact: true,
       maxTokens: 100,
@@ -133,7 +145,10 @@ describe('context budget', () => {
     };
     const turns: ChatMessage[] = [];
     for (let i = 0; i < 10; i++)
-      turns.push({ role: 'assistant', content: `move ${i} ${'a'.repeat(60)}` }, { role: 'user', content: `obs ${i} ${'b'.repeat(60)}` });
+      turns.push(
+        { role: 'assistant', content: `move ${i} ${'a'.repeat(60)}` },
+        { role: 'user', content: `obs ${i} ${'b'.repeat(60)}` },
+      );
     const messages: ChatMessage[] = [
       { role: 'system', content: 'Play.' },
       { role: 'user', content: 'Goal.\n\nHINT: go left' },
@@ -164,7 +179,9 @@ describe('context budget', () => {
         const k = kind(r.messages);
         table.set(k, [...(table.get(k) ?? []), real]);
       }
-      expect([...table.keys()].sort()).toEqual(setting === 'games' ? ['agent', 'designer', 'hint', 'repair'] : ['agent', 'designer', 'hint']);
+      expect([...table.keys()].sort()).toEqual(
+        setting === 'games' ? ['agent', 'designer', 'hint', 'repair'] : ['agent', 'designer', 'hint'],
+      );
       const rows = [...table].map(([k, v]) => `${k}: ${v.length} calls, ${Math.min(...v)}–${Math.max(...v)} tokens`);
       console.log(`Qwen3 prompt tokens per call (${setting}, defaults):\n  ${rows.join('\n  ')}`);
     });
@@ -186,7 +203,9 @@ describe('context budget', () => {
     expect(tiny.sent.filter((r) => kind(r.messages) === 'designer')).toHaveLength(0);
     const [skipped] = await tiny.store.readArchive();
     expect(skipped!.error).toMatchObject({ phase: 'design', name: 'ContextBudgetError' });
-    expect(skipped!.error!.message).toMatch(/of the model's 300-token window, leaving \d+ for the reply; at least 256 are needed/);
+    expect(skipped!.error!.message).toMatch(
+      /of the model's 300-token window, leaving \d+ for the reply; at least 256 are needed/,
+    );
     expect(skipped!.calls![0]).toMatchObject({ skipped: true, shrunk: [...SHRINK_ORDER] });
   });
 });

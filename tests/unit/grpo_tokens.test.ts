@@ -93,12 +93,20 @@ describe('GRPO samples', () => {
         index,
         designerAdvantage: adv,
         attempts: [
-          { reply: 'x', code: null, ok: false, failures: [], ...(tokens ? { tokens: { prompt: [7, 8], completion: [9], logprobs: [-2] } } : {}) },
+          {
+            reply: 'x',
+            code: null,
+            ok: false,
+            failures: [],
+            ...(tokens ? { tokens: { prompt: [7, 8], completion: [9], logprobs: [-2] } } : {}),
+          },
           { reply: 'y', code: 'z', ok: true, failures: [], tokens: { prompt: [0], completion: [0], logprobs: [0] } },
         ],
       });
     const s = designerTokenSamples([rec(0, 0.5), rec(1, 0), rec(2, null), rec(3, -0.25, false)]);
-    expect(s).toEqual([{ role: 'designer', ids: [7, 8, 9], spans: [[2, 3]], logprobs: [-2], advantage: 0.5, key: '2:0' }]);
+    expect(s).toEqual([
+      { role: 'designer', ids: [7, 8, 9], spans: [[2, 3]], logprobs: [-2], advantage: 0.5, key: '2:0' },
+    ]);
   });
 });
 
@@ -109,8 +117,12 @@ describe('training schedule', () => {
       model: 'm',
       capabilities: { streaming: true, logprobs: false, trainable, contextWindow: 4096 },
     });
-    expect(closedLoopProblems({ designer: m('local', true), hint: m('webllm', false), agent: m('local', true) })).toEqual([]);
-    expect(closedLoopProblems({ designer: m('webllm', false), hint: m('local', true), agent: m('local', true) })).toEqual([
+    expect(
+      closedLoopProblems({ designer: m('local', true), hint: m('webllm', false), agent: m('local', true) }),
+    ).toEqual([]);
+    expect(
+      closedLoopProblems({ designer: m('webllm', false), hint: m('local', true), agent: m('local', true) }),
+    ).toEqual([
       'The designer samples from webllm:m, which training does not change. Choose our engine (local) for the designer, or turn training off.',
     ]);
   });
@@ -119,7 +131,15 @@ describe('training schedule', () => {
       record({
         cycle,
         designerAdvantage: 1,
-        attempts: [{ reply: '', code: null, ok: true, failures: [], tokens: { prompt: [cycle], completion: [1], logprobs: [0] } }],
+        attempts: [
+          {
+            reply: '',
+            code: null,
+            ok: true,
+            failures: [],
+            tokens: { prompt: [cycle], completion: [1], logprobs: [0] },
+          },
+        ],
       });
     const history = [0, 1, 2].map((c) => ({ cycle: c, archive: [design(c)], rollouts: [] }));
     expect(cycleBatch(history, 2, 1).designer.map((s) => s.key)).toEqual(['1:0']);

@@ -212,7 +212,8 @@ describe('the SPADE loop', () => {
     const crashing = {
       ...runner,
       check: async (code: string, opts?: Parameters<typeof runner.check>[1]) => {
-        if (code.includes('HangHuntEnv')) throw new WorkerCrashedError('The sandbox worker stopped answering and was killed.');
+        if (code.includes('HangHuntEnv'))
+          throw new WorkerCrashedError('The sandbox worker stopped answering and was killed.');
         return runner.check(code, opts);
       },
     };
@@ -256,10 +257,20 @@ describe('the SPADE loop', () => {
     const dir = await mkdtemp(join(tmpdir(), 'spade-run-'));
     // cycle 0: the very first designer call fails -> that task is recorded, the other two run
     const s1 = new DirRunStore(dir);
-    await new SpadeLoop({ spec: spec(config), models: { designer: model, hint: model, agent: model }, runner, corpus, store: s1 }).run(1);
+    await new SpadeLoop({
+      spec: spec(config),
+      models: { designer: model, hint: model, agent: model },
+      runner,
+      corpus,
+      store: s1,
+    }).run(1);
     const c0 = await s1.readArchive();
     expect(c0.map((a) => Boolean(a.error))).toEqual([true, false, false]);
-    expect(c0[0]!.error).toEqual({ phase: 'design', name: 'ModelCallError', message: 'HTTP 503: the server is restarting' });
+    expect(c0[0]!.error).toEqual({
+      phase: 'design',
+      name: 'ModelCallError',
+      message: 'HTTP 503: the server is restarting',
+    });
     expect(c0[0]!.rawReward).toBeNull(); // not the design's fault: no part in the designer's reward
     expect((await s1.readMetrics())[0]!.errors).toBe(1);
     // cycle 1: the server is down -> three failed tasks in a row stop the run, naming the cause
@@ -274,13 +285,21 @@ describe('the SPADE loop', () => {
         store: new DirRunStore(dir),
         onEvent: (e) => events.push(e),
       }).run(2),
-    ).rejects.toThrow(/Stopped after 3 tasks in a row failed; the last failed in its design phase with ModelCallError: HTTP 503/);
+    ).rejects.toThrow(
+      /Stopped after 3 tasks in a row failed; the last failed in its design phase with ModelCallError: HTTP 503/,
+    );
     expect(events.filter((e) => e.type === 'task_error')).toHaveLength(3);
     expect((await new DirRunStore(dir).readState())!.cycle).toBe(1);
     // the server is back: --resume retries the failed tasks and finishes the cycle
     down = false;
     const s3 = new DirRunStore(dir);
-    await new SpadeLoop({ spec: spec(config), models: { designer: model, hint: model, agent: model }, runner, corpus, store: s3 }).run(2);
+    await new SpadeLoop({
+      spec: spec(config),
+      models: { designer: model, hint: model, agent: model },
+      runner,
+      corpus,
+      store: s3,
+    }).run(2);
     const all = await s3.readArchive();
     expect(all.filter((a) => a.cycle === 1).map((a) => Boolean(a.error))).toEqual([false, false, false]);
   });
@@ -311,7 +330,10 @@ describe('the SPADE loop', () => {
   });
 
   it('checks: paper accepts a well-formed game whose solution() is wrong (kept as a soft fact); strict rejects it', async () => {
-    const wrong = FAKE_ENV.replace("const s = []; let lo = 1, hi = 20;", "return ['\\\\boxed{0}']; const s = []; let lo = 1, hi = 20;");
+    const wrong = FAKE_ENV.replace(
+      'const s = []; let lo = 1, hi = 20;',
+      "return ['\\\\boxed{0}']; const s = []; let lo = 1, hi = 20;",
+    );
     expect(wrong).not.toBe(FAKE_ENV);
     const designer = new ScriptedChatModel('d', () => '```javascript\n' + wrong + '\n```');
     const run = async (checks: 'paper' | 'strict') => {

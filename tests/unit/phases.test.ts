@@ -39,7 +39,9 @@ const fail = (): never => {
 };
 const failing: ChatModel = new ScriptedChatModel('down', fail);
 
-function ctx(over: Partial<Omit<TaskContext, 'cfg'>> & { cfg?: Partial<Config> } = {}): TaskContext & { events: LoopEvent[] } {
+function ctx(
+  over: Partial<Omit<TaskContext, 'cfg'>> & { cfg?: Partial<Config> } = {},
+): TaskContext & { events: LoopEvent[] } {
   const events: LoopEvent[] = [];
   const { cfg, ...rest } = over;
   const agent = new MeteredChatModel(scriptedAgent());
@@ -186,7 +188,11 @@ describe('phases: checkAndRepair', () => {
     const d = await checkAndRepair(c, await brief(c));
     expect(d.attempts).toEqual([]);
     expect(d.code).toBeNull();
-    expect(d.error).toEqual({ phase: 'design', name: 'ModelCallError', message: 'HTTP 500 from the server: overloaded' });
+    expect(d.error).toEqual({
+      phase: 'design',
+      name: 'ModelCallError',
+      message: 'HTTP 500 from the server: overloaded',
+    });
   });
 
   it('a design that crashes the checker is blacklisted, and its first attempt counts as crashed', async () => {
@@ -290,12 +296,16 @@ describe('phases: cycle metrics', () => {
   it('computes the metrics line by hand', () => {
     const stats = (winRate: number, regret: number, timedOut = false) =>
       ({ winRate, winRateHinted: 1, regret, timedOut }) as ArchiveRecord['stats'];
-    const m = cycleMetrics(4, ['a', 'b'], [
-      task({ valid: true, firstAttemptValid: true, stats: stats(0.5, 0.5), rawReward: 1, designerAdvantage: 0.5 }),
-      task({ valid: true, firstAttemptValid: false, stats: stats(1, 0), rawReward: 0, designerAdvantage: -0.5 }),
-      task({ valid: false, rawReward: 0, designerAdvantage: 0, error: { phase: 'design', name: 'E', message: 'x' } }),
-      task({ valid: true, firstAttemptValid: true, stats: stats(0, 0, true), rawReward: -0.5, designerAdvantage: 0 }),
-    ]);
+    const m = cycleMetrics(
+      4,
+      ['a', 'b'],
+      [
+        task({ valid: true, firstAttemptValid: true, stats: stats(0.5, 0.5), rawReward: 1, designerAdvantage: 0.5 }),
+        task({ valid: true, firstAttemptValid: false, stats: stats(1, 0), rawReward: 0, designerAdvantage: -0.5 }),
+        task({ valid: false, rawReward: 0, designerAdvantage: 0, error: { phase: 'design', name: 'E', message: 'x' } }),
+        task({ valid: true, firstAttemptValid: true, stats: stats(0, 0, true), rawReward: -0.5, designerAdvantage: 0 }),
+      ],
+    );
     expect(m).toMatchObject({ cycle: 4, skills: ['a', 'b'], envs: 4, valid: 3, validityRate: 0.75 });
     expect(m.firstAttemptValidityRate).toBe(0.5);
     expect(m.meanRegret).toBeCloseTo(0.5 / 3);

@@ -159,7 +159,8 @@ async function checkSolution(p: Probe, solutions: string[][], steps: number[]): 
 
 /** 7. the goal is not already met at reset: a do-nothing first action must not win. */
 async function checkNotSolvedAtReset(p: Probe): Promise<Problem> {
-  const lazy = p.setting === 'tool_use' ? ['<answer></answer>', '<answer>done</answer>'] : ['\\boxed{}', '\\boxed{done}'];
+  const lazy =
+    p.setting === 'tool_use' ? ['<answer></answer>', '<answer>done</answer>'] : ['\\boxed{}', '\\boxed{done}'];
   for (const s of p.seeds) {
     for (const a of lazy) {
       try {

@@ -50,7 +50,12 @@ export interface LoopDeps {
    * Runs after each cycle is written and before the next starts (no model samples meanwhile):
    * training the policy on what the cycle produced. A failure stops the run (resumable).
    */
-  afterCycle?: (c: { cycle: number; archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord }) => Promise<void>;
+  afterCycle?: (c: {
+    cycle: number;
+    archive: ArchiveRecord[];
+    rollouts: RolloutRecord[];
+    metrics: MetricsRecord;
+  }) => Promise<void>;
 }
 
 /** The skills of cycle `c`: `k` consecutive skills of the list, rotating by k each cycle. */

@@ -64,9 +64,7 @@ export function selectExamples(
   n = 2,
   opts: { completeOnly?: boolean } = {},
 ): Examples {
-  const same = mem.records.filter(
-    (r) => r.skill === skill && r.setting === setting && !(opts.completeOnly && r.cut),
-  );
+  const same = mem.records.filter((r) => r.skill === skill && r.setting === setting && !(opts.completeOnly && r.cut));
   const pool = same
     .filter(inBand)
     .sort((a, b) => (b.regret ?? 0) - (a.regret ?? 0))

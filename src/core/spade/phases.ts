@@ -31,7 +31,14 @@ import { extractCode, extractHint, leakedValues, parseVerdict } from './extract.
 import { selectExamples, type Memory, type MemoryRecord } from './memory.ts';
 import { COMPACT_GAME, COMPACT_TOOL } from './compact_examples.ts';
 import { envTitle } from '../env/contract.ts';
-import { designerMessages, hintMessages, HINT_PREFIX, repairMessages, validatorMessages, type DesignerBrief } from './prompts.ts';
+import {
+  designerMessages,
+  hintMessages,
+  HINT_PREFIX,
+  repairMessages,
+  validatorMessages,
+  type DesignerBrief,
+} from './prompts.ts';
 import type { LoopEvent } from './run_events.ts';
 import type { ArchiveRecord, Attempt, MetricsRecord, PendingTask, RolloutRecord, TaskFailure } from './run_store.ts';
 
@@ -141,7 +148,15 @@ export async function brief(ctx: TaskContext): Promise<Brief> {
   const { cfg } = ctx;
   const doc = sampleDoc(ctx.corpus, ctx.rng);
   const ex = doc ? cutExcerpt(doc, cfg.excerptWords) : null;
-  if (doc && ex) ctx.emit({ type: 'document', cycle: ctx.cycle, index: ctx.index, skill: ctx.skill, source: doc.source, excerpt: ex });
+  if (doc && ex)
+    ctx.emit({
+      type: 'document',
+      cycle: ctx.cycle,
+      index: ctx.index,
+      skill: ctx.skill,
+      source: doc.source,
+      excerpt: ex,
+    });
   // one complete example (never a program cut mid-way), else the compact example of the setting
   const { positive, negative } = selectExamples(ctx.memory, ctx.skill, cfg.setting, ctx.rng, 1, { completeOnly: true });
   let b: DesignerBrief = {
@@ -291,7 +306,8 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
       const vm = validatorMessages(cfg.setting, code);
       const plan = await planCall(ctx.models.designer, vm, ROLE_PRESETS.hint.max_tokens!, MIN_REPLY.validator);
       out.calls.push(callBudget('validator', plan));
-      if (!plan.fits) out.validator = { accept: true, reason: 'validator skipped: the program fills the context window' };
+      if (!plan.fits)
+        out.validator = { accept: true, reason: 'validator skipped: the program fills the context window' };
       else {
         try {
           const v = await ctx.models.designer.chat(
@@ -308,7 +324,13 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
         } catch (err) {
           if (isStop(err, ctx.signal)) throw err;
           out.error = failure('validate', err);
-          out.attempts.push({ reply: text, code, ok: false, failures: ['validator: the model call failed'], soft: c.soft });
+          out.attempts.push({
+            reply: text,
+            code,
+            ok: false,
+            failures: ['validator: the model call failed'],
+            soft: c.soft,
+          });
           return out;
         }
       }
@@ -396,7 +418,8 @@ export async function play(ctx: TaskContext, code: string, hint: string): Promis
         temperature: cfg.agentTemperature,
         sampleSeed: hashSeed(`${cfg.seed}:a:${cycle}:${index}:${p.play}:${p.hinted ? 1 : 0}`),
         signal: ctx.signal,
-        onTurn: (data, turn) => ctx.emit({ type: 'rollout_turn', cycle, index, play: p.play, hinted: p.hinted, turn, data }),
+        onTurn: (data, turn) =>
+          ctx.emit({ type: 'rollout_turn', cycle, index, play: p.play, hinted: p.hinted, turn, data }),
       });
       return end(p, ep);
     } finally {
@@ -438,7 +461,8 @@ export async function probeLeaks(
   const withHint = plays.filter((p) => p.hinted).map((p) => p.ep.return);
   const reasons: string[] = [];
   if (values.length) reasons.push(`the hint names hidden values (${values.slice(0, 5).join(', ')})`);
-  if (mean(withHint) >= 0.9 && mean(noHint) <= 0.1) reasons.push('won almost always with the hint and almost never without');
+  if (mean(withHint) >= 0.9 && mean(noHint) <= 0.1)
+    reasons.push('won almost always with the hint and almost never without');
   return { values, suspicious: reasons.length > 0, reasons };
 }
 
@@ -498,7 +522,13 @@ export async function runTask(ctx: TaskContext): Promise<PendingTask & { blackli
   const modelMs = () => ctx.models.designer.ms + ctx.models.hint.ms + ctx.models.agent.ms;
   const finish = (rollouts: RolloutRecord[]) => {
     if (record.error)
-      ctx.emit({ type: 'task_error', cycle, index, phase: record.error.phase, message: `${record.error.name}: ${record.error.message}` });
+      ctx.emit({
+        type: 'task_error',
+        cycle,
+        index,
+        phase: record.error.phase,
+        message: `${record.error.name}: ${record.error.message}`,
+      });
     ctx.emit({ type: 'env_scored', cycle, index, record });
     return { archive: record, rollouts, ms: performance.now() - t0, modelMs: modelMs(), blacklist: d.blacklist };
   };
@@ -520,11 +550,22 @@ export async function runTask(ctx: TaskContext): Promise<PendingTask & { blackli
   record.hint = hint;
 
   const { seeds, plays } = await play(ctx, code, hint);
-  const rollouts = plays.map((p): RolloutRecord => ({ ...p.ep, cycle, index, skill, envId: record.envId!, play: p.play }));
+  const rollouts = plays.map((p): RolloutRecord => ({
+    ...p.ep,
+    cycle,
+    index,
+    skill,
+    envId: record.envId!,
+    play: p.play,
+  }));
   const modelFailed = plays.find((p) => p.ep.end === 'model_error');
   if (modelFailed) {
     // a regret measured over the plays that happened to survive would be biased: no score
-    record.error = { phase: 'play', name: modelFailed.ep.error?.name ?? 'Error', message: modelFailed.ep.error?.message ?? '' };
+    record.error = {
+      phase: 'play',
+      name: modelFailed.ep.error?.name ?? 'Error',
+      message: modelFailed.ep.error?.message ?? '',
+    };
     return finish(rollouts);
   }
   record.leak = await probeLeaks(ctx, code, seeds, hint, plays);

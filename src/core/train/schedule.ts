@@ -25,7 +25,9 @@ export const TRAINED_ROLES: readonly ModelRole[] = ['designer', 'agent'];
  * Why training would change nothing, per role: the role samples from a model that is not the
  * one being trained. Empty when the loop is closed.
  */
-export function closedLoopProblems(models: Record<ModelRole, Pick<ChatModel, 'backend' | 'model' | 'capabilities'>>): string[] {
+export function closedLoopProblems(
+  models: Record<ModelRole, Pick<ChatModel, 'backend' | 'model' | 'capabilities'>>,
+): string[] {
   return TRAINED_ROLES.filter((r) => !models[r].capabilities.trainable).map(
     (r) =>
       `The ${r} samples from ${models[r].backend}:${models[r].model}, which training does not change. Choose our engine (local) for the ${r}, or turn training off.`,

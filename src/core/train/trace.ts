@@ -39,4 +39,3 @@ export function extendTrace(trace: TokenTrace | null, t: SampledTokens): TokenTr
     logprobs: [...(trace?.logprobs ?? []), ...t.logprobs],
   };
 }
-
