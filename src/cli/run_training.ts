@@ -22,6 +22,7 @@ import type { ChatModel } from '../core/llm/chat_model.ts';
 import { createRng, hashSeed } from '../core/rng.ts';
 import type { CheckingRunner } from '../core/spade/phases.ts';
 import { evaluateProbe, type ProbeResult } from '../core/spade/probe.ts';
+import { replayUnhinted } from '../core/spade/reuse.ts';
 import type { ArchiveRecord, MetricsRecord, RolloutRecord } from '../core/spade/run_store.ts';
 import type { TokenSample } from '../core/train/grpo.ts';
 import { closedLoopProblems, cycleBatch, trainRound, type UpdateStats } from '../core/train/schedule.ts';
@@ -153,6 +154,25 @@ export async function attachTraining(o: {
           `${JSON.stringify({ cycle, update: meta.updates, ...s, tokensPerSecond: s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0 })}\n`,
         ),
     );
+    // envReuse: the same environments, replayed unhinted by the updated agent, for more agent updates
+    const cycleArchive = history.get(cycle)?.archive ?? [];
+    for (let round = 1; round < cfg.envReuse; round++) {
+      const replayed = await replayUnhinted(o.runner, local, cycleArchive, cfg, round, o.signal);
+      const more = cycleBatch([{ cycle, archive: [], rollouts: replayed }], cycle, 0).agent;
+      steps.push(
+        ...(await trainRound(
+          { step: (mb) => trainer.trainStep(mb.map((s) => grpoSample(s, cfg))) },
+          { agent: more, designer: [] },
+          cfg,
+          createRng(hashSeed(`${cfg.seed}:train:${cycle}:${round}`)),
+          (s) =>
+            void appendFile(
+              file('updates.jsonl'),
+              `${JSON.stringify({ cycle, round, update: meta.updates, ...s, tokensPerSecond: s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0 })}\n`,
+            ),
+        )),
+      );
+    }
     if (steps.length) meta.updates++;
     meta.trainedThrough = cycle;
     await save();

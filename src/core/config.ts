@@ -275,6 +275,13 @@ export const CONFIG_SCHEMA = {
     why: "tokens per optimiser step: one forward/backward's activations must fit the GPU (≈ 7 MB per token on a 0.5B layout)",
   },
   maxGradNorm: { kind: 'number', min: 0.01, max: 100, default: 1, why: 'global gradient-norm clip, the usual 1.0' },
+  envReuse: {
+    kind: 'int',
+    min: 1,
+    max: 8,
+    default: 1,
+    why: "paper: a generation of games serves 4 agent updates; each extra round replays the cycle's environments (unhinted), so 1 keeps a browser cycle short",
+  },
   designerLag: {
     kind: 'int',
     min: 0,

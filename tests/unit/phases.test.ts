@@ -31,6 +31,7 @@ import {
   type TaskContext,
 } from '../../src/core/spade/phases.ts';
 import { applyEvent, emptyRunView, type LoopEvent } from '../../src/core/spade/run_events.ts';
+import { replayUnhinted } from '../../src/core/spade/reuse.ts';
 import type { ArchiveRecord, PendingTask } from '../../src/core/spade/run_store.ts';
 
 const sandbox = inProcessRunner();
@@ -283,6 +284,39 @@ describe('phases: hint, plays, leaks, score', () => {
     expect(honest.reasons).toEqual(['won almost always with the hint and almost never without']);
     const fine = await probeLeaks(c, FAKE_ENV, [5], 'Halve the range.', [ep(1, false), ep(1, true)]);
     expect(fine).toEqual({ values: [], suspicious: false, reasons: [] });
+  });
+});
+
+describe('reusing a generation for more agent updates', () => {
+  it('replays each valid environment unhinted on fresh seeds, the same for the same round', async () => {
+    const cfg = { ...DEFAULTS, seed: 3, playsPerEnv: 2, maxTurns: 12 };
+    const rec = (index: number, r: Partial<ArchiveRecord>) =>
+      ({
+        cycle: 1,
+        index,
+        skill: 'mathematical',
+        valid: true,
+        code: FAKE_ENV,
+        envId: envId(FAKE_ENV),
+        stats: { timedOut: false },
+        ...r,
+      }) as ArchiveRecord;
+    const archive = [
+      rec(0, {}),
+      rec(1, { valid: false }),
+      rec(2, { stats: { timedOut: true } as ArchiveRecord['stats'] }),
+    ];
+    const agent = scriptedAgent();
+    const a = await replayUnhinted(sandbox, agent, archive, cfg, 1);
+    expect(a.map((r) => [r.index, r.play, r.hinted])).toEqual([
+      [0, 0, false],
+      [0, 1, false],
+    ]);
+    expect(a.every((r) => r.firstObservation.includes('HINT') === false)).toBe(true);
+    const again = await replayUnhinted(sandbox, agent, archive, cfg, 1);
+    expect(again.map((r) => r.seed)).toEqual(a.map((r) => r.seed));
+    const next = await replayUnhinted(sandbox, agent, archive, cfg, 2);
+    expect(next.map((r) => r.seed)).not.toEqual(a.map((r) => r.seed));
   });
 });
 

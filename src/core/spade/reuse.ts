@@ -1,0 +1,57 @@
+/**
+ * Reusing a generation of environments for more agent updates (the paper's `envReuse`: a set of
+ * games serves 4 agent steps). After the first update on a cycle's plays, the cycle's valid
+ * environments are played again — without the hint, on fresh seeds derived from (seed, cycle,
+ * round), by the updated agent — and those episodes are the next update's samples. Hinted plays
+ * and the designer are not involved: the designer's reward stays the one measured in the cycle.
+ */
+import type { Config } from '../config.ts';
+import type { ChatModel } from '../llm/chat_model.ts';
+import { createRng, hashSeed } from '../rng.ts';
+import { failedEpisode, playEpisode } from './agent.ts';
+import { isStop, type CheckingRunner } from './phases.ts';
+import type { ArchiveRecord, RolloutRecord } from './run_store.ts';
+
+/** Unhinted plays of every valid, scored, non-blacklisted environment of a cycle, for reuse round `round` (≥ 1). */
+export async function replayUnhinted(
+  runner: CheckingRunner,
+  agent: ChatModel,
+  archive: ArchiveRecord[],
+  cfg: Config,
+  round: number,
+  signal?: AbortSignal,
+): Promise<RolloutRecord[]> {
+  const out: RolloutRecord[] = [];
+  for (const a of archive) {
+    if (!a.valid || !a.code || !a.stats || a.stats.timedOut || !a.envId) continue;
+    const rng = createRng(hashSeed(`${cfg.seed}:reuse:${a.cycle}:${a.index}:${round}`));
+    for (let play = 0; play < cfg.playsPerEnv; play++) {
+      const seed = rng.int(2 ** 31);
+      let id: string | null = null;
+      let ep;
+      try {
+        id = (await runner.load(a.code, cfg.maxTurns)).id;
+        ep = await playEpisode({
+          runner,
+          envId: id,
+          setting: cfg.setting,
+          model: agent,
+          seed,
+          hint: null,
+          maxTurns: cfg.maxTurns,
+          tokenBudget: cfg.agentTokenBudget,
+          temperature: cfg.agentTemperature,
+          sampleSeed: hashSeed(`${cfg.seed}:reuse-a:${a.cycle}:${a.index}:${round}:${play}`),
+          signal,
+        });
+      } catch (err) {
+        if (isStop(err, signal)) throw err;
+        ep = failedEpisode(seed, false, err);
+      } finally {
+        if (id) await Promise.resolve(runner.dispose(id)).catch(() => undefined);
+      }
+      out.push({ ...ep, cycle: a.cycle, index: a.index, skill: a.skill, envId: a.envId, play });
+    }
+  }
+  return out;
+}
