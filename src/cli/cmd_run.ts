@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { DEFAULTS, parseConfig, type Config } from '../core/config.ts';
 import { UsageError } from '../core/errors.ts';
 import { modelLimits, type ChatModel } from '../core/llm/chat_model.ts';
-import { RecordingChatModel } from '../core/llm/replay.ts';
+import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import { importMemory, type SpadeMemoryEntry } from '../core/spade/memory.ts';
 import { checkRunFileSize, makeRunFile, parseRunFile, runFileToGzip, runFileToJson } from '../core/spade/run_file.ts';
@@ -150,12 +150,24 @@ async function exportRun(argv: string[], io: Io): Promise<number> {
   return 0;
 }
 
+/** The run a transcript's header describes, when it is a valid spec (a transcript may predate the field). */
+function recordedRun(run: { spec: unknown; cycles: number } | undefined): { spec: RunSpec; cycles: number } | null {
+  if (!run || !Number.isInteger(run.cycles) || run.cycles < 1) return null;
+  const spec = run.spec as Partial<RunSpec> | null;
+  if (!spec || typeof spec !== 'object' || !Array.isArray(spec.skills) || typeof spec.corpus !== 'string') return null;
+  try {
+    return { spec: { ...(spec as RunSpec), config: parseConfig(spec.config) }, cycles: run.cycles };
+  } catch {
+    return null;
+  }
+}
+
 export async function run(argv: string[], io: Io): Promise<number> {
   if (argv[0] === 'export') return exportRun(argv.slice(1), io);
   const a = parseArgs(argv, ['json', 'resume', 'train'], ['set']);
   const out = flag(a, 'out');
   if (!out) throw new UsageError('run needs --out DIR');
-  const iterations = intFlag(a, 'iterations', 1);
+  let iterations = intFlag(a, 'iterations', 1);
   if (iterations < 1) throw new UsageError('--iterations must be at least 1');
   const store = new DirRunStore(out, { onWarning: (m) => io.err(`warning: ${m}`) });
   const existing = await store.readSpec();
@@ -166,8 +178,16 @@ export async function run(argv: string[], io: Io): Promise<number> {
   let spec: RunSpec;
   const config = existing ? existing.config : await configFromFlags(a);
   const model = await modelFromFlags(a, modelLimits(config), config.thinking ?? DEFAULTS.thinking);
+  const recorded = model instanceof ReplayChatModel ? recordedRun(model.header.run) : null;
   if (existing) spec = existing;
-  else {
+  else if (recorded) {
+    // a replay reproduces the recorded run: its settings, skills, corpus and cycles
+    spec = { ...recorded.spec, createdAt: new Date().toISOString() };
+    if (!a.flags.has('iterations')) iterations = recorded.cycles;
+    io.err(
+      `settings taken from the recording (seed ${spec.config.seed}, ${recorded.cycles} cycle${recorded.cycles === 1 ? '' : 's'}); --set, --config and --skills are ignored for a replay`,
+    );
+  } else {
     const skills =
       flag(a, 'skills')
         ?.split(',')

@@ -151,6 +151,11 @@ describe('spade chat / run against a local chat-completions server', () => {
         .split('\n')
         .map((l) => JSON.parse(l));
     expect(await archive('B')).toEqual(await archive('A'));
+    // with no settings at all, a replay takes them from the recording, and says so
+    const c = await spade('run', '--backend', 'replay', '--replay', rec, '--out', join(dir, 'C'), '--json');
+    expect(c.code, c.err.join('\n')).toBe(0);
+    expect(c.err.join('\n')).toContain('settings taken from the recording (seed');
+    expect(await archive('C')).toEqual(await archive('A'));
     for (const f of ['config.json', 'rollouts.jsonl', 'metrics.jsonl', 'memory.json'])
       expect((await readFile(join(dir, 'B', f), 'utf8')).length).toBeGreaterThan(2);
     const again = await spade('run', '--backend', 'replay', '--replay', rec, '--out', join(dir, 'B'), ...common);
