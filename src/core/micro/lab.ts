@@ -253,12 +253,57 @@ export class MicroLab {
     return out;
   }
 
+  /**
+   * Play one designed level N times without and N with the hint (same seeds), fill in the design's
+   * returns, win rate, regret and raw reward, and return the agent's samples from the unhinted plays.
+   */
+  private async playLevel(cycle: number, k: number, level: Level, d: DesignReport): Promise<TokenSample[]> {
+    const s = this.settings;
+    const { runner, agent } = this.deps;
+    const samples: TokenSample[] = [];
+    const v = levelValues(level);
+    const env = await runner.load(levelCode(level), v.maxTurns);
+    try {
+      const unhinted: MicroEpisode[] = [];
+      for (let j = 0; j < s.plays; j++) {
+        const seed = hashSeed(`${s.seed}:env:${cycle}:${k}:${j}`);
+        const base = { seed, maxTurns: v.maxTurns, temperature: s.temperature };
+        const a = await playMicroEpisode(runner, env.id, agent.chat, {
+          ...base,
+          hint: null,
+          sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:0`),
+        });
+        const hint = await hintFor(runner, env.id, seed);
+        const b = await playMicroEpisode(runner, env.id, agent.chat, {
+          ...base,
+          hint,
+          sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:1`),
+        });
+        unhinted.push(a);
+        d.noHint.push(a.return);
+        d.withHint.push(b.return);
+      }
+      const stats = { noHint: d.noHint, withHint: d.withHint };
+      d.winRate = winRate(d.noHint);
+      d.regret = regret(stats);
+      d.raw = estimate(s.estimator, stats);
+      const adv = groupAdvantages(d.noHint);
+      unhinted.forEach((ep, j) => {
+        if (ep.trace && Math.abs(adv[j]!) > 1e-9)
+          samples.push({ role: 'agent', ...ep.trace, advantage: adv[j]!, key: `${cycle}:${k}:${j}` });
+      });
+    } finally {
+      await runner.dispose(env.id);
+    }
+    return samples;
+  }
+
   /** One cycle: design → play with and without hint → rewards → update both roles → probe. */
   async cycle(): Promise<CycleReport> {
     const t0 = performance.now();
     await this.start();
     const s = this.settings;
-    const { runner, agent } = this.deps;
+    const { agent } = this.deps;
     const cycle = this.history.length + 1;
     const written = await this.design(cycle);
     const designs: DesignReport[] = [];
@@ -283,40 +328,7 @@ export class MicroLab {
         d.invalid = parsed.reason;
         continue;
       }
-      const v = levelValues(parsed.level);
-      const env = await runner.load(levelCode(parsed.level), v.maxTurns);
-      try {
-        const unhinted: MicroEpisode[] = [];
-        for (let j = 0; j < s.plays; j++) {
-          const seed = hashSeed(`${s.seed}:env:${cycle}:${k}:${j}`);
-          const base = { seed, maxTurns: v.maxTurns, temperature: s.temperature };
-          const a = await playMicroEpisode(runner, env.id, agent.chat, {
-            ...base,
-            hint: null,
-            sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:0`),
-          });
-          const hint = await hintFor(runner, env.id, seed);
-          const b = await playMicroEpisode(runner, env.id, agent.chat, {
-            ...base,
-            hint,
-            sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:1`),
-          });
-          unhinted.push(a);
-          d.noHint.push(a.return);
-          d.withHint.push(b.return);
-        }
-        const stats = { noHint: d.noHint, withHint: d.withHint };
-        d.winRate = winRate(d.noHint);
-        d.regret = regret(stats);
-        d.raw = estimate(s.estimator, stats);
-        const adv = groupAdvantages(d.noHint);
-        unhinted.forEach((ep, j) => {
-          if (ep.trace && Math.abs(adv[j]!) > 1e-9)
-            agentSamples.push({ role: 'agent', ...ep.trace, advantage: adv[j]!, key: `${cycle}:${k}:${j}` });
-        });
-      } finally {
-        await runner.dispose(env.id);
-      }
+      agentSamples.push(...(await this.playLevel(cycle, k, parsed.level, d)));
     }
     const { advantages, baseline } = designerAdvantages(
       designs.map((d) => ({ skill: 'micro', raw: d.raw })),
