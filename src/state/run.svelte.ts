@@ -10,9 +10,10 @@
  * the same run file format as `spade run export`. Watching: loop events reach the view through a
  * pacer (core/spade/pacer.ts) that can slow them to a chosen tokens/s, pause and step.
  */
+import { joinChunks } from '../core/bytes.ts';
 import { DEFAULTS, type Config } from '../core/config.ts';
 import { serializeError } from '../core/errors.ts';
-import type { ChatMessage, ChatModel, ModelRole } from '../core/llm/chat_model.ts';
+import type { ChatModel, ModelRole } from '../core/llm/chat_model.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import { applyEvent, type RunView, type TaskView } from '../core/spade/run_events.ts';
 import { importMemory, type Memory } from '../core/spade/memory.ts';
@@ -79,19 +80,23 @@ export class RunState implements RunView {
     },
   });
   private abort: AbortController | null = null;
-  /** The designer's first-attempt messages per "cycle:index", for training the designer. */
-  private readonly briefs = new Map<string, ChatMessage[]>();
   /**
-   * Called after each cycle with what it produced (e.g. to train the LoRA adapter); the loop is
-   * paused while it runs, so training and self-play never share the GPU at once.
+   * Called after each cycle with what it produced (training the LoRA adapter: TrainingState.afterCycle);
+   * the loop awaits it before the next cycle, so training and self-play never share the GPU at once,
+   * and a failure stops the run (resumable) with the cause. `read` gives an earlier cycle from the
+   * store. Set while "train after every cycle" is on (the Run panel then checks the loop is closed).
    */
-  afterCycle:
+  afterCycle = $state<
     | ((d: {
+        runId: string;
+        config: Config;
+        cycle: number;
         archive: ArchiveRecord[];
         rollouts: RolloutRecord[];
-        briefs: Map<string, ChatMessage[]>;
+        read: (cycle: number) => Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>;
       }) => Promise<void>)
-    | null = null;
+    | null
+  >(null);
 
   constructor(private readonly store: Store) {}
 
@@ -140,18 +145,25 @@ export class RunState implements RunView {
   private onEvent = (e: LoopEvent) => {
     if (e.type === 'stopped' || e.type === 'done') return; // start() sets the final status itself
     this.pacer.push(e);
-    if (e.type === 'designer_output' && e.attempt === 0) this.briefs.set(`${e.cycle}:${e.index}`, e.messages);
-    if (e.type === 'cycle_end' && this.afterCycle && this.loop) {
-      const loop = this.loop;
-      const hook = this.afterCycle;
-      loop.pause();
-      void hook({ archive: e.archive, rollouts: e.rollouts, briefs: this.briefs })
-        .catch(
-          (err: unknown) => (this.error = `Training after cycle ${e.cycle + 1} failed: ${serializeError(err).message}`),
-        )
-        .finally(() => loop.resume());
-    }
   };
+
+  /** The loop's afterCycle: hands the cycle to this.afterCycle (read when each cycle ends, so a toggle applies). */
+  private trainAfter(runId: string, config: Config, store: StoreRunStore) {
+    return async (c: { cycle: number; archive: ArchiveRecord[]; rollouts: RolloutRecord[] }) => {
+      const hook = this.afterCycle;
+      if (!hook) return;
+      const read = async (cycle: number) => ({
+        archive: (await store.readArchive()).filter((a) => a.cycle === cycle),
+        rollouts: (await store.readRollouts()).filter((r) => r.cycle === cycle),
+      });
+      try {
+        await hook({ runId, config, cycle: c.cycle, archive: c.archive, rollouts: c.rollouts, read });
+      } catch (err) {
+        const e = serializeError(err);
+        throw new Error(`Training after cycle ${c.cycle + 1} failed: ${e.message}`, { cause: err });
+      }
+    };
+  }
 
   async start(
     config: Config,
@@ -198,6 +210,7 @@ export class RunState implements RunView {
       store,
       onEvent: this.onEvent,
       signal: this.abort.signal,
+      afterCycle: this.trainAfter(runId, spec.config, store),
       initialMemory: this.importedMemory ? $state.snapshot(this.importedMemory) : undefined,
     });
     this.status = 'running';
@@ -344,10 +357,6 @@ export class RunState implements RunView {
     await this.load();
   }
 
-  briefsMap(): Map<string, ChatMessage[]> {
-    return this.briefs;
-  }
-
   /** The rollouts of one finished cycle (from the store). */
   async rolloutsOf(cycle: number): Promise<RolloutRecord[]> {
     if (!this.runId) return [];
@@ -379,11 +388,5 @@ async function readCapped(res: Response): Promise<Uint8Array> {
     }
     chunks.push(value);
   }
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
+  return joinChunks(chunks, total);
 }

@@ -5,7 +5,8 @@
  * hash. Parsing never throws anything but EnvSetError / ShareLinkError with a
  * message; nothing in a set is ever executed here (code runs only in the sandbox).
  */
-import { Inflate, deflateSync, strToU8, strFromU8 } from 'fflate';
+import { deflateSync, strToU8, strFromU8 } from 'fflate';
+import { decompressCapped } from '../bytes.ts';
 import { DIFFICULTIES, SETTINGS, type Difficulty, type Setting } from '../config.ts';
 import { EnvSetError, ShareLinkError } from '../errors.ts';
 import { hashSeed } from '../rng.ts';
@@ -234,27 +235,10 @@ function fromBase64Url(text: string): Uint8Array {
 
 /** Inflate with a hard cap on output size. */
 function inflateCapped(data: Uint8Array, cap: number): Uint8Array {
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  const inflater = new Inflate((chunk) => {
-    total += chunk.length;
-    if (total > cap)
-      throw new ShareLinkError(`The linked set unpacks to more than ${cap / 2 ** 20} MiB; it was rejected.`);
-    chunks.push(chunk);
+  return decompressCapped('deflate', data, cap, {
+    tooBig: () => new ShareLinkError(`The linked set unpacks to more than ${cap / 2 ** 20} MiB; it was rejected.`),
+    damaged: () => new ShareLinkError('The link is damaged (its data does not decompress). Copy the whole link again.'),
   });
-  try {
-    inflater.push(data, true);
-  } catch (err) {
-    if (err instanceof ShareLinkError) throw err;
-    throw new ShareLinkError('The link is damaged (its data does not decompress). Copy the whole link again.');
-  }
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
 }
 
 /** Payload for `#set=...`: "1." + base64url(deflate(JSON)). Throws ShareLinkError past MAX_LINK_CHARS. */

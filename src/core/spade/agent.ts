@@ -6,6 +6,7 @@
  */
 import type { Setting } from '../config.ts';
 import type { EnvRunner } from '../env/checker.ts';
+import type { SandboxLimits } from '../sandbox/limits.ts';
 import { extractBoxed } from '../env/contract.ts';
 import { fitConversation } from '../llm/budget.ts';
 import { extendTrace, type TokenTrace } from '../train/trace.ts';
@@ -175,4 +176,21 @@ export async function playEpisode(s: EpisodeSpec): Promise<Episode> {
     messages.push({ role: 'assistant', content: reply.text }, { role: 'user', content: r[0] });
   }
   return ep;
+}
+
+/**
+ * Load `code` in a fresh instance (with the run's sandbox limits), play one episode, dispose the instance. An environment that
+ * fails to load or play gives a failed episode; a stop (AbortError) is rethrown.
+ */
+export async function playFresh(code: string, s: Omit<EpisodeSpec, 'envId'>, limits?: SandboxLimits): Promise<Episode> {
+  let id: string | null = null;
+  try {
+    id = (await s.runner.load(code, s.maxTurns, limits)).id;
+    return await playEpisode({ ...s, envId: id });
+  } catch (err) {
+    if (s.signal?.aborted || (err as Error)?.name === 'AbortError') throw err;
+    return failedEpisode(s.seed, Boolean(s.hint), err);
+  } finally {
+    if (id) await Promise.resolve(s.runner.dispose(id)).catch(() => undefined);
+  }
 }

@@ -24,7 +24,7 @@ import {
 } from '../llm/chat_model.ts';
 import { hashSeed, type Rng } from '../rng.ts';
 import type { SandboxLimits } from '../sandbox/limits.ts';
-import { failedEpisode, playEpisode, type Episode } from './agent.ts';
+import { playFresh, type Episode } from './agent.ts';
 import { excerpt as cutExcerpt, sampleDoc, type CorpusDoc } from './corpus.ts';
 import { estimate, mean, winRate } from './estimators.ts';
 import { extractCode, extractHint, leakedValues, parseVerdict } from './extract.ts';
@@ -399,16 +399,10 @@ export async function play(ctx: TaskContext, code: string, hint: string): Promis
   };
   const plays = await new Limiter(cfg.concurrency).map(todo, async (p) => {
     await ctx.gate();
-    let env;
-    try {
-      env = await runner.load(code, cfg.maxTurns, ctx.limits);
-    } catch (err) {
-      return end(p, failedEpisode(p.seed, p.hinted, err));
-    }
-    try {
-      const ep = await playEpisode({
+    const ep = await playFresh(
+      code,
+      {
         runner,
-        envId: env.id,
         setting: cfg.setting,
         model: ctx.models.agent,
         seed: p.seed,
@@ -420,11 +414,10 @@ export async function play(ctx: TaskContext, code: string, hint: string): Promis
         signal: ctx.signal,
         onTurn: (data, turn) =>
           ctx.emit({ type: 'rollout_turn', cycle, index, play: p.play, hinted: p.hinted, turn, data }),
-      });
-      return end(p, ep);
-    } finally {
-      await Promise.resolve(runner.dispose(env.id)).catch(() => undefined);
-    }
+      },
+      ctx.limits,
+    );
+    return end(p, ep);
   });
   return { seeds, plays };
 }

@@ -5,10 +5,10 @@
  * doing, not sampling noise). Evaluated before training and every `probeEvery` updates.
  */
 import type { Config } from '../config.ts';
+import { limitsFromConfig } from '../sandbox/limits.ts';
 import { SEED_ENVS } from '../env/seeds/index.ts';
-import { isStop } from './phases.ts';
 import type { CheckingRunner } from './phases.ts';
-import { failedEpisode, playEpisode, type Episode } from './agent.ts';
+import { playFresh } from './agent.ts';
 import type { ChatModel } from '../llm/chat_model.ts';
 import { mean, winRate } from './estimators.ts';
 
@@ -33,20 +33,17 @@ export function probeEnvs(setting: Config['setting']): { id: string; title: stri
 export async function evaluateProbe(
   runner: CheckingRunner,
   agent: ChatModel,
-  cfg: Pick<Config, 'setting' | 'maxTurns' | 'agentTokenBudget'>,
+  cfg: Config,
   signal?: AbortSignal,
 ): Promise<ProbeResult> {
   const perEnv: ProbeResult['perEnv'] = [];
   for (const env of probeEnvs(cfg.setting)) {
     const returns: number[] = [];
     for (const seed of PROBE_SEEDS) {
-      let ep: Episode;
-      let id: string | null = null;
-      try {
-        id = (await runner.load(env.code, cfg.maxTurns)).id;
-        ep = await playEpisode({
+      const ep = await playFresh(
+        env.code,
+        {
           runner,
-          envId: id,
           setting: cfg.setting,
           model: agent,
           seed,
@@ -56,13 +53,9 @@ export async function evaluateProbe(
           temperature: 0,
           sampleSeed: seed,
           signal,
-        });
-      } catch (err) {
-        if (isStop(err, signal)) throw err;
-        ep = failedEpisode(seed, false, err);
-      } finally {
-        if (id) await Promise.resolve(runner.dispose(id)).catch(() => undefined);
-      }
+        },
+        limitsFromConfig(cfg),
+      );
       returns.push(ep.return);
     }
     perEnv.push({ id: env.id, title: env.title, returns });

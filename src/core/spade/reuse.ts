@@ -6,10 +6,11 @@
  * and the designer are not involved: the designer's reward stays the one measured in the cycle.
  */
 import type { Config } from '../config.ts';
+import { limitsFromConfig } from '../sandbox/limits.ts';
 import type { ChatModel } from '../llm/chat_model.ts';
 import { createRng, hashSeed } from '../rng.ts';
-import { failedEpisode, playEpisode } from './agent.ts';
-import { isStop, type CheckingRunner } from './phases.ts';
+import { playFresh } from './agent.ts';
+import type { CheckingRunner } from './phases.ts';
 import type { ArchiveRecord, RolloutRecord } from './run_store.ts';
 
 /** Unhinted plays of every valid, scored, non-blacklisted environment of a cycle, for reuse round `round` (≥ 1). */
@@ -27,13 +28,10 @@ export async function replayUnhinted(
     const rng = createRng(hashSeed(`${cfg.seed}:reuse:${a.cycle}:${a.index}:${round}`));
     for (let play = 0; play < cfg.playsPerEnv; play++) {
       const seed = rng.int(2 ** 31);
-      let id: string | null = null;
-      let ep;
-      try {
-        id = (await runner.load(a.code, cfg.maxTurns)).id;
-        ep = await playEpisode({
+      const ep = await playFresh(
+        a.code,
+        {
           runner,
-          envId: id,
           setting: cfg.setting,
           model: agent,
           seed,
@@ -43,13 +41,9 @@ export async function replayUnhinted(
           temperature: cfg.agentTemperature,
           sampleSeed: hashSeed(`${cfg.seed}:reuse-a:${a.cycle}:${a.index}:${round}:${play}`),
           signal,
-        });
-      } catch (err) {
-        if (isStop(err, signal)) throw err;
-        ep = failedEpisode(seed, false, err);
-      } finally {
-        if (id) await Promise.resolve(runner.dispose(id)).catch(() => undefined);
-      }
+        },
+        limitsFromConfig(cfg),
+      );
       out.push({ ...ep, cycle: a.cycle, index: a.index, skill: a.skill, envId: a.envId, play });
     }
   }

@@ -108,6 +108,16 @@ function emptyTask(index: number, skill: string): TaskView {
   };
 }
 
+/** The task's view of one play, created on its first event. */
+function playOf(t: TaskView, play: number, hinted: boolean): PlayView {
+  let p = t.plays.find((x) => x.play === play && x.hinted === hinted);
+  if (!p) {
+    t.plays.push({ play, hinted, turns: [], result: null, end: null });
+    p = t.plays[t.plays.length - 1]!; // read back: in a reactive view the array holds a proxy of it
+  }
+  return p;
+}
+
 /** Fold one event into the view (in place, so a reactive proxy sees each field change). */
 export function applyEvent(view: RunView, e: LoopEvent): void {
   const task = (i: number) => view.tasks.find((t) => t.index === i);
@@ -144,12 +154,7 @@ export function applyEvent(view: RunView, e: LoopEvent): void {
     case 'rollout_turn': {
       const t = task(e.index);
       if (!t) break;
-      let p = t.plays.find((x) => x.play === e.play && x.hinted === e.hinted);
-      if (!p) {
-        p = { play: e.play, hinted: e.hinted, turns: [], result: null, end: null };
-        t.plays.push(p);
-      }
-      p.turns.push({
+      playOf(t, e.play, e.hinted).turns.push({
         action: e.data.action.slice(0, MAX_TURN_CHARS),
         observation: e.data.observation.slice(0, MAX_TURN_CHARS),
         reward: e.data.reward,
@@ -158,13 +163,7 @@ export function applyEvent(view: RunView, e: LoopEvent): void {
     }
     case 'rollout_end': {
       const t = task(e.index);
-      if (!t) break;
-      let p = t.plays.find((x) => x.play === e.play && x.hinted === e.hinted);
-      if (!p) {
-        p = { play: e.play, hinted: e.hinted, turns: [], result: null, end: null };
-        t.plays.push(p);
-      }
-      Object.assign(p, { result: e.return, end: e.end });
+      if (t) Object.assign(playOf(t, e.play, e.hinted), { result: e.return, end: e.end });
       break;
     }
     case 'env_scored': {

@@ -9,7 +9,8 @@
  * but RunFileError, whose message names the first problem's path. Nothing in a run file is ever
  * executed here: environment code runs only in the sandbox, when the user plays it.
  */
-import { Gunzip, gzipSync, strFromU8, strToU8 } from 'fflate';
+import { gzipSync, strFromU8, strToU8 } from 'fflate';
+import { decompressCapped } from '../bytes.ts';
 import { CONFIG_KEYS, validateConfig } from '../config.ts';
 import { RunFileError } from '../errors.ts';
 import { addRecord, emptyMemory, exportMemory, type Memory, type SpadeMemoryEntry } from './memory.ts';
@@ -101,26 +102,10 @@ export function checkRunFileSize(bytes: number, what?: string): void {
 const isGzip = (b: Uint8Array) => b.length >= 2 && b[0] === 0x1f && b[1] === 0x8b;
 
 function gunzipCapped(data: Uint8Array): Uint8Array {
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  const g = new Gunzip((chunk) => {
-    total += chunk.length;
-    if (total > MAX_RUN_FILE_BYTES) throw tooBig(total, 'The run file, unpacked,');
-    chunks.push(chunk);
+  return decompressCapped('gzip', data, MAX_RUN_FILE_BYTES, {
+    tooBig: (n) => tooBig(n, 'The run file, unpacked,'),
+    damaged: () => new RunFileError('The run file is damaged: it starts like gzip but does not decompress.'),
   });
-  try {
-    g.push(data, true);
-  } catch (err) {
-    if (err instanceof RunFileError) throw err;
-    throw new RunFileError('The run file is damaged: it starts like gzip but does not decompress.');
-  }
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
 }
 
 /** Parse a run file's bytes (JSON, or gzip-compressed JSON). */
