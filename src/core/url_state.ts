@@ -9,7 +9,7 @@
  */
 import { CONFIG_KEYS, CONFIG_SCHEMA, checkField, DEFAULTS, type Config } from './config.ts';
 
-export const PANELS = ['run', 'environments', 'memory', 'training', 'models', 'settings'] as const;
+export const PANELS = ['run', 'environments', 'memory', 'training', 'lab', 'models', 'settings'] as const;
 export type Panel = (typeof PANELS)[number];
 export const THEMES = ['system', 'light', 'dark'] as const;
 export type Theme = (typeof THEMES)[number];

@@ -1,0 +1,86 @@
+// The micro self-play lab in Chromium (issue 15): it starts from the first screen with no model
+// (the introduction's Lab button, then ▶), the charts appear after a cycle, the link carries the
+// lab's seed and settings, and opening that link in a fresh browser context reproduces the first
+// cycle's numbers (the levels designed and the probe return) — the numbers `spade micro` computes in
+// Node for the same settings. Short on purpose: one cycle, K = 2 levels, N = 1 play, 1 probe play
+// (the CPU references in Chromium on a shared machine).
+import { describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { engineMicroDeps } from '../../src/cli/cmd_micro.ts';
+import { MicroLab, type ProbeReport } from '../../src/core/micro/lab.ts';
+import { appInBrowser, resultPath, watchErrors } from './browser.ts';
+
+const LONG = { timeout: 300_000, interval: 500 };
+
+const SETTINGS = { seed: 3, designer: 'regret', levels: 2, plays: 1, probePlays: 1 } as const;
+const f2 = (x: number) => x.toFixed(2);
+const probeText = (p: ProbeReport) =>
+  `${f2(p.mean)} (easy ${f2(p.byBucket.easy)}, medium ${f2(p.byBucket.medium)}, hard ${f2(p.byBucket.hard)})`;
+
+/** The same first cycle computed in Node, as `spade micro` computes it (engineMicroDeps, CPU references). */
+async function nodeFirstCycle(): Promise<{ levels: string; probe: string; probe0: string }> {
+  const lab = new MicroLab(SETTINGS, await engineMicroDeps(SETTINGS.seed, SETTINGS.designer));
+  const r = await lab.cycle();
+  await lab.close();
+  return {
+    levels: r.designs.map((d) => d.description ?? `invalid “${d.text}”`).join(', '),
+    probe: `probe ${probeText(r.probe)}`,
+    probe0: `Probe before training (cycle 0): ${probeText(lab.initialProbe!)}`,
+  };
+}
+
+/** Wait for cycle 1 and read what it designed and its probe line. */
+async function firstCycle(page: Page): Promise<{ levels: string; probe: string; probe0: string }> {
+  await expect.poll(() => page.getByTestId('lab-status').textContent(), LONG).toBe('status: done: 1 cycle');
+  return {
+    levels: (await page.getByTestId('lab-levels-1').textContent()) ?? '',
+    probe: (await page.getByTestId('lab-probe-1').textContent()) ?? '',
+    probe0: (await page.getByTestId('lab-probe0').textContent()) ?? '',
+  };
+}
+
+describe('the micro lab in Chromium', () => {
+  const app = appInBrowser();
+
+  it('runs from the first screen with no model, charts a cycle, and its link reproduces the cycle', async () => {
+    const context = await app.browser.newContext({ viewport: { width: 1280, height: 1000 } });
+    const page = await context.newPage();
+    const errors = watchErrors(page);
+    await page.goto(app.url);
+    await page.getByTestId('intro-lab').click(); // the first screen's way in
+    await expect.poll(() => page.getByRole('tab', { name: 'Lab' }).getAttribute('aria-selected')).toBe('true');
+    await page.getByTestId('lab-seed').fill(String(SETTINGS.seed));
+    await page.getByTestId('lab-cycles').fill('1');
+    await page.getByTestId('lab-levels').fill('2');
+    await page.getByTestId('lab-plays').fill('1');
+    await page.getByTestId('lab-probe-plays').fill('1');
+    expect(await page.getByTestId('lab-charts').count()).toBe(0);
+    await page.getByTestId('lab-run').click();
+    const first = await firstCycle(page);
+    // what the CLI computes for the same settings: the worker builds the lab exactly as `spade micro`
+    expect(first).toEqual(await nodeFirstCycle());
+    // four charts with one point each (the probe chart two: cycle 0 and cycle 1), and the measured speed
+    expect(await page.getByTestId('lab-charts').locator('.chart').count()).toBe(4);
+    expect(await page.getByTestId('lab-speed').textContent()).toMatch(/^~\d+ s per cycle on this machine$/);
+    const link = await page.evaluate(() => location.href);
+    expect(new URL(link).hash).toBe('#panel=lab&lab.seed=3&lab.cycles=1&lab.K=2&lab.N=1&lab.P=1');
+    await page.screenshot({ path: resultPath('lab.png'), fullPage: true });
+    // "play it yourself": the level lands in the Environments panel, selected; nothing runs until Play
+    await page.getByTestId('lab-play-1-0').click();
+    await expect.poll(() => page.getByRole('tab', { name: 'Environments' }).getAttribute('aria-selected')).toBe('true');
+    await expect.poll(() => page.getByRole('heading', { name: /From the micro lab/ }).count()).toBe(1);
+    expect(errors).toEqual([]);
+
+    // the same link in a fresh context (a new, empty profile's worth of state) gives the same numbers
+    const fresh = await app.browser.newContext({ viewport: { width: 1280, height: 1000 } });
+    const again = await fresh.newPage();
+    const errors2 = watchErrors(again);
+    await again.goto(link);
+    expect(await again.getByTestId('lab-seed').inputValue()).toBe(String(SETTINGS.seed));
+    await again.getByTestId('lab-run').click();
+    expect(await firstCycle(again)).toEqual(first);
+    expect(errors2).toEqual([]);
+    await fresh.close();
+    await context.close();
+  });
+});

@@ -1,0 +1,185 @@
+/**
+ * The micro lab worker (issue 15): src/core/micro/lab.ts's MicroLab off the page, on the engine's CPU
+ * references (CpuOps: the lab's two models are 2 layers × hidden 16, where a GPU dispatch would cost
+ * more than the arithmetic) and the in-process QuickJS sandbox (createSandboxWorkerApi: generated
+ * environments still run only in QuickJS, here inside this worker). Nothing is downloaded: both
+ * models are made from the seed on the spot (engine/toy_train.ts's toyModel, the `engine init` path).
+ *
+ * The models and trainers are built exactly as `spade micro` builds them (cli/cmd_micro.ts
+ * engineMicroDeps: same seeds, sizes and learning rates — the worker may not import the CLI, so the
+ * few lines are repeated here), so a browser run prints the CLI's numbers for the same settings.
+ *
+ * Several labs live side by side under a key (the panel's run, and one per designer for "Compare
+ * designers"); one runs at a time. run() streams events through a comlink proxy callback and stops
+ * between cycles when pause() was called. Created by
+ * `new Worker(new URL('../../workers/lab.worker.ts', import.meta.url), { type: 'module' })`.
+ */
+import { hashSeed } from '../src/core/rng.ts';
+import {
+  MicroLab,
+  type CycleReport,
+  type MicroPolicy,
+  type MicroSettings,
+  type ProbeReport,
+} from '../src/core/micro/lab.ts';
+import type { EnvRunner } from '../src/core/env/checker.ts';
+import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
+import type { PolicyTrainer } from '../src/core/train/schedule.ts';
+import { toyModel } from '../src/engine/toy_train.ts';
+import { LoraTrainer } from '../src/engine/train.ts';
+import { exposeApi } from './rpc.ts';
+
+/** The settings a lab is made from (what the panel's link carries, minus the cycle count). */
+export type LabSettings = Pick<MicroSettings, 'seed' | 'designer' | 'levels' | 'plays' | 'probePlays'>;
+
+export type LabEvent =
+  /** The probe before any training (cycle 0). */
+  | { type: 'probe0'; key: string; probe: ProbeReport; ms: number }
+  /** Inside a cycle: sandbox episodes started so far (resets, hint look-ups included) of about `of`. */
+  | { type: 'progress'; key: string; cycle: number; episodes: number; of: number }
+  | { type: 'cycle'; key: string; report: CycleReport };
+
+export interface LabWorkerApi {
+  /**
+   * Run lab `key` (made from `settings` on first use, or afresh when they changed) until it has
+   * `cycles` cycles or pause() is called; resolves with the cycles done and whether it was paused.
+   */
+  run(
+    key: string,
+    settings: LabSettings,
+    cycles: number,
+    onEvent: (e: LabEvent) => void,
+  ): Promise<{ cycles: number; paused: boolean }>;
+  /** Stop the running lab after its current cycle. */
+  pause(): void;
+  /** Forget lab `key` (every lab when omitted), unloading its probe environments. */
+  reset(key?: string): Promise<void>;
+}
+
+/** Same as cmd_micro.ts: 2 layers, hidden 16, std 0.4; agent lr 1e-2, designer lr 2e-2 (reasons there). */
+const MODEL = { layers: 2, hidden: 16, std: 0.4 } as const;
+const AGENT_LR = 1e-2;
+const DESIGNER_LR = 2e-2;
+/** Progress events at most this often (ms): the page redraws a counter, not a chart. */
+const PROGRESS_MS = 250;
+
+async function policy(allowed: string, seed: number, lr: number): Promise<MicroPolicy> {
+  const m = await toyModel(allowed, { seed, ...MODEL });
+  const lora = new LoraTrainer(m.llm, {
+    lr,
+    temperature: 1,
+    allowedTokens: m.allowed,
+    minibatchTokens: Number.MAX_SAFE_INTEGER, // trainRound already cut the minibatches
+  });
+  const trainer: PolicyTrainer = {
+    async step(mb) {
+      const s = await lora.trainStep(
+        mb.map((x) => ({ ids: x.ids, spans: x.spans, oldLogprobs: x.logprobs, advantage: x.advantage })),
+      );
+      return {
+        loss: s.loss,
+        clipFraction: s.clipFraction,
+        approxKl: s.approxKl,
+        ...(s.klToBase !== undefined ? { klToBase: s.klToBase } : {}),
+        gradNorm: s.gradNorm,
+        tokens: s.tokens,
+        ms: s.ms,
+      };
+    },
+  };
+  return { chat: m.chat, trainer };
+}
+
+/** An EnvRunner that counts episode starts (reset calls) for the progress line. */
+function counting(inner: EnvRunner, onReset: () => void): EnvRunner {
+  return {
+    load: (code, maxTurns, limits) => inner.load(code, maxTurns, limits),
+    reset: (id, seed) => {
+      onReset();
+      return inner.reset(id, seed);
+    },
+    step: (id, action) => inner.step(id, action),
+    solution: (id) => inner.solution(id),
+    dispose: (id) => inner.dispose(id),
+  };
+}
+
+interface Entry {
+  lab: MicroLab;
+  made: string;
+}
+
+const labs = new Map<string, Entry>();
+const sandbox = createSandboxWorkerApi();
+let pauseRequested = false;
+let running = false;
+/** What the counting runner reports to (the run in progress). */
+let onReset: () => void = () => undefined;
+const runner = counting(sandbox, () => onReset());
+
+async function labFor(key: string, s: LabSettings): Promise<MicroLab> {
+  const made = JSON.stringify([s.seed, s.designer, s.levels, s.plays, s.probePlays]);
+  const have = labs.get(key);
+  if (have?.made === made) return have.lab;
+  if (have) await have.lab.close();
+  const agent = await policy('0123456789', hashSeed(`micro-agent:${s.seed}`), AGENT_LR);
+  const designer =
+    s.designer === 'regret' ? await policy('0123', hashSeed(`micro-designer:${s.seed}`), DESIGNER_LR) : undefined;
+  const lab = new MicroLab({ ...s }, { runner, agent, designer });
+  labs.set(key, { lab, made });
+  return lab;
+}
+
+/** Let queued messages (a pause) in: the in-process sandbox and CpuOps never yield to the event loop. */
+const yieldToMessages = () => new Promise<void>((r) => setTimeout(r, 0));
+
+const api: LabWorkerApi = {
+  async run(key, settings, cycles, onEvent) {
+    if (running) throw new Error('The lab is already running; pause it first.');
+    running = true;
+    pauseRequested = false;
+    const emit = (e: LabEvent) => void Promise.resolve(onEvent(e)).catch(() => undefined);
+    try {
+      const lab = await labFor(key, settings);
+      if (!lab.initialProbe) {
+        const t0 = performance.now();
+        const probe = await lab.start();
+        emit({ type: 'probe0', key, probe, ms: performance.now() - t0 });
+      }
+      const s = lab.settings;
+      const perCycle = s.levels * s.plays * 3 + s.probeLevels.length * s.probePlays;
+      while (lab.history.length < cycles) {
+        await yieldToMessages();
+        if (pauseRequested) return { cycles: lab.history.length, paused: true };
+        const cycle = lab.history.length + 1;
+        let episodes = 0;
+        let last = 0;
+        onReset = () => {
+          episodes++;
+          const now = performance.now();
+          if (now - last < PROGRESS_MS) return;
+          last = now;
+          emit({ type: 'progress', key, cycle, episodes, of: perCycle });
+        };
+        const report = await lab.cycle();
+        onReset = () => undefined;
+        emit({ type: 'cycle', key, report });
+      }
+      return { cycles: lab.history.length, paused: false };
+    } finally {
+      onReset = () => undefined;
+      running = false;
+    }
+  },
+  pause() {
+    pauseRequested = true;
+  },
+  async reset(key) {
+    for (const k of key === undefined ? [...labs.keys()] : [key]) {
+      await labs.get(k)?.lab.close();
+      labs.delete(k);
+    }
+  },
+};
+
+exposeApi(api);
