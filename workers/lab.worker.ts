@@ -5,28 +5,18 @@
  * environments still run only in QuickJS, here inside this worker). Nothing is downloaded: both
  * models are made from the seed on the spot (engine/toy_train.ts's toyModel, the `engine init` path).
  *
- * The models and trainers are built exactly as `spade micro` builds them (cli/cmd_micro.ts
- * engineMicroDeps: same seeds, sizes and learning rates — the worker may not import the CLI, so the
- * few lines are repeated here), so a browser run prints the CLI's numbers for the same settings.
+ * The models and trainers are built by engine/micro_policy.ts, as `spade micro` builds them, so a
+ * browser run prints the CLI's numbers for the same settings.
  *
  * Several labs live side by side under a key (the panel's run, and one per designer for "Compare
  * designers"); one runs at a time. run() streams events through a comlink proxy callback and stops
  * between cycles when pause() was called. Created by
  * `new Worker(new URL('../../workers/lab.worker.ts', import.meta.url), { type: 'module' })`.
  */
-import { hashSeed } from '../src/core/rng.ts';
-import {
-  MicroLab,
-  type CycleReport,
-  type MicroPolicy,
-  type MicroSettings,
-  type ProbeReport,
-} from '../src/core/micro/lab.ts';
+import { MicroLab, type CycleReport, type MicroSettings, type ProbeReport } from '../src/core/micro/lab.ts';
 import type { EnvRunner } from '../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
-import type { PolicyTrainer } from '../src/core/train/schedule.ts';
-import { toyModel } from '../src/engine/toy_train.ts';
-import { LoraTrainer } from '../src/engine/train.ts';
+import { engineMicroDeps } from '../src/engine/micro_policy.ts';
 import { exposeApi } from './rpc.ts';
 
 /** The settings a lab is made from (what the panel's link carries, minus the cycle count). */
@@ -56,39 +46,8 @@ export interface LabWorkerApi {
   reset(key?: string): Promise<void>;
 }
 
-/** Same as cmd_micro.ts: 2 layers, hidden 16, std 0.4; agent lr 1e-2, designer lr 2e-2 (reasons there). */
-const MODEL = { layers: 2, hidden: 16, std: 0.4 } as const;
-const AGENT_LR = 1e-2;
-const DESIGNER_LR = 2e-2;
 /** Progress events at most this often (ms): the page redraws a counter, not a chart. */
 const PROGRESS_MS = 250;
-
-async function policy(allowed: string, seed: number, lr: number): Promise<MicroPolicy> {
-  const m = await toyModel(allowed, { seed, ...MODEL });
-  const lora = new LoraTrainer(m.llm, {
-    lr,
-    temperature: 1,
-    allowedTokens: m.allowed,
-    minibatchTokens: Number.MAX_SAFE_INTEGER, // trainRound already cut the minibatches
-  });
-  const trainer: PolicyTrainer = {
-    async step(mb) {
-      const s = await lora.trainStep(
-        mb.map((x) => ({ ids: x.ids, spans: x.spans, oldLogprobs: x.logprobs, advantage: x.advantage })),
-      );
-      return {
-        loss: s.loss,
-        clipFraction: s.clipFraction,
-        approxKl: s.approxKl,
-        ...(s.klToBase !== undefined ? { klToBase: s.klToBase } : {}),
-        gradNorm: s.gradNorm,
-        tokens: s.tokens,
-        ms: s.ms,
-      };
-    },
-  };
-  return { chat: m.chat, trainer };
-}
 
 /** An EnvRunner that counts episode starts (reset calls) for the progress line. */
 function counting(inner: EnvRunner, onReset: () => void): EnvRunner {
@@ -122,10 +81,7 @@ async function labFor(key: string, s: LabSettings): Promise<MicroLab> {
   const have = labs.get(key);
   if (have?.made === made) return have.lab;
   if (have) await have.lab.close();
-  const agent = await policy('0123456789', hashSeed(`micro-agent:${s.seed}`), AGENT_LR);
-  const designer =
-    s.designer === 'regret' ? await policy('0123', hashSeed(`micro-designer:${s.seed}`), DESIGNER_LR) : undefined;
-  const lab = new MicroLab({ ...s }, { runner, agent, designer });
+  const lab = new MicroLab({ ...s }, await engineMicroDeps(s.seed, s.designer, runner));
   labs.set(key, { lab, made });
   return lab;
 }

@@ -6,7 +6,8 @@
 // (the CPU references in Chromium on a shared machine).
 import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { engineMicroDeps } from '../../src/cli/cmd_micro.ts';
+import { engineMicroDeps } from '../../src/engine/micro_policy.ts';
+import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { MicroLab, type ProbeReport } from '../../src/core/micro/lab.ts';
 import { appInBrowser, resultPath, watchErrors } from './browser.ts';
 
@@ -19,7 +20,7 @@ const probeText = (p: ProbeReport) =>
 
 /** The same first cycle computed in Node, as `spade micro` computes it (engineMicroDeps, CPU references). */
 async function nodeFirstCycle(): Promise<{ levels: string; probe: string; probe0: string }> {
-  const lab = new MicroLab(SETTINGS, await engineMicroDeps(SETTINGS.seed, SETTINGS.designer));
+  const lab = new MicroLab(SETTINGS, await engineMicroDeps(SETTINGS.seed, SETTINGS.designer, createSandboxWorkerApi()));
   const r = await lab.cycle();
   await lab.close();
   return {

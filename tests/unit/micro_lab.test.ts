@@ -6,7 +6,7 @@ import type { ChatMessage, ChatModel, ChatResult } from '../../src/core/llm/chat
 import { describeLevel, difficulty } from '../../src/core/micro/families.ts';
 import { FIXED_KNOBS, MicroLab, summarise, type CycleReport } from '../../src/core/micro/lab.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { engineMicroDeps } from '../../src/cli/cmd_micro.ts';
+import { engineMicroDeps } from '../../src/engine/micro_policy.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
 import type { LocalChatModel } from '../../src/engine/local_model.ts';
 
@@ -129,7 +129,7 @@ describe('micro lab on two tiny engine models', () => {
     ],
   };
   const oneCycle = async (seed: number) => {
-    const deps = await engineMicroDeps(seed, 'regret', size, runner);
+    const deps = await engineMicroDeps(seed, 'regret', runner, size);
     const lab = new MicroLab({ ...settings, seed }, deps);
     const r = await lab.cycle();
     await lab.close();
