@@ -1,35 +1,60 @@
 /**
  * What the engine worker exposes (workers/engine.worker.ts), also usable in-process: load a
- * checkpoint (Hugging Face URL, picked files, or files in memory), chat with it (streaming through
- * a callback), manage the LoRA adapter (init, PEFT import/export), and train it on chat samples.
- * The model lives on this thread's GPU device.
+ * checkpoint (Hugging Face URL, picked files, files in memory, or a fresh tiny random model built
+ * here), chat with it (streaming through a callback; every reply carries its token ids and
+ * log π_old), count prompt tokens exactly, manage the LoRA adapter (init, PEFT import/export), and
+ * train it token-exactly: one clipped-GRPO optimiser step per `trainGrpo` call on the sampled ids
+ * (train.ts), with AdamW's state exported and imported for resuming. The model lives on this
+ * thread's GPU device.
  */
 import type { ChatMessage, ChatOptions, ChatResult } from '../core/llm/chat_model.ts';
-import type { ChatSample } from '../core/train/grpo.ts';
+import type { Thinking } from '../core/llm/thinking.ts';
 import { acquireGpu } from './device.ts';
 import {
   BlobModelFiles,
   huggingFaceFiles,
   loadCheckpoint,
   MemoryModelFiles,
+  planWeights,
+  type WeightPlan,
   type BlobFile,
   type LoadProgress,
   type ModelFileCache,
   type ModelFiles,
 } from './io/load.ts';
-import { paramCount } from './io/config.ts';
+import { paramCount, type Architecture } from './io/config.ts';
+import { initCheckpointFiles, initConfig } from './io/init_checkpoint.ts';
+import type { WeightFormat } from './io/pack.ts';
 import { exportPeft, importPeft, type LoraModule } from './io/peft.ts';
-import type { TextTokenizer } from './io/tokenizer.ts';
 import { LocalChatModel } from './local_model.ts';
 import { LlamaModel } from './model.ts';
 import { GpuOps } from './ops.ts';
 import { Engine, type Tensor } from './runtime.ts';
-import { LoraTrainer, type StepStats, type TokenSample, type TrainOptions } from './train.ts';
+import {
+  decodeTrainerState,
+  encodeTrainerState,
+  LoraTrainer,
+  type GrpoSample,
+  type StepStats,
+  type TrainOptions,
+} from './train.ts';
 
 export type ModelSource =
   | { kind: 'hf'; repo: string; revision?: string }
   | { kind: 'files'; files: BlobFile[] }
-  | { kind: 'memory'; files: Map<string, Uint8Array> };
+  | { kind: 'memory'; files: Map<string, Uint8Array> }
+  | ({ kind: 'fresh' } & FreshModel);
+
+/** A tiny random-initialised checkpoint built in memory (io/init_checkpoint.ts): no download. */
+export interface FreshModel {
+  arch: Architecture;
+  layers: number;
+  hidden: number;
+  seed: number;
+}
+
+/** The name a fresh model is shown (and its saved training found) under: its shape and seed say which. */
+export const freshModelName = (f: FreshModel): string => `fresh-${f.arch}-${f.layers}L-${f.hidden}h-seed${f.seed}`;
 
 export interface ModelSummary {
   name: string;
@@ -40,21 +65,10 @@ export interface ModelSummary {
   vocab: number;
   contextWindow: number;
   bytes: number;
+  /** How the frozen base is stored on the GPU, and the bytes it takes there. */
+  weights: WeightFormat;
+  weightBytes: number;
   adapter: { r: number; alpha: number; targets: string[] } | null;
-}
-
-/** Tokenise a chat sample: prompt via the chat template, completion + end-of-turn token. */
-export function tokenizeSample(tok: TextTokenizer, eos: number[], s: ChatSample): TokenSample {
-  const prompt = tok.encodeChat(
-    s.prompt.map((m) => ({ role: m.role, content: m.content })),
-    { addGenerationPrompt: true },
-  );
-  const completion = tok.encode(s.completion, { addSpecialTokens: false });
-  return {
-    ids: [...prompt, ...completion, ...(eos.length ? [eos[0]!] : [])],
-    promptLen: prompt.length,
-    advantage: s.advantage,
-  };
 }
 
 export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}) {
@@ -73,24 +87,46 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
     return { ...summary, adapter: l ? { r: l.r, alpha: l.alpha, targets: [...l.targets] } : null };
   };
 
+  const open = (source: ModelSource): { files: ModelFiles; name: string } => {
+    if (source.kind === 'hf')
+      return {
+        files: huggingFaceFiles(source.repo, source.revision ?? 'main', { cache: opts.cache }),
+        name: source.repo,
+      };
+    if (source.kind === 'files') {
+      const files = new BlobModelFiles(source.files);
+      return { files, name: files.label };
+    }
+    if (source.kind === 'fresh') {
+      // transformers' init (std 0.02), f32: the same bytes for the same seed, so a reload rebuilds the same model
+      const ck = initCheckpointFiles(initConfig({ arch: source.arch, layers: source.layers, hidden: source.hidden }), {
+        seed: source.seed,
+      });
+      return { files: new MemoryModelFiles(ck.files), name: freshModelName(source) };
+    }
+    return { files: new MemoryModelFiles(source.files), name: 'in-memory checkpoint' };
+  };
+
   return {
-    async load(source: ModelSource, onProgress?: (p: LoadProgress) => void): Promise<ModelSummary> {
-      let files: ModelFiles;
-      let name: string;
-      if (source.kind === 'hf') {
-        files = huggingFaceFiles(source.repo, source.revision ?? 'main', { cache: opts.cache });
-        name = source.repo;
-      } else if (source.kind === 'files') {
-        files = new BlobModelFiles(source.files);
-        name = files.label;
-      } else {
-        files = new MemoryModelFiles(source.files);
-        name = 'in-memory checkpoint';
-      }
-      const ckpt = await loadCheckpoint(files, { onProgress });
+    /** config.json only: the GPU bytes each weight format would take, before downloading the weights. */
+    async plan(source: ModelSource): Promise<Omit<WeightPlan, 'config'> & { params: number }> {
+      const p = await planWeights(open(source).files);
+      return { bytes: p.bytes, params: paramCount(p.config) };
+    },
+
+    /** Load a checkpoint; `o.weights` picks the base's storage (default f32, the reference). */
+    async load(
+      source: ModelSource,
+      onProgress?: (p: LoadProgress) => void,
+      o: { weights?: WeightFormat } = {},
+    ): Promise<ModelSummary> {
+      const { files, name } = open(source);
+      const ckpt = await loadCheckpoint(files, { onProgress, weights: o.weights });
       if (!ckpt.tokenizer) throw new Error('The checkpoint has no tokenizer.json; the engine needs it to chat.');
       const ctx = await acquireGpu(opts.gpu);
-      const llm = new LlamaModel<Tensor>(ckpt.config, new GpuOps(new Engine(ctx)), ckpt.weights);
+      const llm = new LlamaModel<Tensor>(ckpt.config, new GpuOps(new Engine(ctx)), ckpt.weights, {
+        weights: o.weights,
+      });
       local = new LocalChatModel(name, llm, ckpt.tokenizer);
       trainer = null;
       const c = ckpt.config;
@@ -104,6 +140,8 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
         vocab: c.vocabSize,
         contextWindow: local.capabilities.contextWindow,
         bytes: ckpt.bytes,
+        weights: llm.weightFormat,
+        weightBytes: llm.weightBytes,
         adapter: null,
       };
       return describe()!;
@@ -111,12 +149,15 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
 
     summary: describe,
 
+    /** A reply with its token ids and log π_old (`tokens`); `thinking` is config.thinking. */
     async chat(
       messages: ChatMessage[],
       options: Omit<ChatOptions, 'signal' | 'onToken'> = {},
       onToken?: (delta: string) => void,
+      thinking: Thinking = 'off',
     ): Promise<ChatResult> {
       const m = need();
+      m.thinking = thinking;
       abort = new AbortController();
       try {
         return await m.chat(messages, { ...options, signal: abort.signal, onToken });
@@ -127,6 +168,13 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
 
     abort(): void {
       abort?.abort();
+    },
+
+    /** Exact prompt tokens of messages (the ids chat() would feed), for the context budget. */
+    countTokens(messages: ChatMessage[], thinking: Thinking = 'off'): Promise<number> {
+      const m = need();
+      m.thinking = thinking;
+      return m.countTokens(messages);
     },
 
     initLora(r: number, alpha: number, targets: LoraModule[], seed = 0): ModelSummary {
@@ -150,16 +198,30 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       return { configJson: f.adapterConfigJson, weights: f.weights };
     },
 
-    async trainStep(samples: ChatSample[], o: TrainOptions = {}): Promise<StepStats & { samples: number }> {
+    /**
+     * One clipped-GRPO optimiser step on one minibatch of token-exact samples (ids, spans, old
+     * log-probs, advantage, temperature); `o` (the run's trainLr, clipLow, clipHigh, klCoef,
+     * maxGradNorm, minibatchTokens) applies from this step on.
+     */
+    async trainGrpo(samples: GrpoSample[], o: TrainOptions = {}): Promise<StepStats> {
       const m = need();
       if (!m.llm.lora) throw new Error('Start an adapter ("New adapter") before training.');
       trainer ??= new LoraTrainer(m.llm, o);
       Object.assign(trainer.opts, o);
-      const batch = samples
-        .map((s) => tokenizeSample(m.tokenizer, m.llm.cfg.eosTokenIds, s))
-        .filter((s) => s.ids.length <= m.capabilities.contextWindow);
-      const stats = await trainer.trainStep(batch);
-      return { ...stats, samples: batch.length };
+      return trainer.trainStep(samples);
+    },
+
+    /** AdamW's moments and step as one safetensors file (train.ts encodeTrainerState); null before any step. */
+    async exportState(): Promise<Uint8Array | null> {
+      return trainer ? encodeTrainerState(await trainer.exportState()) : null;
+    },
+
+    /** Restore exportState()'s bytes (the adapter must already be in place: importAdapter). */
+    importState(bytes: Uint8Array, o: TrainOptions = {}): void {
+      const m = need();
+      if (!m.llm.lora) throw new Error('Import the adapter before its optimiser state.');
+      trainer = new LoraTrainer(m.llm, o);
+      trainer.importState(decodeTrainerState(bytes));
     },
   };
 }

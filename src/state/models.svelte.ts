@@ -208,7 +208,10 @@ export class ModelsState {
     }
     if (source === 'local') {
       if (!this.local)
-        throw new Error(`The ${role} uses our engine, but no checkpoint is loaded: load one in the Training panel.`);
+        throw new Error(
+          `The ${role} uses our engine, but no checkpoint is loaded: load one (or start a tiny fresh model) in the Training panel.`,
+        );
+      if ('thinking' in this.local) this.local.thinking = thinking;
       return this.local;
     }
     if (source === 'replay') {

@@ -1,35 +1,89 @@
 /**
  * On-device LoRA training, as a rune class: our engine in a worker (workers/engine.worker.ts),
- * a checkpoint loaded from the Hugging Face Hub or from local files with byte-level progress, a
- * LoRA adapter (new, or imported in PEFT format), policy-gradient steps on the run's samples,
- * and PEFT export. `chatModel` is the `local` backend the Models panel offers for any role.
+ * a checkpoint loaded from the Hugging Face Hub, from local files (byte-level progress) or built
+ * fresh in memory ("start from a tiny fresh model"), a LoRA adapter (new, or imported in PEFT
+ * format), and closed-loop training: after every cycle of the run, the token-exact clipped-GRPO
+ * round of core/train/schedule.ts (the same schedule as `spade run --train`, src/cli/run_training.ts),
+ * the probe set before the first update and every probeEvery updates, and the adapter, AdamW's
+ * state and the progress saved in the store (IndexedDB) after every update, so a reload that
+ * loads the same checkpoint trains on where it was. `chatModel` is the `local` backend the Models
+ * panel offers for any role.
  */
 import * as Comlink from 'comlink';
 import '../../workers/rpc.ts';
+import type { Config } from '../core/config.ts';
 import { ModelLoadError, serializeError } from '../core/errors.ts';
 import type { ChatMessage, ChatModel, ChatOptions, ChatResult, ModelCapabilities } from '../core/llm/chat_model.ts';
-import { agentSamples, designerSamples, normaliseRole, type ChatSample } from '../core/train/grpo.ts';
+import type { Thinking } from '../core/llm/thinking.ts';
+import { createRng, hashSeed } from '../core/rng.ts';
+import { evaluateProbe } from '../core/spade/probe.ts';
+import { replayUnhinted } from '../core/spade/reuse.ts';
 import type { ArchiveRecord, RolloutRecord } from '../core/spade/run_store.ts';
-import type { EngineApi, ModelSource, ModelSummary } from '../engine/engine_api.ts';
+import type { Store } from '../core/store.ts';
+import type { StepRecord } from '../core/train/evidence.ts';
+import type { TokenSample } from '../core/train/grpo.ts';
+import { cycleBatch, trainRound, type CycleData, type UpdateStats } from '../core/train/schedule.ts';
+import type { EngineApi, FreshModel, ModelSource, ModelSummary } from '../engine/engine_api.ts';
+import type { GrpoSample, TrainOptions } from '../engine/train.ts';
+import { sandboxPool } from './envs.svelte.ts';
 import type { LoadProgress } from '../engine/io/load.ts';
+import type { WeightFormat } from '../engine/io/pack.ts';
 import type { LoraModule } from '../engine/io/peft.ts';
 
 export const LORA_TARGETS: LoraModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
-export interface StepRecord {
-  step: number;
-  loss: number;
-  gradNorm: number;
-  tokens: number;
-  samples: number;
-  ms: number;
+export type { StepRecord } from '../core/train/evidence.ts';
+
+/** The probe set's result after `updates` updates (0: before training). */
+export interface ProbeRecord {
+  updates: number;
+  label: string;
+  meanReturn: number;
+  winRate: number;
 }
+
+/** Where training stands: updates with at least one optimiser step, and the last cycle trained (−1: none). */
+export interface TrainProgress {
+  runId: string | null;
+  updates: number;
+  trainedThrough: number;
+}
+
+/** What the store keeps per model (settings/training.<model>): enough to continue after a reload. */
+interface SavedTraining extends TrainProgress {
+  version: 1;
+  model: string;
+  adapter: { configJson: string; weights: string } | null;
+  optimizer: string | null;
+  steps: StepRecord[];
+  probes: ProbeRecord[];
+}
+
+/** What the run hands over after each cycle (RunState.afterCycle). */
+export interface CycleDone {
+  runId: string;
+  config: Config;
+  cycle: number;
+  archive: ArchiveRecord[];
+  rollouts: RolloutRecord[];
+  /** An earlier cycle of this run from the store (after a reload the in-memory ones are gone). */
+  read(cycle: number): Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>;
+}
+
+/**
+ * The tiny fresh model's shape: Qwen2 (biases on q, k, v, as Qwen2.5), 2 layers, hidden 64 (4 heads
+ * of 16): ~0.1M parameters, so a cycle of sampling and a training round take seconds on a laptop
+ * GPU and a software one still finishes a cycle. Seed 1, changeable in the panel.
+ */
+export const FRESH_DEFAULT: FreshModel = { arch: 'qwen2', layers: 2, hidden: 64, seed: 1 };
 
 type Remote = Comlink.Remote<EngineApi>;
 
-/** ChatModel over the engine worker. */
+/** ChatModel over the engine worker: replies carry `tokens` (ids, log π_old); prompts are counted exactly. */
 class EngineChatModel implements ChatModel {
   readonly backend = 'local';
+  /** config.thinking (the Models panel sets it per run): sent with every call. */
+  thinking: Thinking = 'off';
   constructor(
     private readonly api: Remote,
     readonly model: string,
@@ -40,12 +94,54 @@ class EngineChatModel implements ChatModel {
     const stop = () => void this.api.abort();
     signal?.addEventListener('abort', stop, { once: true });
     try {
-      return await this.api.chat(messages, rest, onToken ? Comlink.proxy(onToken) : undefined);
+      const r = await this.api.chat(messages, rest, onToken ? Comlink.proxy(onToken) : undefined, this.thinking);
+      return { ...r, ...(r.tokens ? { tokens: r.tokens } : {}) };
     } finally {
       signal?.removeEventListener('abort', stop);
     }
   }
+  countTokens(messages: ChatMessage[]): Promise<number> {
+    return this.api.countTokens(messages, this.thinking);
+  }
 }
+
+/** Bytes ↔ base64 (the store keeps JSON). */
+function toBase64(bytes: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+function fromBase64(text: string): Uint8Array {
+  const s = atob(text);
+  const out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out;
+}
+
+/** The run's training knobs, as the engine's trainer takes them (one optimiser step per call). */
+export function trainOptions(cfg: Config): TrainOptions {
+  return {
+    lr: cfg.trainLr,
+    clipLow: cfg.clipLow,
+    clipHigh: cfg.clipHigh,
+    klCoef: cfg.klCoef,
+    maxGradNorm: cfg.maxGradNorm,
+    minibatchTokens: cfg.minibatchTokens,
+  };
+}
+
+/** The trainer's view of a token sample: the recorded log-probs are π_old, at the role's temperature. */
+function grpoSample(s: TokenSample, cfg: Config): GrpoSample {
+  return {
+    ids: s.ids,
+    spans: s.spans,
+    oldLogprobs: s.logprobs,
+    advantage: s.advantage,
+    temperature: s.role === 'agent' ? cfg.agentTemperature : cfg.designerTemperature,
+  };
+}
+
+const storeKey = (model: string) => `training.${model.replace(/[^A-Za-z0-9._-]+/g, '_')}`.slice(0, 128);
 
 export class TrainingState {
   status = $state<'empty' | 'loading' | 'ready' | 'training' | 'error'>('empty');
@@ -55,11 +151,29 @@ export class TrainingState {
   repo = $state('HuggingFaceTB/SmolLM2-135M-Instruct');
   lora = $state({ r: 8, alpha: 16, targets: ['q_proj', 'v_proj'] as LoraModule[], lr: 1e-4, seed: 0 });
   autoTrain = $state(false);
-  history = $state<StepRecord[]>([]);
+  /** Every optimiser step of this adapter (charts). */
+  steps = $state<StepRecord[]>([]);
+  probes = $state<ProbeRecord[]>([]);
+  trained = $state<TrainProgress>({ runId: null, updates: 0, trainedThrough: -1 });
+  /** What the last training round did, in words. */
+  lastRound = $state<string | null>(null);
+  /** The tiny fresh model's shape and seed (the panel's form). */
+  fresh = $state<FreshModel>({ ...FRESH_DEFAULT });
   chatModel = $state<ChatModel | null>(null);
+  /**
+   * How the engine stores the frozen base on the GPU (engine/io/pack.ts). bf16 by default: half of
+   * f32's memory and lossless for the bf16 checkpoints on the Hub; q4 takes ~0.56 B per parameter.
+   */
+  weights = $state<WeightFormat>('bf16');
+  /** GPU bytes per weight format, from config.json alone (read before the weights download). */
+  plan = $state<{ bytes: Record<WeightFormat, number>; params: number } | null>(null);
 
   private api: Remote | null = null;
   private worker: Worker | null = null;
+  /** The current run's recent cycles (the designer trains designerLag cycles behind the agent). */
+  private readonly cycles = new Map<number, { archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>();
+
+  constructor(private readonly store: Store | null = null) {}
 
   private remote(): Remote {
     if (!this.api) {
@@ -72,15 +186,24 @@ export class TrainingState {
     return this.api;
   }
 
-  async load(source: ModelSource): Promise<void> {
+  /** Load a checkpoint into the worker; `weights` is the base's storage (default: the panel's choice). */
+  async load(source: ModelSource, weights: WeightFormat = this.weights): Promise<void> {
     this.status = 'loading';
     this.error = null;
     this.progress = null;
-    this.history = [];
+    this.steps = [];
+    this.probes = [];
+    this.trained = { runId: null, updates: 0, trainedThrough: -1 };
+    this.lastRound = null;
+    this.cycles.clear();
+    this.plan = null;
     try {
+      // config.json first, so the memory each format needs shows while the weights download
+      await this.planFor(source);
       const s = await this.remote().load(
         source,
         Comlink.proxy((p: LoadProgress) => (this.progress = p)),
+        { weights },
       );
       this.summary = s;
       this.chatModel = new EngineChatModel(this.remote(), s.name, {
@@ -89,6 +212,7 @@ export class TrainingState {
         trainable: true,
         contextWindow: s.contextWindow,
       });
+      await this.restore(s.name);
       this.status = 'ready';
     } catch (err) {
       this.status = 'error';
@@ -98,6 +222,64 @@ export class TrainingState {
           ? e.message
           : `${e.message}${err instanceof ModelLoadError ? '' : ' — check the repository name or the files you picked (config.json, tokenizer.json and *.safetensors).'}`;
     }
+  }
+
+  /**
+   * "Start from a tiny fresh model": a random-initialised checkpoint built in the worker (no
+   * download), with a new adapter unless this model's training was saved before (then that).
+   */
+  async startFresh(): Promise<void> {
+    // f32: the reference storage, and a tiny model's weights take well under a megabyte anyway
+    await this.load({ kind: 'fresh', ...$state.snapshot(this.fresh) }, 'f32');
+    if (this.status === 'ready' && !this.summary?.adapter) await this.newAdapter();
+  }
+
+  /** The saved adapter, optimiser state and progress of `model`, if any, back into the worker. */
+  private async restore(model: string): Promise<void> {
+    const saved = await this.store?.get<SavedTraining>('settings', storeKey(model)).catch(() => undefined);
+    if (!saved || saved.version !== 1 || saved.model !== model) return;
+    const api = this.remote();
+    if (saved.adapter) {
+      const w = fromBase64(saved.adapter.weights);
+      this.summary = await api.importAdapter(saved.adapter.configJson, Comlink.transfer(w, [w.buffer]));
+      if (saved.optimizer) {
+        const o = fromBase64(saved.optimizer);
+        await api.importState(Comlink.transfer(o, [o.buffer]));
+      }
+    }
+    this.trained = { runId: saved.runId, updates: saved.updates, trainedThrough: saved.trainedThrough };
+    this.steps = saved.steps ?? [];
+    this.probes = saved.probes ?? [];
+  }
+
+  /** After every update: adapter (PEFT), optimiser, progress and the charts' records to the store. */
+  private async save(): Promise<void> {
+    if (!this.store || !this.summary) return;
+    const api = this.remote();
+    const adapter = this.summary.adapter ? await api.exportAdapter() : null;
+    const optimizer = await api.exportState();
+    const saved: SavedTraining = {
+      version: 1,
+      model: this.summary.name,
+      ...$state.snapshot(this.trained),
+      adapter: adapter ? { configJson: adapter.configJson, weights: toBase64(adapter.weights) } : null,
+      optimizer: optimizer ? toBase64(optimizer) : null,
+      steps: $state.snapshot(this.steps),
+      probes: $state.snapshot(this.probes),
+    };
+    await this.store.put('settings', storeKey(this.summary.name), saved);
+  }
+
+  /** Forget this model's saved training (a new adapter starts over). */
+  private async forget(): Promise<void> {
+    if (this.store && this.summary) await this.store.delete('settings', storeKey(this.summary.name));
+  }
+
+  /** Read a checkpoint's config.json only and show the GPU memory each weight format would take. */
+  async planFor(source: ModelSource): Promise<void> {
+    this.plan = await this.remote()
+      .plan(source)
+      .catch(() => null);
   }
 
   /** Stop the worker (and free its GPU memory). */
@@ -118,7 +300,11 @@ export class TrainingState {
         $state.snapshot(this.lora.targets),
         this.lora.seed,
       );
-      this.history = [];
+      this.steps = [];
+      this.probes = [];
+      this.trained = { runId: null, updates: 0, trainedThrough: -1 };
+      this.lastRound = null;
+      await this.forget();
     });
   }
 
@@ -140,42 +326,82 @@ export class TrainingState {
     return out;
   }
 
-  /** One policy-gradient step on `samples`. */
-  async train(samples: ChatSample[]): Promise<StepRecord | null> {
-    if (!samples.length) {
-      this.error = 'No training signal in these samples: every play of each environment scored the same.';
-      return null;
-    }
-    let rec: StepRecord | null = null;
+  /** The probe set on the local model (seed-library environments, fixed seeds, no hint, greedy). */
+  private async probe(cfg: Config, label: string): Promise<void> {
+    if (!this.chatModel) return;
+    const r = await evaluateProbe(sandboxPool(), this.chatModel, cfg);
+    this.probes = [
+      ...this.probes,
+      { updates: this.trained.updates, label, meanReturn: r.meanReturn, winRate: r.winRate },
+    ];
+  }
+
+  /**
+   * The run's hook after each cycle: the probe before the first update, then the training round of
+   * every cycle not trained yet (a reload between a cycle and its round trains it now), each
+   * followed by a save, and the probe every probeEvery updates. Errors propagate: the loop stops
+   * the run (resumable) with the cause.
+   */
+  async afterCycle(c: CycleDone): Promise<void> {
+    if (!this.chatModel || !this.summary)
+      throw new Error('No model is loaded in the engine; load one in the Training panel.');
     const prev = this.status;
     this.status = 'training';
     try {
-      const r = await this.remote().trainStep(samples, { lr: this.lora.lr });
-      rec = {
-        step: this.history.length + 1,
-        loss: r.loss,
-        gradNorm: r.gradNorm,
-        tokens: r.tokens,
-        samples: r.samples,
-        ms: r.ms,
-      };
-      this.history = [...this.history, rec];
-      this.error = null;
-    } catch (err) {
-      this.error = serializeError(err).message;
+      if (!this.summary.adapter) await this.newAdapter();
+      if (this.trained.runId !== c.runId) {
+        // a new run: the adapter and the optimiser carry over; this run's cycles start from here
+        this.trained = { ...this.trained, runId: c.runId, trainedThrough: c.cycle - 1 };
+        this.cycles.clear();
+      }
+      this.cycles.set(c.cycle, { archive: c.archive, rollouts: c.rollouts });
+      if (this.trained.updates === 0 && !this.probes.length) await this.probe(c.config, 'before training');
+      for (let k = this.trained.trainedThrough + 1; k <= c.cycle; k++) await this.trainCycle(k, c);
     } finally {
       this.status = prev === 'training' ? 'ready' : prev;
     }
-    return rec;
   }
 
-  /** GRPO samples from one cycle: the agent's unhinted plays and the designer's first attempts, each normalised per role. */
-  samplesFromCycle(d: {
-    archive: ArchiveRecord[];
-    rollouts: RolloutRecord[];
-    briefs: Map<string, ChatMessage[]>;
-  }): ChatSample[] {
-    return [...normaliseRole(agentSamples(d.rollouts)), ...normaliseRole(designerSamples(d.archive, d.briefs))];
+  /** One training round (agent on cycle k, designer on k − designerLag), seeded by (seed, k); then save. */
+  private async trainCycle(k: number, c: CycleDone): Promise<void> {
+    const cfg = c.config;
+    const history: CycleData[] = [];
+    for (const at of new Set([k, k - cfg.designerLag])) {
+      if (at < 0) continue;
+      const d = this.cycles.get(at) ?? (await c.read(at));
+      this.cycles.set(at, d);
+      history.push({ cycle: at, ...d });
+    }
+    const batch = cycleBatch(history, k, cfg.designerLag);
+    const update = this.trained.updates + 1;
+    const opts = trainOptions(cfg);
+    const api = this.remote();
+    const trainer = {
+      step: (mb: TokenSample[]) =>
+        api.trainGrpo(
+          mb.map((s) => grpoSample(s, cfg)),
+          opts,
+        ),
+    };
+    const record = (s: UpdateStats) => (this.steps = [...this.steps, { ...s, cycle: k, update }]);
+    // as spade run --train: the order derives from (seed, cycle), so a resumed round repeats it
+    const stats = await trainRound(trainer, batch, cfg, createRng(hashSeed(`${cfg.seed}:train:${k}`)), record);
+    // envReuse: the cycle's environments replayed unhinted by the updated agent, for more agent updates
+    const archive = history.find((h) => h.cycle === k)?.archive ?? [];
+    for (let round = 1; round < cfg.envReuse && this.chatModel; round++) {
+      const replayed = await replayUnhinted(sandboxPool(), this.chatModel, archive, cfg, round);
+      const more = cycleBatch([{ cycle: k, archive: [], rollouts: replayed }], k, 0).agent;
+      const rng = createRng(hashSeed(`${cfg.seed}:train:${k}:${round}`));
+      stats.push(...(await trainRound(trainer, { agent: more, designer: [] }, cfg, rng, record)));
+    }
+    this.trained = { ...this.trained, updates: this.trained.updates + (stats.length ? 1 : 0), trainedThrough: k };
+    this.lastRound = stats.length
+      ? `cycle ${k + 1}: ${batch.agent.length} agent and ${batch.designer.length} designer samples, ${stats.length} optimiser steps`
+      : `cycle ${k + 1}: no training signal (every play of each environment scored the same, and every design of a skill earned the same reward)`;
+    for (const at of this.cycles.keys()) if (at < k - cfg.designerLag) this.cycles.delete(at);
+    await this.save();
+    if (stats.length && cfg.probeEvery > 0 && this.trained.updates % cfg.probeEvery === 0)
+      await this.probe(cfg, `after update ${this.trained.updates}`).then(() => this.save());
   }
 
   private async guard(fn: () => Promise<void>): Promise<void> {

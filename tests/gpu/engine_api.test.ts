@@ -1,8 +1,11 @@
-// The engine worker's API in-process on the software adapter: load a checkpoint with its
-// tokenizer, chat (streaming), start an adapter, take GRPO steps on chat samples, export PEFT.
+// The engine worker's API in-process on the software adapter: load a checkpoint with its tokenizer
+// (or a fresh tiny model built in memory), chat (streaming; replies carry their token ids and
+// log π_old), count prompt tokens exactly, start an adapter, take token-exact GRPO steps on what
+// was sampled, carry the optimiser state across an export/import, export PEFT.
 import { describe, expect, it } from 'vitest';
-import { createEngineApi } from '../../src/engine/engine_api.ts';
+import { createEngineApi, freshModelName } from '../../src/engine/engine_api.ts';
 import { importPeft } from '../../src/engine/io/peft.ts';
+import { decodeTrainerState } from '../../src/engine/train.ts';
 import { nodeGpu } from '../../src/platform/node/gpu.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 import { tryGpu } from './gpu_setup.ts';
@@ -10,7 +13,7 @@ import { tryGpu } from './gpu_setup.ts';
 const { ctx, reason } = await tryGpu();
 
 describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
-  it('loads, chats, trains an adapter on chat samples and exports it', async () => {
+  it('loads, chats token-exactly, trains an adapter on the sampled ids and exports it', async () => {
     const api = createEngineApi({ gpu: await nodeGpu() });
     const progress: number[] = [];
     const s = await api.load({ kind: 'memory', files: tinyCheckpointFiles('llama', 'f32', 5).files }, (p) =>
@@ -19,29 +22,54 @@ describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
     expect(s).toMatchObject({ architecture: 'llama', layers: 2, adapter: null });
     expect(progress.at(-1)).toBe(s.bytes);
     const pieces: string[] = [];
-    const r = await api.chat([{ role: 'user', content: 'hi' }], { max_tokens: 5, temperature: 0 }, (d) =>
-      pieces.push(d),
-    );
+    const messages = [{ role: 'user' as const, content: 'hi' }];
+    const r = await api.chat(messages, { max_tokens: 5, temperature: 1, seed: 3 }, (d) => pieces.push(d));
     expect(r.usage.completionTokens).toBeGreaterThan(0);
     expect(pieces.join('')).toBe(r.text);
-    await expect(api.trainStep([])).rejects.toThrow('Start an adapter');
+    expect(await api.countTokens(messages)).toBe(r.tokens!.prompt.length);
+    const t = r.tokens!;
+    expect(t.completion).toHaveLength(r.usage.completionTokens);
+    expect(t.logprobs).toHaveLength(t.completion.length);
+
+    await expect(api.trainGrpo([])).rejects.toThrow('Start an adapter');
+    expect(await api.exportState()).toBeNull(); // no optimiser before the first step
     api.initLora(4, 8, ['q_proj', 'v_proj'], 1);
+    const start = t.prompt.length;
     const sample = {
-      role: 'agent' as const,
-      prompt: [{ role: 'user' as const, content: 'play' }],
-      completion: '\\boxed{7}',
+      ids: [...t.prompt, ...t.completion],
+      spans: [[start, start + t.completion.length]] as [number, number][],
+      oldLogprobs: t.logprobs,
       advantage: 1,
+      temperature: 1,
     };
-    const steps = [];
-    for (let i = 0; i < 2; i++)
-      steps.push(await api.trainStep([sample, { ...sample, completion: '\\boxed{1}', advantage: -1 }], { lr: 1e-2 }));
-    expect(steps[0]!.samples).toBe(2);
-    expect(steps[0]!.gradNorm).toBeGreaterThan(0);
-    // on-policy GRPO: L = −mean A at ratio 1 whatever the adapter, so the gradient shows the move
-    expect(steps[1]!.gradNorm).not.toBe(steps[0]!.gradNorm); // the adapter moved
+    const first = await api.trainGrpo([sample], { lr: 1e-2 });
+    // π_old is the sampling policy: before any update the ratio is 1 on the sampled ids
+    expect(Math.abs(first.approxKl)).toBeLessThan(1e-4);
+    expect(first.clipFraction).toBe(0);
+    expect(first.trainedTokens).toBe(t.completion.length);
+    expect(first.gradNorm).toBeGreaterThan(0);
+    const second = await api.trainGrpo([sample], { lr: 1e-2 });
+    expect(second.approxKl).not.toBe(first.approxKl); // the adapter moved
+
+    const state = await api.exportState();
+    expect(decodeTrainerState(state!).step).toBe(2);
     const { configJson, weights } = await api.exportAdapter();
     const adapter = importPeft(JSON.parse(configJson), weights);
     expect(adapter.config).toMatchObject({ r: 4, alpha: 8, targets: ['q_proj', 'v_proj'] });
-    expect([...adapter.tensors.values()].some((t) => t.data.some((x) => x !== 0))).toBe(true);
+    expect([...adapter.tensors.values()].some((x) => x.data.some((v) => v !== 0))).toBe(true);
+    // a reload: adapter, then optimiser state, and the step count goes on
+    api.importAdapter(configJson, weights);
+    api.importState(state!);
+    await api.trainGrpo([sample], { lr: 1e-2 });
+    expect(decodeTrainerState((await api.exportState())!).step).toBe(3);
+  });
+
+  it('builds a tiny fresh model in memory and chats with it', async () => {
+    const api = createEngineApi({ gpu: await nodeGpu() });
+    const fresh = { arch: 'qwen2' as const, layers: 1, hidden: 32, seed: 1 };
+    const s = await api.load({ kind: 'fresh', ...fresh });
+    expect(s).toMatchObject({ name: freshModelName(fresh), architecture: 'qwen2', layers: 1, hidden: 32, vocab: 259 });
+    const r = await api.chat([{ role: 'user', content: 'hi' }], { max_tokens: 3, temperature: 1, seed: 1 });
+    expect(r.tokens!.completion.length).toBeGreaterThan(0);
   });
 });

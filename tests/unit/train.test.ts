@@ -1,12 +1,10 @@
 // GRPO training on the engine (CPU references): the clipped objective's gradient against finite
 // differences, the token-level mean, the clip, minibatches, the optimiser state; and the local
 // backend's token-exact replies (ids, log π_old under the sampling policy, multi-turn continuation,
-// the allowed-token mask). GRPO samples come out of the loop's records with group-normalised advantages.
+// the allowed-token mask). Token samples from the loop's records: tests/unit/grpo_tokens.test.ts.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { agentSamples, normaliseRole } from '../../src/core/train/grpo.ts';
-import type { RolloutRecord } from '../../src/core/spade/run_store.ts';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { initCheckpointFiles, initConfig } from '../../src/engine/io/init_checkpoint.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
@@ -370,55 +368,5 @@ describe('local backend: token-exact replies', () => {
       'not a token id',
     );
     expect(() => new LocalChatModel('x', chat.llm, tokenizer, { allowedTokens: [] })).toThrow('empty');
-  });
-});
-
-describe('GRPO samples', () => {
-  const ep = (cycle: number, index: number, play: number, hinted: boolean, ret: number): RolloutRecord => ({
-    cycle,
-    index,
-    play,
-    hinted,
-    skill: 's',
-    envId: 'e',
-    seed: play,
-    return: ret,
-    end: 'terminated',
-    tokens: 3,
-    firstObservation: 'Guess with \\boxed{n}.',
-    turns: [
-      {
-        action: '\\boxed{1}',
-        observation: 'Higher.',
-        reward: 0,
-        terminated: false,
-        truncated: false,
-        formatError: false,
-      },
-      { action: '\\boxed{2}', observation: 'Yes', reward: ret, terminated: true, truncated: false, formatError: false },
-    ],
-  });
-
-  it('uses unhinted plays, one sample per turn, advantages normalised within each environment', () => {
-    const s = agentSamples([
-      ep(0, 0, 0, false, 1),
-      ep(0, 0, 1, false, 0),
-      ep(0, 0, 0, true, 1),
-      ep(0, 1, 0, false, 1),
-      ep(0, 1, 1, false, 1),
-    ]);
-    // env (0,1) has no variance: no signal, no samples; env (0,0): two plays × two turns
-    expect(s).toHaveLength(4);
-    expect(s.map((x) => Math.round(x.advantage * 1000) / 1000)).toEqual([1, 1, -1, -1]);
-    expect(s[1]!.prompt.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
-    expect(s[1]!.completion).toBe('\\boxed{2}');
-  });
-
-  it('normalises a role by its std', () => {
-    const out = normaliseRole([
-      { role: 'designer', prompt: [], completion: 'a', advantage: 0.3 },
-      { role: 'designer', prompt: [], completion: 'b', advantage: -0.3 },
-    ]);
-    expect(out.map((x) => x.advantage)).toEqual([1, -1]);
   });
 });
