@@ -24,11 +24,17 @@ import type { CheckingRunner } from '../core/spade/phases.ts';
 import { evaluateProbe, type ProbeResult } from '../core/spade/probe.ts';
 import { replayUnhinted } from '../core/spade/reuse.ts';
 import type { ArchiveRecord, MetricsRecord, RolloutRecord } from '../core/spade/run_store.ts';
-import type { TokenSample } from '../core/train/grpo.ts';
-import { closedLoopProblems, cycleBatch, trainRound, type UpdateStats } from '../core/train/schedule.ts';
+import {
+  closedLoopProblems,
+  cycleBatch,
+  trainerOptions,
+  trainerSample,
+  trainRound,
+  type UpdateStats,
+} from '../core/train/schedule.ts';
 import { exportPeft, importPeft, type LoraModule } from '../engine/io/peft.ts';
 import { LocalChatModel } from '../engine/local_model.ts';
-import { decodeTrainerState, encodeTrainerState, LoraTrainer, type GrpoSample } from '../engine/train.ts';
+import { decodeTrainerState, encodeTrainerState, LoraTrainer } from '../engine/train.ts';
 import type { Io } from './args.ts';
 
 /** A fresh adapter's shape when none is given: rank 8 on the attention's q and v, as PEFT's defaults do. */
@@ -55,17 +61,6 @@ export interface RunTraining {
     cycles: number,
     read: (c: number) => Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>,
   ): Promise<void>;
-}
-
-/** The trainer's view of a token sample: the recorded log-probs are π_old, at the role's temperature. */
-function grpoSample(s: TokenSample, cfg: Config): GrpoSample {
-  return {
-    ids: s.ids,
-    spans: s.spans,
-    oldLogprobs: s.logprobs,
-    advantage: s.advantage,
-    temperature: s.role === 'agent' ? cfg.agentTemperature : cfg.designerTemperature,
-  };
 }
 
 async function writeAtomic(path: string, data: string | Uint8Array): Promise<void> {
@@ -103,14 +98,7 @@ export async function attachTraining(o: {
       ),
     );
   } else if (!llm.lora) llm.initLora(DEFAULT_LORA.r, DEFAULT_LORA.alpha, DEFAULT_LORA.targets, cfg.seed);
-  const trainer = new LoraTrainer(llm, {
-    lr: cfg.trainLr,
-    clipLow: cfg.clipLow,
-    clipHigh: cfg.clipHigh,
-    klCoef: cfg.klCoef,
-    maxGradNorm: cfg.maxGradNorm,
-    minibatchTokens: cfg.minibatchTokens,
-  });
+  const trainer = new LoraTrainer(llm, trainerOptions(cfg));
   if (existsSync(file('optimizer.safetensors')))
     trainer.importState(decodeTrainerState(await readFile(file('optimizer.safetensors'))));
   const meta: TrainMeta = existsSync(file('state.json'))
@@ -144,7 +132,7 @@ export async function attachTraining(o: {
     );
     const rng = createRng(hashSeed(`${cfg.seed}:train:${cycle}`));
     const steps: UpdateStats[] = await trainRound(
-      { step: (mb) => trainer.trainStep(mb.map((s) => grpoSample(s, cfg))) },
+      { step: (mb) => trainer.trainStep(mb.map((s) => trainerSample(s, cfg))) },
       batch,
       cfg,
       rng,
@@ -161,7 +149,7 @@ export async function attachTraining(o: {
       const more = cycleBatch([{ cycle, archive: [], rollouts: replayed }], cycle, 0).agent;
       steps.push(
         ...(await trainRound(
-          { step: (mb) => trainer.trainStep(mb.map((s) => grpoSample(s, cfg))) },
+          { step: (mb) => trainer.trainStep(mb.map((s) => trainerSample(s, cfg))) },
           { agent: more, designer: [] },
           cfg,
           createRng(hashSeed(`${cfg.seed}:train:${cycle}:${round}`)),

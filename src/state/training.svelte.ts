@@ -22,9 +22,15 @@ import type { ArchiveRecord, RolloutRecord } from '../core/spade/run_store.ts';
 import type { Store } from '../core/store.ts';
 import type { StepRecord } from '../core/train/evidence.ts';
 import type { TokenSample } from '../core/train/grpo.ts';
-import { cycleBatch, trainRound, type CycleData, type UpdateStats } from '../core/train/schedule.ts';
+import {
+  cycleBatch,
+  trainerOptions,
+  trainerSample,
+  trainRound,
+  type CycleData,
+  type UpdateStats,
+} from '../core/train/schedule.ts';
 import type { EngineApi, FreshModel, ModelSource, ModelSummary } from '../engine/engine_api.ts';
-import type { GrpoSample, TrainOptions } from '../engine/train.ts';
 import { sandboxPool } from './envs.svelte.ts';
 import type { LoadProgress } from '../engine/io/load.ts';
 import type { WeightFormat } from '../engine/io/pack.ts';
@@ -116,29 +122,6 @@ function fromBase64(text: string): Uint8Array {
   const out = new Uint8Array(s.length);
   for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
   return out;
-}
-
-/** The run's training knobs, as the engine's trainer takes them (one optimiser step per call). */
-export function trainOptions(cfg: Config): TrainOptions {
-  return {
-    lr: cfg.trainLr,
-    clipLow: cfg.clipLow,
-    clipHigh: cfg.clipHigh,
-    klCoef: cfg.klCoef,
-    maxGradNorm: cfg.maxGradNorm,
-    minibatchTokens: cfg.minibatchTokens,
-  };
-}
-
-/** The trainer's view of a token sample: the recorded log-probs are π_old, at the role's temperature. */
-function grpoSample(s: TokenSample, cfg: Config): GrpoSample {
-  return {
-    ids: s.ids,
-    spans: s.spans,
-    oldLogprobs: s.logprobs,
-    advantage: s.advantage,
-    temperature: s.role === 'agent' ? cfg.agentTemperature : cfg.designerTemperature,
-  };
 }
 
 const storeKey = (model: string) => `training.${model.replace(/[^A-Za-z0-9._-]+/g, '_')}`.slice(0, 128);
@@ -374,12 +357,12 @@ export class TrainingState {
     }
     const batch = cycleBatch(history, k, cfg.designerLag);
     const update = this.trained.updates + 1;
-    const opts = trainOptions(cfg);
+    const opts = trainerOptions(cfg);
     const api = this.remote();
     const trainer = {
       step: (mb: TokenSample[]) =>
         api.trainGrpo(
-          mb.map((s) => grpoSample(s, cfg)),
+          mb.map((s) => trainerSample(s, cfg)),
           opts,
         ),
     };

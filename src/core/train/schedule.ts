@@ -119,3 +119,34 @@ export async function trainRound(
   }
   return stats;
 }
+
+/**
+ * A run's training knobs (config keys) under the names the engine's trainer takes (its
+ * TrainOptions): the same object for the CLI and the browser worker.
+ */
+export function trainerOptions(
+  cfg: Pick<Config, 'trainLr' | 'clipLow' | 'clipHigh' | 'klCoef' | 'maxGradNorm' | 'minibatchTokens'>,
+) {
+  return {
+    lr: cfg.trainLr,
+    clipLow: cfg.clipLow,
+    clipHigh: cfg.clipHigh,
+    klCoef: cfg.klCoef,
+    maxGradNorm: cfg.maxGradNorm,
+    minibatchTokens: cfg.minibatchTokens,
+  };
+}
+
+/**
+ * A token sample as the engine's trainer takes it (its GrpoSample): the recorded log-probs are
+ * π_old, defined at the role's sampling temperature.
+ */
+export function trainerSample(s: TokenSample, cfg: Pick<Config, 'agentTemperature' | 'designerTemperature'>) {
+  return {
+    ids: s.ids,
+    spans: s.spans,
+    oldLogprobs: s.logprobs,
+    advantage: s.advantage,
+    temperature: s.role === 'agent' ? cfg.agentTemperature : cfg.designerTemperature,
+  };
+}
