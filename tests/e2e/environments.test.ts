@@ -192,8 +192,22 @@ describe('Environments panel in Chromium', () => {
     await select(page, tool.title);
     await expect.poll(() => page.getByTestId('transcript').textContent(), { timeout: 30_000 }).not.toBe('');
     expect(await page.getByTestId('tools').locator('button').allTextContents()).toEqual([...names, 'answer']);
-    await page.getByTestId('tools').getByRole('button', { name: names[0] }).click();
-    expect(await page.getByTestId('action').inputValue()).toContain(`"name": "${names[0]}"`);
+    // a tool with parameters: its button inserts a call with an argument for each of them
+    const tools = (await host.load(tool.code, 12)).tools;
+    const withParams = tools.find(
+      (t) => Object.keys((t.function.parameters as { properties?: object }).properties ?? {}).length > 0,
+    )!;
+    expect(withParams).toBeDefined();
+    await page.getByTestId('tools').getByRole('button', { name: withParams.function.name, exact: true }).click();
+    const action = await page.getByTestId('action').inputValue();
+    const call = JSON.parse(/<tool_call>([\s\S]*)<\/tool_call>/.exec(action)![1]!) as {
+      name: string;
+      arguments: Record<string, unknown>;
+    };
+    expect(call.name).toBe(withParams.function.name);
+    expect(Object.keys(call.arguments).sort()).toEqual(
+      Object.keys((withParams.function.parameters as { properties: object }).properties).sort(),
+    );
     await page.close();
   });
 
