@@ -124,6 +124,13 @@ export async function attachTraining(o: {
     await writeAtomic(file('state.json'), JSON.stringify(meta));
   };
 
+  /** Step lines are written in order, one after another; a failed write surfaces at the end of the round. */
+  let logged: Promise<void> = Promise.resolve();
+  const logStep = (line: object) => {
+    logged = logged.then(() => appendFile(file('updates.jsonl'), `${JSON.stringify(line)}\n`));
+  };
+  const perSecond = (s: UpdateStats) => (s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0);
+
   const trainCycle = async (cycle: number) => {
     const batch = cycleBatch(
       [...history].map(([c, d]) => ({ cycle: c, ...d })),
@@ -136,11 +143,7 @@ export async function attachTraining(o: {
       batch,
       cfg,
       rng,
-      (s) =>
-        void appendFile(
-          file('updates.jsonl'),
-          `${JSON.stringify({ cycle, update: meta.updates, ...s, tokensPerSecond: s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0 })}\n`,
-        ),
+      (s) => logStep({ cycle, update: meta.updates, ...s, tokensPerSecond: perSecond(s) }),
     );
     // envReuse: the same environments, replayed unhinted by the updated agent, for more agent updates
     const cycleArchive = history.get(cycle)?.archive ?? [];
@@ -153,14 +156,11 @@ export async function attachTraining(o: {
           { agent: more, designer: [] },
           cfg,
           createRng(hashSeed(`${cfg.seed}:train:${cycle}:${round}`)),
-          (s) =>
-            void appendFile(
-              file('updates.jsonl'),
-              `${JSON.stringify({ cycle, round, update: meta.updates, ...s, tokensPerSecond: s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0 })}\n`,
-            ),
+          (s) => logStep({ cycle, round, update: meta.updates, ...s, tokensPerSecond: perSecond(s) }),
         )),
       );
     }
+    await logged;
     if (steps.length) meta.updates++;
     meta.trainedThrough = cycle;
     await save();

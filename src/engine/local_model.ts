@@ -163,6 +163,7 @@ export class LocalChatModel<X> implements ChatModel {
         }
       },
     });
+    throwIfAborted(o.signal); // a stopped generation is not a reply: never recorded as one
     const text = stopped ? emitted : this.tokenizer.decode(out, { skipSpecialTokens: true });
     if (!stopped && text.length > emitted.length) o.onToken?.(text.slice(emitted.length));
     const ended = out.length > 0 && this.llm.cfg.eosTokenIds.includes(out[out.length - 1]!);

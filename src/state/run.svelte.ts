@@ -202,6 +202,8 @@ export class RunState implements RunView {
       };
     this.spec = spec;
     this.abort = new AbortController();
+    // the loop reads missing knobs as their defaults; so must training
+    const afterCycle = this.trainAfter(runId, { ...DEFAULTS, ...spec.config }, store);
     this.loop = new SpadeLoop({
       spec,
       models,
@@ -210,12 +212,23 @@ export class RunState implements RunView {
       store,
       onEvent: this.onEvent,
       signal: this.abort.signal,
-      afterCycle: this.trainAfter(runId, spec.config, store),
+      afterCycle,
       initialMemory: this.importedMemory ? $state.snapshot(this.importedMemory) : undefined,
     });
     this.status = 'running';
     this.resumable = null;
     try {
+      // a resumed run first trains any finished cycle that was not trained (a reload in between),
+      // so the next cycle samples from the updated policy — as `spade run --resume` does
+      const done = resume ? ((await store.readState())?.cycle ?? 0) : 0;
+      if (done > 0 && this.afterCycle) {
+        const last = done - 1;
+        await afterCycle({
+          cycle: last,
+          archive: (await store.readArchive()).filter((x) => x.cycle === last),
+          rollouts: (await store.readRollouts()).filter((x) => x.cycle === last),
+        });
+      }
       const state = await this.loop.run(this.iterations);
       await this.pacer.whenDrained(); // the run is over when the watcher has seen it all
       this.memory = state.memory;

@@ -164,6 +164,15 @@ describe('context budget', () => {
     expect(fit.messages.at(-1)!.content).toContain('obs 9');
     expect(fit.messages[2]!.content).toContain(`move ${fit.dropped}`); // the oldest kept turn follows
     expect(fit.messages.length).toBe(2 + 2 * (10 - fit.dropped));
+    // the observation being answered is never dropped: if even the last turn does not fit, no fit
+    const huge: ChatMessage[] = [
+      ...messages.slice(0, 2),
+      { role: 'assistant', content: 'a' },
+      { role: 'user', content: 'z'.repeat(3000) },
+    ];
+    const none = await fitConversation(model, huge, 100, 32);
+    expect(none.plan.fits).toBe(false);
+    expect(none.messages).toBe(huge);
   });
 
   for (const setting of ['games', 'tool_use'] as Setting[]) {

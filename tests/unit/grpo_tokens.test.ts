@@ -81,6 +81,13 @@ describe('GRPO samples', () => {
     expect(s.every((x) => x.role === 'agent')).toBe(true);
     expect(s[1]!.ids).toEqual([1, 2, 1]);
   });
+  it('agent: a group with a play cut short by a failed model call is not trained', () => {
+    const failed = { ...ep(0, 2, 0), end: 'model_error' as const };
+    expect(agentTokenSamples([ep(0, 0, 1), ep(0, 1, 0), failed, ep(1, 0, 1), ep(1, 1, 0)]).map((x) => x.key)).toEqual([
+      '0:1:0',
+      '0:1:1',
+    ]);
+  });
   it('agent: an episode without a trace is left out, the rest of its group still trains', () => {
     const s = agentTokenSamples([ep(0, 0, 1, false, false), ep(0, 1, 0)]);
     expect(s.map((x) => x.key)).toEqual(['0:0:1']);

@@ -112,12 +112,14 @@ export async function fitConversation(
   wanted: number,
   minReply: number,
 ): Promise<{ messages: ChatMessage[]; plan: CallPlan; dropped: number }> {
-  let plan = await planCall(model, messages, wanted, minReply);
-  if (plan.fits || messages.length <= 2) return { messages, plan, dropped: 0 };
+  const full = await planCall(model, messages, wanted, minReply);
+  if (full.fits || messages.length <= 2) return { messages, plan: full, dropped: 0 };
+  let plan: CallPlan;
   const head = messages.slice(0, 2);
   const rest = messages.slice(2); // (assistant, user) pairs
   const pairs = Math.floor(rest.length / 2);
-  for (let dropped = 1; dropped <= pairs; dropped++) {
+  // the latest turn (the observation being answered) always stays
+  for (let dropped = 1; dropped < pairs; dropped++) {
     const kept = rest.slice(dropped * 2);
     const note: ChatMessage = {
       role: 'user',
@@ -129,5 +131,5 @@ export async function fitConversation(
     plan = await planCall(model, candidate, wanted, minReply);
     if (plan.fits) return { messages: candidate, plan, dropped };
   }
-  return { messages, plan, dropped: pairs };
+  return { messages, plan: full, dropped: 0 }; // nothing fits: the caller ends the episode
 }

@@ -118,12 +118,20 @@ export async function playEpisode(s: EpisodeSpec): Promise<Episode> {
   };
   for (let t = 0; t < s.maxTurns; t++) {
     const left = s.tokenBudget - ep.tokens;
-    if (left <= 0) {
+    if (left < MIN_AGENT_REPLY) {
       ep.end = 'token_budget';
       return ep;
     }
     // budget: the system prompt and first observation stay; the oldest turns go first
-    const fit = await fitConversation(s.model, messages, Math.min(400, left), MIN_AGENT_REPLY);
+    let fit;
+    try {
+      fit = await fitConversation(s.model, messages, Math.min(400, left), MIN_AGENT_REPLY);
+    } catch (err) {
+      if (s.signal?.aborted || (err as Error)?.name === 'AbortError') throw err;
+      ep.end = 'model_error'; // the model's tokenizer failed: not the environment's doing
+      ep.error = { name: (err as Error)?.name ?? 'Error', message: (err as Error)?.message ?? String(err) };
+      return ep;
+    }
     ep.maxPromptTokens = Math.max(ep.maxPromptTokens ?? 0, fit.plan.promptTokens);
     ep.droppedTurns = fit.dropped;
     if (!fit.plan.fits) {

@@ -39,6 +39,9 @@ export function agentTokenSamples(rollouts: RolloutRecord[]): TokenSample[] {
   }
   const out: TokenSample[] = [];
   for (const [key, group] of groups) {
+    // a play cut short by a failed model call scored 0 for no fault of the policy: the task was not
+    // scored, and its plays are not trained either
+    if (group.some((r) => r.end === 'model_error')) continue;
     const adv = groupAdvantages(group.map((r) => r.return));
     group.forEach((ep, j) => {
       if (!ep.trace || Math.abs(adv[j]!) < 1e-9) return;
