@@ -175,11 +175,13 @@ export class SpadeLoop {
         const tasks = tasksForCycle(cycleSkills, this.cfg.envsPerSkill);
         this.emit({ type: 'cycle_start', cycle, skills: tasks.map((t) => t.skill) });
         const memory = state.memory; // the snapshot every task of this cycle reads
+        // so is the blacklist: what a task adds joins it at the end of the cycle, so with concurrent
+        // tasks (or after a resume) no task's checks depend on which task finished first
+        const cycleBlacklist = [...state.blacklist];
         const todo = tasks.filter((t) => !state.pending.some((p) => p.archive.index === t.index));
         await limiter.map(todo, async (t) => {
           await this.gate();
-          const { blacklist, ...done } = await runTask(this.taskContext(cycle, t.index, t.skill, memory, state));
-          for (const id of blacklist) if (!state.blacklist.includes(id)) state.blacklist.push(id);
+          const done = await runTask(this.taskContext(cycle, t.index, t.skill, memory, cycleBlacklist, state));
           state.pending.push(done);
           state.pending.sort((a, b) => a.archive.index - b.archive.index);
           this.countErrors(state, done);
@@ -202,14 +204,21 @@ export class SpadeLoop {
     return state;
   }
 
-  private taskContext(cycle: number, index: number, skill: string, memory: Memory, state: RunState): TaskContext {
+  private taskContext(
+    cycle: number,
+    index: number,
+    skill: string,
+    memory: Memory,
+    blacklist: readonly string[],
+    state: RunState,
+  ): TaskContext {
     return {
       cfg: this.cfg,
       cycle,
       index,
       skill,
       memory,
-      blacklist: state.blacklist,
+      blacklist,
       emaWinRate: state.ema[skill],
       runner: this.d.runner,
       models: {
@@ -279,6 +288,7 @@ export class SpadeLoop {
       a.rawReward = raws[i]!;
       a.designerAdvantage = advantages[i]!;
       if (a.stats) a.stats.designerReward = advantages[i]!;
+      for (const id of p.blacklist ?? []) if (!state.blacklist.includes(id)) state.blacklist.push(id);
       if (a.stats?.timedOut && a.envId && !state.blacklist.includes(a.envId)) state.blacklist.push(a.envId);
       if (a.valid && a.code && a.stats && !a.stats.timedOut) {
         memory = addRecord(memory, {

@@ -482,7 +482,7 @@ export function score(cfg: Config, plays: Play[], emaWinRate: number | undefined
 // --- one task, all phases -------------------------------------------------------------------
 
 /** A task from its brief to its score. Returns the archive record and rollouts; never throws but for a stop. */
-export async function runTask(ctx: TaskContext): Promise<PendingTask & { blacklist: string[] }> {
+export async function runTask(ctx: TaskContext): Promise<PendingTask> {
   const t0 = performance.now();
   const { cfg, cycle, index, skill } = ctx;
   const b = await brief(ctx);

@@ -128,6 +128,8 @@ export interface PendingTask {
   rollouts: RolloutRecord[];
   ms: number;
   modelMs: number;
+  /** Programs that broke the checker: blacklisted when the cycle ends. */
+  blacklist?: string[];
 }
 
 export interface RunState {
