@@ -179,11 +179,13 @@ export async function run(argv: string[], io: Io): Promise<number> {
   const config = existing ? existing.config : await configFromFlags(a);
   const model = await modelFromFlags(a, modelLimits(config), config.thinking ?? DEFAULTS.thinking);
   const recorded = model instanceof ReplayChatModel ? recordedRun(model.header.run) : null;
-  if (existing) spec = existing;
-  else if (recorded) {
+  if (existing) {
+    spec = existing;
+    if (!a.flags.has('iterations') && existing.iterations) iterations = existing.iterations;
+  } else if (recorded) {
     // a replay reproduces the recorded run: its settings, skills, corpus and cycles
-    spec = { ...recorded.spec, createdAt: new Date().toISOString() };
     if (!a.flags.has('iterations')) iterations = recorded.cycles;
+    spec = { ...recorded.spec, createdAt: new Date().toISOString(), iterations };
     io.err(
       `settings taken from the recording (seed ${spec.config.seed}, ${recorded.cycles} cycle${recorded.cycles === 1 ? '' : 's'}); --set, --config and --skills are ignored for a replay`,
     );
@@ -203,6 +205,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       models: { designer: model.model, hint: model.model, agent: model.model },
       corpus: flag(a, 'corpus') ?? 'default',
       createdAt: new Date().toISOString(),
+      iterations,
     };
   }
   const corpus = await loadCorpus(spec.corpus);

@@ -21,6 +21,8 @@ export interface RunSpec {
   models: { designer: string; hint: string; agent: string };
   corpus: string;
   createdAt: string;
+  /** The cycles asked for when the run started: `--resume` without `--iterations` goes on to it. */
+  iterations?: number;
 }
 
 export interface Attempt {
