@@ -1,10 +1,8 @@
 // The model on the WebGPU kernels against the same model on the CPU references: logits, greedy
 // generation with the KV cache, and LoRA gradients — every architecture variant, f32 and bf16.
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../src/core/rng.ts';
 import { generate } from '../../src/engine/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
-import type { LoraModule } from '../../src/engine/io/peft.ts';
 import { LlamaModel } from '../../src/engine/model.ts';
 import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime.ts';
@@ -12,6 +10,7 @@ import { LoraTrainer } from '../../src/engine/train.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyDType, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 import { relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
+import { ALL_TARGETS, loraGradients } from './lora_gradients.ts';
 
 const { ctx, reason } = await tryGpu();
 const IDS = [5, 17, 99, 3, 250, 42, 7, 1, 64];
@@ -51,25 +50,8 @@ describe.skipIf(!ctx)(`model on WebGPU vs CPU references ${reason}`, () => {
 
   it.each(['llama3', 'qwen3'] as const)('%s: LoRA gradients agree with the CPU backward', async (variant) => {
     const { cpu, gpu } = await pair(variant);
-    const targets: LoraModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
-    cpu.initLora(2, 4, targets, 1);
-    const rng = createRng(4);
-    for (const [key, t] of cpu.lora!.w)
-      if (key.endsWith('.B')) for (let i = 0; i < t.data.length; i++) t.data[i] = (rng.next() - 0.5) * 0.2;
-    gpu.setLora((await cpu.getLora())!);
-    const ids = IDS.slice(0, -1);
-    const tg = IDS.slice(1);
-    const w = Float32Array.from(tg, (_, i) => (i % 3 ? 0.5 : -1));
-    const run = async <X>(m: LlamaModel<X>) => {
-      const { logits, tape } = m.forward(ids, { tape: true });
-      const r = m.ops.nll(logits, tg, w);
-      const grads = m.backward(tape!, m.ops.nllBackward(logits, tg, w, r.lse));
-      const out = new Map<string, Float32Array>();
-      for (const [k, x] of grads) out.set(k, Float32Array.from(await m.ops.read(x)));
-      return out;
-    };
-    const want = await run(cpu);
-    const got = await run(gpu);
+    const { want, got } = await loraGradients(cpu, gpu, IDS);
+    expect(want.size).toBe(2 * 2 * ALL_TARGETS.length);
     for (const [k, g] of want) expect(maxRel(got.get(k)!, g), k).toBeLessThan(1e-3);
   });
 

@@ -4,12 +4,10 @@
 // dequantised reference (logits, greedy tokens), LoRA gradients through a packed base, and the
 // GPU bytes against weightBytes(config).
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../src/core/rng.ts';
 import { generate } from '../../src/engine/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { packWeight, weightBytes, type WeightFormat } from '../../src/engine/io/pack.ts';
 import { hfTensorSpecs } from '../../src/engine/io/config.ts';
-import type { LoraModule } from '../../src/engine/io/peft.ts';
 import { embeddingPacked, embeddingPackedCpu } from '../../src/engine/kernels/embedding_packed.ts';
 import { matmulPacked, matmulPackedCpu } from '../../src/engine/kernels/matmul_packed.ts';
 import { matvecPacked, matvecPackedCpu } from '../../src/engine/kernels/matvec_packed.ts';
@@ -20,6 +18,7 @@ import { Engine, type Tensor } from '../../src/engine/runtime.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyDType, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 import { expectClose, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
+import { ALL_TARGETS, loraGradients } from './lora_gradients.ts';
 
 const { ctx, reason } = await tryGpu();
 const FORMATS = ['bf16', 'f16', 'q4'] as const;
@@ -141,26 +140,8 @@ describe.skipIf(!ctx)(`the model with packed base weights on WebGPU ${reason}`, 
     const l = await load('qwen3', 'bf16');
     const cpu = cpuModel(l, format);
     const gpu = gpuModel(l, format);
-    const targets: LoraModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
-    cpu.initLora(2, 4, targets, 1);
-    const rng = createRng(4);
-    for (const [key, t] of cpu.lora!.w)
-      if (key.endsWith('.B')) for (let i = 0; i < t.data.length; i++) t.data[i] = (rng.next() - 0.5) * 0.2;
-    gpu.setLora((await cpu.getLora())!);
-    const ids = IDS.slice(0, -1);
-    const tg = IDS.slice(1);
-    const w = Float32Array.from(tg, (_, i) => (i % 3 ? 0.5 : -1));
-    const run = async <X>(m: LlamaModel<X>) => {
-      const { logits, tape } = m.forward(ids, { tape: true });
-      const r = m.ops.nll(logits, tg, w);
-      const grads = m.backward(tape!, m.ops.nllBackward(logits, tg, w, r.lse));
-      const out = new Map<string, Float32Array>();
-      for (const [k, x] of grads) out.set(k, Float32Array.from(await m.ops.read(x)));
-      return out;
-    };
-    const want = await run(cpu);
-    const got = await run(gpu);
-    expect(want.size).toBe(2 * 2 * targets.length);
+    const { want, got } = await loraGradients(cpu, gpu, IDS);
+    expect(want.size).toBe(2 * 2 * ALL_TARGETS.length);
     for (const [k, g] of want) expect(maxRel(got.get(k)!, g), k).toBeLessThan(1e-3);
   });
 
