@@ -176,6 +176,32 @@ describe('spade chat / run against a local chat-completions server', () => {
     );
     expect(more.json()).toMatchObject({ cycles: 1 });
   });
+
+  it('--resume without --iterations goes on to the cycles the run was started with', async () => {
+    const out = join(dir, 'R');
+    const flags = ['--backend', 'openai', '--base-url', server.url, '--model', 'tiny', '--out', out];
+    const small = [
+      '--corpus',
+      'none',
+      '--skills',
+      'mathematical',
+      '--set',
+      'skillsPerCycle=1',
+      '--set',
+      'envsPerSkill=1',
+      '--set',
+      'playsPerEnv=1',
+    ];
+    const first = await spade('run', ...flags, '--iterations', '1', ...small, '--json');
+    expect(first.json()).toMatchObject({ cycles: 1 });
+    // as if the run had been started for 2 cycles and stopped after the first
+    const config = JSON.parse(await readFile(join(out, 'config.json'), 'utf8')) as { iterations: number };
+    expect(config.iterations).toBe(1);
+    await writeFile(join(out, 'config.json'), JSON.stringify({ ...config, iterations: 2 }));
+    const resumed = await spade('run', ...flags, '--resume', '--json');
+    expect(resumed.code, resumed.err.join('\n')).toBe(0);
+    expect(resumed.json()).toMatchObject({ cycles: 2 });
+  });
 });
 
 describe('spade models', () => {

@@ -239,6 +239,40 @@ describe('the SPADE loop', () => {
     expect(archive.find((a) => a.skill === 'optimisation')!.valid).toBe(true);
   });
 
+  it('a cycle gives the same archive with one task at a time and with two at once, a crashing design included', async () => {
+    // two designs of one skill; the first program crashes the checker: whichever task finishes
+    // first, the other reads the blacklist as it was when the cycle began
+    const crashing = {
+      ...runner,
+      check: async (code: string, opts?: Parameters<typeof runner.check>[1]) => {
+        if (code.includes('HangHuntEnv')) throw new WorkerCrashedError('killed');
+        return runner.check(code, opts);
+      },
+    };
+    const run = async (concurrency: number) => {
+      const store = new StoreRunStore(new MemoryStore(), `c${concurrency}`);
+      const state = await new SpadeLoop({
+        spec: {
+          ...spec({ ...CONFIG, concurrency, envsPerSkill: 2, repairTurns: 0, skillsPerCycle: 1 }),
+          skills: ['causal_reasoning'],
+        },
+        models: { designer: scriptedDesigner(), hint: scriptedHinter(), agent: scriptedAgent() },
+        runner: crashing,
+        corpus,
+        store,
+      }).run(1);
+      const archive = (await store.readArchive()).map((a) => [a.index, a.attempts[0]!.failures, a.rawReward]);
+      return { archive, blacklist: state.blacklist };
+    };
+    const one = await run(1);
+    expect(one.archive).toEqual([
+      [0, ['checker: WorkerCrashedError: killed'], -0.5],
+      [1, ['checker: WorkerCrashedError: killed'], -0.5],
+    ]);
+    expect(one.blacklist).toHaveLength(1); // joined once, at the end of the cycle
+    expect(await run(2)).toEqual(one);
+  });
+
   it('one failed model call ends one task; three in a row stop the run with the cause; resume continues', async () => {
     let down = false;
     const trio = scriptedTrio();

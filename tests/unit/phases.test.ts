@@ -14,7 +14,7 @@ import { ScriptedChatModel, scriptedAgent } from '../../src/core/llm/doubles.ts'
 import { createRng } from '../../src/core/rng.ts';
 import { DEFAULT_LIMITS } from '../../src/core/sandbox/limits.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
-import type { Episode } from '../../src/core/spade/agent.ts';
+import { playFresh, type Episode } from '../../src/core/spade/agent.ts';
 import { chunkText } from '../../src/core/spade/corpus.ts';
 import { emptyMemory } from '../../src/core/spade/memory.ts';
 import {
@@ -241,6 +241,24 @@ describe('phases: hint, plays, leaks, score', () => {
     for (const p of plays.filter((x) => x.hinted)) expect(p.ep).toMatchObject({ return: 1, end: 'terminated' });
     expect(plays[1]!.ep.firstObservation.endsWith('\n\nHINT: Halve the range each time.')).toBe(true);
     expect(c.events.filter((e) => e.type === 'rollout_end')).toHaveLength(4);
+  });
+
+  it('an agent whose token budget cannot fit another reply ends on token_budget, not context_full', async () => {
+    // each reply costs 90 tokens of a 100-token budget: 10 left is below the 32 a reply needs
+    const wordy = new ScriptedChatModel('wordy', () => `${'word '.repeat(89)}\\boxed{1}`);
+    const ep = await playFresh(FAKE_ENV, {
+      runner: sandbox,
+      setting: 'games',
+      model: wordy,
+      seed: 5,
+      hint: null,
+      maxTurns: 12,
+      tokenBudget: 100,
+      temperature: 0,
+      sampleSeed: 1,
+    });
+    expect(ep.turns).toHaveLength(1);
+    expect(ep.end).toBe('token_budget');
   });
 
   it('a failed agent call ends that play as a model error', async () => {

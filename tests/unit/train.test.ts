@@ -362,6 +362,23 @@ describe('local backend: token-exact replies', () => {
     expect(ids2.slice(0, r1.tokens!.prompt.length + 1)).toEqual([...r1.tokens!.prompt, eos]);
   });
 
+  it('a generation stopped part-way is an AbortError, never a cut-off reply', async () => {
+    const { chat } = await toyModel('0123456789', { seed: 4 });
+    const ac = new AbortController();
+    let pieces = 0;
+    const reply = chat.chat([sys, { role: 'user', content: 'Go.' }], {
+      temperature: 1,
+      max_tokens: 8,
+      seed: 1,
+      signal: ac.signal,
+      onToken: () => {
+        if (++pieces === 1) ac.abort(); // stop after the first sampled piece
+      },
+    });
+    await expect(reply).rejects.toMatchObject({ name: 'AbortError' });
+    expect(pieces).toBe(1);
+  });
+
   it('rejects allowed tokens outside the vocabulary', async () => {
     const { chat, tokenizer } = await toyModel('', { seed: 4 });
     expect(() => new LocalChatModel('x', chat.llm, tokenizer, { allowedTokens: [chat.llm.cfg.vocabSize] })).toThrow(
