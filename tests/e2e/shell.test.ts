@@ -51,6 +51,20 @@ describe('app shell in Chromium', () => {
     await page.close();
   });
 
+  it('follows a hash navigation even when the URL is rewritten before the hashchange event runs', async () => {
+    const page = await app.browser.newPage();
+    await page.goto(app.url);
+    await expect.poll(() => page.getByRole('tab', { name: 'Run' }).getAttribute('aria-selected')).toBe('true');
+    // the app rewrites the hash from its state with replaceState; if that lands between a
+    // navigation and its hashchange event, the event's newURL still says where the user went
+    await page.evaluate(() => {
+      location.hash = '#panel=settings&seed=7';
+      history.replaceState(history.state, '', location.pathname);
+    });
+    await expect.poll(() => page.locator('#cfg-seed').inputValue()).toBe('7');
+    await page.close();
+  });
+
   it('rejects a bad link value with a notice instead of failing', async () => {
     const page = await app.browser.newPage();
     const errors = watchErrors(page);
