@@ -25,6 +25,7 @@ import { embeddingPacked } from './kernels/embedding_packed.ts';
 import { matmulPacked } from './kernels/matmul_packed.ts';
 import { matvecPacked } from './kernels/matvec_packed.ts';
 import { isPacked, uploadPacked } from './kernels/packed_weight.ts';
+import type { PagedBatch } from './kv_pages.ts';
 
 export interface MatOpts {
   transA?: boolean;
@@ -88,6 +89,29 @@ export interface Ops<X> {
    * (unused when greedy). GPU: sampled on the device; only the B ids are read back.
    */
   sample(logits: X, o: SampleOptions, u: number[]): Promise<number[]>;
+  // --- batched decoding (issue 12): a fused QKV / gate-up path and a paged KV cache (kv_pages.ts) ---
+  /**
+   * y (N, Σ nᵢ) = [x·W₀ᵀ + b₀ | x·W₁ᵀ + b₁ | …] for weights Wᵢ (nᵢ, K) (packed allowed) and optional
+   * biases bᵢ (nᵢ,): one dispatch for a decode step's q, k, v. Column blocks in the order given.
+   */
+  linearFused(x: X, ws: X[], biases: (X | undefined)[]): X;
+  /** s (N, F) = silu(x·Wgᵀ) ⊙ (x·Wuᵀ): gate, up and SwiGLU in one dispatch on a decode step. */
+  gluLinear(x: X, wg: X, wu: X): X;
+  /**
+   * From qkv (N, (Hq + 2·Hkv)·D) in the column order of linearFused([q, k, v]): per-head RMSNorm of
+   * q and k when qNorm/kNorm (D,) are given (Qwen3), RoPE at positions b.pos, then the rotated k and
+   * v written to row b.dest[n] of kStore/vStore (rows, Hkv, D). Returns the rotated q (N, Hq, D).
+   */
+  ropeAppend(
+    qkv: X,
+    freqs: X,
+    kStore: X,
+    vStore: X,
+    b: PagedBatch,
+    o: { Hq: number; Hkv: number; qNorm?: X; kNorm?: X; eps?: number },
+  ): X;
+  /** Causal attention of q (N, Hq, D) against each row's sequence in the paged stores (kv_pages.ts). */
+  attentionPaged(q: X, kStore: X, vStore: X, b: PagedBatch): X;
   /** Release temporaries (GPU: back to the pool after the next submit). */
   free(...xs: X[]): void;
   /** Submit recorded work (GPU); a no-op on the CPU. */
@@ -232,6 +256,34 @@ export class CpuOps implements Ops<CpuTensor> {
   }
   async sample(logits: CpuTensor, o: SampleOptions, u: number[]): Promise<number[]> {
     return sampleCpu(logits.data, logits.shape[logits.shape.length - 1]!, o, u);
+  }
+  linearFused(x: CpuTensor, ws: CpuTensor[], biases: (CpuTensor | undefined)[]): CpuTensor {
+    const n = x.shape[0]!;
+    const parts = ws.map((w, i) => {
+      const y = this.matmul(x, w, { transB: true });
+      const b = biases[i];
+      return b ? this.addBias(y, b) : y;
+    });
+    const width = parts.reduce((a, p) => a + p.shape[1]!, 0);
+    const data = new Float32Array(n * width);
+    for (let r = 0; r < n; r++) {
+      let off = r * width;
+      for (const p of parts) {
+        const c = p.shape[1]!;
+        data.set(p.data.subarray(r * c, (r + 1) * c), off);
+        off += c;
+      }
+    }
+    return { data, shape: [n, width] };
+  }
+  gluLinear(x: CpuTensor, wg: CpuTensor, wu: CpuTensor): CpuTensor {
+    return this.swiglu(this.matmul(x, wg, { transB: true }), this.matmul(x, wu, { transB: true }));
+  }
+  ropeAppend(): CpuTensor {
+    throw new Error('ropeAppend: not implemented yet on the CPU backend');
+  }
+  attentionPaged(): CpuTensor {
+    throw new Error('attentionPaged: not implemented yet on the CPU backend');
   }
   free(): void {}
   flush(): void {}
@@ -399,6 +451,44 @@ export class GpuOps implements Ops<Tensor> {
   sample(logits: Tensor, o: SampleOptions, u: number[]): Promise<number[]> {
     const v = logits.shape[logits.shape.length - 1]!;
     return readIds(this.e, sample(this.e, this.view(logits, [logits.size / v, v]), o, u));
+  }
+  /** Unfused fallback (replaced by the fused kernel): one product per weight, copied into column blocks. */
+  linearFused(x: Tensor, ws: Tensor[], biases: (Tensor | undefined)[]): Tensor {
+    const n = x.shape[0]!;
+    const parts = ws.map((w, i) => {
+      const y = this.matmul(x, w, { transB: true });
+      const b = biases[i];
+      if (!b) return y;
+      const yb = this.addBias(y, b);
+      this.e.release(y);
+      return yb;
+    });
+    const width = parts.reduce((a, p) => a + p.shape[1]!, 0);
+    const out = this.e.tensor([n, width]);
+    for (let r = 0; r < n; r++) {
+      let off = r * width;
+      for (const p of parts) {
+        const c = p.shape[1]!;
+        this.e.copy(p, r * c, out, off, c);
+        off += c;
+      }
+    }
+    for (const p of parts) this.e.release(p);
+    return out;
+  }
+  gluLinear(x: Tensor, wg: Tensor, wu: Tensor): Tensor {
+    const g = this.matmul(x, wg, { transB: true });
+    const u = this.matmul(x, wu, { transB: true });
+    const s = this.swiglu(g, u);
+    this.e.release(g);
+    this.e.release(u);
+    return s;
+  }
+  ropeAppend(): Tensor {
+    throw new Error('ropeAppend: not implemented yet on the GPU backend');
+  }
+  attentionPaged(): Tensor {
+    throw new Error('attentionPaged: not implemented yet on the GPU backend');
   }
   free(...xs: Tensor[]): void {
     for (const x of xs) this.e.release(x);
