@@ -5,18 +5,21 @@
  *                         (a fresh random checkpoint in the Hugging Face layout: io/init_checkpoint.ts)
  *   spade engine logits   --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu]
  *                         [--weights f32|bf16|f16|q4] [--json]
- *   spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0]
- *                         [--top-p 1] [--top-k 0] [--min-p 0] [--seed 0] [--device gpu|cpu]
- *                         [--weights f32|bf16|f16|q4] [--json]
+ *   spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 [--tokens 4,5 ...] --max-new N
+ *                         [--temperature 0] [--top-p 1] [--top-k 0] [--min-p 0] [--seed 0]
+ *                         [--max-batch 16] [--device gpu|cpu] [--weights f32|bf16|f16|q4] [--json]
  * --json: the last line is one JSON object with `logits` (last position, or every position with --all)
  * or `tokens` (the generated ids), plus `weights` (the base's storage format) and `weightBytes`
  * (what the base weights take on the device; on the CPU the dequantised f32 copy).
+ * `generate` with --tokens given more than once decodes the prompts together, as one batch of the
+ * engine's scheduler (batch.ts; prompt i samples with seed + i), and prints one line per prompt;
+ * with --json the object has `batch: [{ tokens }, ...]` in prompt order instead of `tokens`.
  */
 import { basename } from 'node:path';
 import { UsageError } from '../core/errors.ts';
 import { LocalChatModel } from '../engine/local_model.ts';
 import type { TextTokenizer } from '../engine/io/tokenizer.ts';
-import { generate } from '../engine/generate.ts';
+import { DecodeScheduler } from '../engine/batch.ts';
 import { loadCheckpoint, loadPeftAdapter } from '../engine/io/load.ts';
 import { parseWeightFormat, type WeightFormat } from '../engine/io/pack.ts';
 import { LlamaModel } from '../engine/model.ts';
@@ -61,13 +64,16 @@ export async function loadLocalChatModel(
   return new LocalChatModel(basename(dir), model, tokenizer);
 }
 
-function parseTokens(a: Args): number[] {
-  const raw = flag(a, 'tokens');
-  if (!raw) throw new UsageError('--tokens 1,2,3 is required');
-  const ids = raw.split(',').map((s) => Number(s.trim()));
-  if (ids.some((n) => !Number.isInteger(n) || n < 0))
-    throw new UsageError(`--tokens must be comma-separated token ids; got "${raw}"`);
-  return ids;
+/** Every --tokens value as a list of ids (the flag may be repeated: one prompt each). */
+function parseTokens(a: Args): number[][] {
+  const raws = a.flags.get('tokens') ?? [];
+  if (raws.length === 0) throw new UsageError('--tokens 1,2,3 is required');
+  return raws.map((raw) => {
+    const ids = raw.split(',').map((s) => Number(s.trim()));
+    if (raw.trim() === '' || ids.some((n) => !Number.isInteger(n) || n < 0))
+      throw new UsageError(`--tokens must be comma-separated token ids; got "${raw}"`);
+    return ids;
+  });
 }
 
 /** `spade engine init`: write a fresh random checkpoint (see the header). */
@@ -129,7 +135,9 @@ export async function engine(argv: string[], io: Io): Promise<number> {
   const dir = flag(a, 'model');
   if (sub !== 'logits' && sub !== 'generate') throw new UsageError('engine needs "init", "logits" or "generate"');
   if (!dir) throw new UsageError(`engine ${sub} needs --model DIR (a Hugging Face checkpoint directory)`);
-  const ids = parseTokens(a);
+  const prompts = parseTokens(a);
+  if (sub === 'logits' && prompts.length > 1) throw new UsageError('engine logits takes --tokens once');
+  const ids = prompts[0]!;
   let weights: WeightFormat;
   try {
     weights = parseWeightFormat(flag(a, 'weights') ?? 'f32'); // f32: the reference
@@ -139,7 +147,7 @@ export async function engine(argv: string[], io: Io): Promise<number> {
   const { model, close } = await loadModelFromDir(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu', false, weights);
   const stored = { weights: model.weightFormat, weightBytes: model.weightBytes };
   try {
-    if (ids.some((i) => i >= model.cfg.vocabSize))
+    if (prompts.some((p) => p.some((i) => i >= model.cfg.vocabSize)))
       throw new UsageError(`token ids must be below the vocabulary size ${model.cfg.vocabSize}`);
     if (sub === 'logits') {
       const all = a.flags.has('all');
@@ -158,17 +166,30 @@ export async function engine(argv: string[], io: Io): Promise<number> {
           );
       return 0;
     }
-    const tokens = await generate(model, ids, {
-      maxNew: intFlag(a, 'max-new', 16),
-      temperature: Number(flag(a, 'temperature') ?? 0),
-      topP: Number(flag(a, 'top-p') ?? 1),
-      topK: intFlag(a, 'top-k', 0),
-      minP: Number(flag(a, 'min-p') ?? 0),
-      seed: intFlag(a, 'seed', 0),
-      stopIds: model.cfg.eosTokenIds,
-    });
-    if (a.flags.has('json')) io.out(JSON.stringify({ ok: true, ...stored, tokens }));
-    else io.out(tokens.join(','));
+    const scheduler = new DecodeScheduler(model, { maxBatch: intFlag(a, 'max-batch', 16) });
+    const seed = intFlag(a, 'seed', 0);
+    const results = await Promise.all(
+      prompts.map((p, i) =>
+        scheduler.generate(p, {
+          maxNew: intFlag(a, 'max-new', 16),
+          temperature: Number(flag(a, 'temperature') ?? 0),
+          topP: Number(flag(a, 'top-p') ?? 1),
+          topK: intFlag(a, 'top-k', 0),
+          minP: Number(flag(a, 'min-p') ?? 0),
+          seed: seed + i,
+          stopIds: model.cfg.eosTokenIds,
+        }),
+      ),
+    );
+    if (a.flags.has('json'))
+      io.out(
+        JSON.stringify(
+          results.length === 1
+            ? { ok: true, ...stored, tokens: results[0] }
+            : { ok: true, ...stored, batch: results.map((tokens) => ({ tokens })) },
+        ),
+      );
+    else for (const tokens of results) io.out(tokens.join(','));
     return 0;
   } finally {
     close();
