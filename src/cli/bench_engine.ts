@@ -7,7 +7,8 @@ import type { Args, Io } from './args.ts';
  * decode and LoRA-training tokens/s on BENCH_CONFIG; GPU bytes per base and trained parameter;
  * top-p sampling ms per token at a 151,936 vocabulary (CPU full sort, CPU, GPU); compute dispatches
  * per generated token for the Qwen2.5-0.5B layout (engine counter, reduced-layer variants scaled);
- * per base-weight format (f32, bf16, f16, q4): GPU bytes per base parameter and decode tokens/s.
+ * per base-weight format (f32, bf16, f16, q4): GPU bytes per base parameter and decode tokens/s;
+ * aggregate decode tokens/s of the batching scheduler at batch 1, 8 and 16 and the speed-up over 1.
  * --quick uses smaller sizes (for software adapters).
  */
 export async function benchEngine(io: Io, a: Args): Promise<number> {
@@ -62,6 +63,20 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
     const sampling = await benchSampling(e, quick ? 3 : 20);
     // --quick: a 4,096 vocabulary (dispatch counts do not depend on it)
     const dispatches = await countDecodeDispatches(e, undefined, quick ? 4096 : undefined);
+    const dispatchesUnbatched = await countDecodeDispatches(
+      e,
+      undefined,
+      quick ? 4096 : undefined,
+      undefined,
+      4,
+      'generate',
+    );
+    const { benchBatchDecode } = await import('../engine/bench_batch.ts');
+    const batchDecode = (
+      await benchBatchDecode(e, quick ? { ...BENCH_CONFIG, numLayers: 2, vocabSize: 4096 } : BENCH_CONFIG, {
+        tokens: quick ? 4 : 16,
+      })
+    ).map((r) => ({ ...r, tokensPerSec: +r.tokensPerSec.toFixed(1), speedup: +r.speedup.toFixed(2) }));
     const { benchWeightFormats } = await import('../engine/bench_model.ts');
     const weightFormats = (
       await benchWeightFormats(
@@ -88,6 +103,8 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
         gpuMs: +sampling.gpuMs.toFixed(2),
       },
       dispatches,
+      dispatchesUnbatched,
+      batchDecode,
       weightFormats,
     };
     if (a.flags.has('json')) io.out(JSON.stringify(result));
@@ -114,6 +131,12 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       );
       io.out(
         `dispatches per generated token (${dispatches.layout}): ${dispatches.perToken} (${dispatches.fixed} + ${dispatches.perLayer} per layer), ${dispatches.copiesPerToken} copies, ${dispatches.submitsPerToken} submits — ${dispatches.note}`,
+      );
+      io.out(
+        `  (the unbatched generate() path: ${dispatchesUnbatched.perToken} per token, ${dispatchesUnbatched.perLayer} per layer)`,
+      );
+      io.out(
+        `batched decode (${BENCH_CONFIG.architecture}, scheduler): ${batchDecode.map((r) => `batch ${r.batch} ${r.tokensPerSec} tok/s (${r.speedup}×)`).join(' · ')}`,
       );
       for (const w of weightFormats)
         io.out(

@@ -145,8 +145,8 @@ export const CONFIG_SCHEMA = {
     kind: 'int',
     min: 1,
     max: 64,
-    default: 1,
-    why: 'one GPU in a tab serves one request at a time; raise it for a server',
+    default: 8,
+    why: 'the local engine decodes concurrent calls together (up to 16 rows a step) and servers batch them; WebLLM queues them one at a time',
   },
   llmValidator: {
     kind: 'enum',

@@ -16,6 +16,9 @@
  * reply, so a template that renders old turns differently (Qwen3 drops their think blocks) still
  * extends the ids the model really saw; the reply is never re-tokenised. `allowedTokens`
  * constrains the policy's vocabulary (sampling here, and the trainer's log-softmax, same bias).
+ * Concurrent chats on one model are decoded together by its DecodeScheduler (batch.ts, issue 12):
+ * one step serves every active reply, and a prompt that extends a cached one (the next turn of an
+ * episode, another play of the same environment) reuses its KV cache.
  */
 import {
   throwIfAborted,
@@ -26,7 +29,7 @@ import {
   type ModelCapabilities,
 } from '../core/llm/chat_model.ts';
 import type { Thinking } from '../core/llm/thinking.ts';
-import { generate } from './generate.ts';
+import { DecodeScheduler } from './batch.ts';
 import type { TextTokenizer } from './io/tokenizer.ts';
 import type { LlamaModel } from './model.ts';
 import { allowedTokenBias } from './policy.ts';
@@ -34,6 +37,20 @@ import { allowedTokenBias } from './policy.ts';
 export interface LocalModelOptions {
   /** Only these ids can be sampled (a logit mask; the trainer must use the same list). */
   allowedTokens?: number[];
+}
+
+/**
+ * One scheduler per engine model: every LocalChatModel over the same LlamaModel (the designer and
+ * the agent roles share one) feeds the same batch, so concurrent chats share decode steps.
+ */
+const schedulers = new WeakMap<object, DecodeScheduler<unknown>>();
+export function schedulerFor<X>(llm: LlamaModel<X>): DecodeScheduler<X> {
+  let s = schedulers.get(llm) as DecodeScheduler<X> | undefined;
+  if (!s) {
+    s = new DecodeScheduler(llm);
+    schedulers.set(llm, s as DecodeScheduler<unknown>);
+  }
+  return s;
 }
 
 /** Earlier calls remembered for continuation (messages + reply → ids); 256 covers a cycle's parallel plays. */
@@ -139,7 +156,7 @@ export class LocalChatModel<X> implements ChatModel {
     const stops = o.stop ?? [];
     const temperature = o.temperature ?? 0.6;
     const sampledLogprobs: number[] = [];
-    await generate(this.llm, prompt, {
+    await schedulerFor(this.llm).generate(prompt, {
       maxNew,
       temperature,
       logitBias: this.logitBias,
