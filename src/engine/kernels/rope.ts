@@ -11,7 +11,11 @@
  */
 import { uniforms, type Engine, type Tensor } from '../runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
-import shader from './rope.wgsl?raw';
+import { preprocessWgsl } from './wgsl_preprocess.ts';
+import ropeShader from './rope.wgsl?raw';
+
+/** The whole kernel (rope_append.ts takes only its cosSin, with ROPE_KERNEL false). */
+const shader = preprocessWgsl(ropeShader, { ROPE_KERNEL: true }, 'rope.wgsl');
 
 const WG = 64;
 

@@ -5,7 +5,9 @@
 // The backward is the same rotation by -a: run with sign = -1 on dy.
 // Constants (overrides): WG = workgroup size (default 64).
 // Dispatch: (H, T) workgroups; each invocation loops over pairs i = lid, lid + WG, ... < D/2.
+// rope_append.wgsl reuses cosSin: it appends this file preprocessed with ROPE_KERNEL false.
 
+// #if ROPE_KERNEL
 override WG: u32 = 64u;
 
 struct Params {
@@ -20,6 +22,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> freqs: array<f32>;   // (D/2,)
 @group(0) @binding(2) var<storage, read_write> y: array<f32>; // (T, H, D)
 @group(0) @binding(3) var<uniform> p: Params;
+// #endif
 
 // cos and sin of an angle, computed here rather than with the built-ins: WGSL only bounds their
 // error by 2^-11 on [-pi, pi] (SwiftShader is off by ~2e-4) and not at all outside it.
@@ -46,6 +49,7 @@ fn cosSin(a: f32) -> vec2<f32> {
   }
 }
 
+// #if ROPE_KERNEL
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let h = wid.x;
@@ -63,3 +67,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     y[base + i + half] = x2 * c + x1 * s;
   }
 }
+// #endif

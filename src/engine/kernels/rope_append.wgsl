@@ -1,0 +1,99 @@
+// rope_append: the attention input stage of a batched decode step, one dispatch. From each row n
+// of qkv = [q heads | k heads | v heads] (linearFused's column order):
+//   q head h:   optional per-head RMSNorm (qNorm, Qwen3), then RoPE at position pos[n] → out[n, h]
+//   k head h:   optional per-head RMSNorm (kNorm), then RoPE at pos[n]            → kStore[dest[n], h]
+//   v head h:   copied as is                                                        → vStore[dest[n], h]
+// RMSNorm as rmsnorm.wgsl: y = x * inverseSqrt(mean(x^2) + eps) * w over the head's D values.
+// RoPE as rope.wgsl (HF rotate_half, dim i pairs with i + D/2), angle = f32(pos) * freqs[i] in f32,
+// cos/sin from rope.wgsl's cosSin (appended to this source by rope_append.ts).
+// pos and dest are read from one u32 index tensor (the step's PagedBatch, kv_pages.ts) at offsets.
+// Constants (overrides): WG = workgroup size, a power of two (default 64; D/2 rounded up if less).
+// Dispatch: (Hq + Hkv, N) workgroups: x < Hq is q head x, else k/v head x - Hq; each invocation
+// loops over pairs i = lid, lid + WG, ... < D/2.
+
+override WG: u32 = 64u;
+
+struct Params {
+  N: u32,
+  Hq: u32,
+  Hkv: u32,
+  D: u32,
+  posOff: u32,  // pos (N,) at idx[posOff ..]
+  destOff: u32, // dest (N,) at idx[destOff ..]
+  flags: u32,   // bit 0: qNorm given, bit 1: kNorm given
+  eps: f32,
+}
+
+@group(0) @binding(0) var<storage, read> qkv: array<f32>;          // (N, (Hq + 2 Hkv) D)
+@group(0) @binding(1) var<storage, read> freqs: array<f32>;        // (D/2,)
+@group(0) @binding(2) var<storage, read> qNorm: array<f32>;        // (D,) (a stand-in when flags bit 0 is 0)
+@group(0) @binding(3) var<storage, read> kNorm: array<f32>;        // (D,) (a stand-in when flags bit 1 is 0)
+@group(0) @binding(4) var<storage, read> idx: array<u32>;          // [pos (N) | dest (N) | ...] at posOff, destOff
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;    // (N, Hq, D)
+@group(0) @binding(6) var<storage, read_write> kStore: array<f32>; // (rows, Hkv, D)
+@group(0) @binding(7) var<storage, read_write> vStore: array<f32>; // (rows, Hkv, D)
+@group(0) @binding(8) var<uniform> p: Params;
+
+var<workgroup> red: array<f32, WG>; // sum-of-squares reduction
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let hh = wid.x; // q head, or Hq + k/v head
+  let n = wid.y;
+  let D = p.D;
+  let half = D / 2u;
+  let isQ = hh < p.Hq;
+  let src = n * (p.Hq + 2u * p.Hkv) * D + hh * D; // this head's column block in row n
+
+  // sum of squares of the head (always reduced, so the barriers stay in uniform control flow)
+  var ss = 0.0;
+  for (var i = lid; i < half; i += WG) {
+    let a = qkv[src + i];
+    let b = qkv[src + i + half];
+    ss += a * a + b * b;
+  }
+  red[lid] = ss;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+    if (lid < stride) {
+      red[lid] += red[lid + stride];
+    }
+    workgroupBarrier();
+  }
+  let normed = (isQ && (p.flags & 1u) != 0u) || (!isQ && (p.flags & 2u) != 0u);
+  let rstd = inverseSqrt(red[0] / f32(D) + p.eps);
+
+  let pos = f32(idx[p.posOff + n]);
+  var dst: u32;
+  if (isQ) {
+    dst = (n * p.Hq + hh) * D;
+  } else {
+    dst = (idx[p.destOff + n] * p.Hkv + (hh - p.Hq)) * D;
+  }
+  for (var i = lid; i < half; i += WG) {
+    var x1 = qkv[src + i];
+    var x2 = qkv[src + i + half];
+    if (normed) {
+      if (isQ) {
+        x1 = x1 * rstd * qNorm[i];
+        x2 = x2 * rstd * qNorm[i + half];
+      } else {
+        x1 = x1 * rstd * kNorm[i];
+        x2 = x2 * rstd * kNorm[i + half];
+      }
+    }
+    let cs = cosSin(pos * freqs[i]);
+    let y1 = x1 * cs.x - x2 * cs.y;
+    let y2 = x2 * cs.x + x1 * cs.y;
+    if (isQ) {
+      out[dst + i] = y1;
+      out[dst + i + half] = y2;
+    } else {
+      kStore[dst + i] = y1;
+      kStore[dst + i + half] = y2;
+      let vSrc = src + p.Hkv * D; // v head (hh - Hq) sits Hkv heads after k head (hh - Hq)
+      vStore[dst + i] = qkv[vSrc + i];
+      vStore[dst + i + half] = qkv[vSrc + i + half];
+    }
+  }
+}
