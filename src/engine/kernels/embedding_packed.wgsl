@@ -12,6 +12,8 @@ struct Params { T: u32, C: u32, V: u32, soff: u32 }
 @group(0) @binding(2) var<storage, read_write> out: array<f32>; // (T, C)
 @group(0) @binding(3) var<uniform> p: Params;
 
+fn w_word(i: u32) -> u32 { return w[i]; } // the packed words, for packed_weight.wgsl
+
 @compute @workgroup_size(WG)
 fn main(
   @builtin(workgroup_id) wid: vec3<u32>,

@@ -25,6 +25,8 @@ struct Params { M: u32, N: u32, K: u32, wcols: u32, soff: u32, alpha: f32 }
 @group(0) @binding(2) var<storage, read_write> c: array<f32>; // (M, N)
 @group(0) @binding(3) var<uniform> p: Params;
 
+fn w_word(i: u32) -> u32 { return w[i]; } // the packed words, for packed_weight.wgsl
+
 var<workgroup> tile_a: array<f32, BK * BM>; // [k][m]
 var<workgroup> tile_b: array<f32, BK * BN>; // [k][n]
 

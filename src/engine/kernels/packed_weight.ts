@@ -2,8 +2,8 @@
  * Frozen weights packed in u32 words on the GPU (layouts: io/pack.ts): the tensor type, the
  * upload, and the WGSL variants. `PackedTensor` is a Tensor whose `shape` is the weight's logical
  * (rows, cols) and whose `size` is the number of u32 words in its buffer (`dtype` 'f32' marks
- * 4-byte elements for copies); only the packed kernels (matvec_packed, matmul_packed,
- * embedding_packed) read it. The shared reading functions (packed_weight.wgsl) are prepended to
+ * 4-byte elements for copies); only the packed kernels (matvec.wgsl's PACKED variants, matmul_packed,
+ * embedding_packed) read it. The shared reading functions (packed_weight.wgsl) are appended to
  * each kernel's source and the format picked with wgsl_preprocess flags BF16 / F16 / Q4.
  */
 import type { PackedWeight, WeightFormat } from '../io/pack.ts';

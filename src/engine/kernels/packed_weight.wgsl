@@ -1,7 +1,8 @@
 // packed_weight: not an op of its own — the functions that read a frozen weight W (R, C) held as
 // u32 words in the layouts of io/pack.ts (C is the packed, input dimension). packed_weight.ts
-// prepends this to matvec_packed.wgsl, matmul_packed.wgsl and embedding_packed.wgsl, which
-// declare `w: array<u32>` (the packed words) and pass C and the q4 scale offset. Exactly one
+// appends this to matmul_packed.wgsl and embedding_packed.wgsl (matvec.ts to matvec.wgsl), which
+// define `fn w_word(i: u32) -> u32` (word i of the packed weight; usually `return w[i];`, the
+// fused matvec picks one of several weight bindings) and pass C and the q4 scale offset. Exactly one
 // flag of BF16 / F16 / Q4 is set (wgsl_preprocess). No `shader-f16`: bf16 is the top half of an
 // f32 (shifts), f16 goes through unpack2x16float, q4 codes through extractBits.
 
@@ -9,14 +10,14 @@
 fn w_at(row: u32, col: u32, cols: u32, soff: u32) -> f32 {
   let i = row * cols + col;
 // #if BF16
-  let wd = w[i >> 1u];
+  let wd = w_word(i >> 1u);
   return bitcast<f32>(select(wd << 16u, wd & 0xffff0000u, (i & 1u) == 1u));
 // #endif
 // #if F16
-  return unpack2x16float(w[i >> 1u])[i & 1u];
+  return unpack2x16float(w_word(i >> 1u))[i & 1u];
 // #endif
 // #if Q4
-  let q = extractBits(w[i >> 3u], 4u * (i & 7u), 4u);
+  let q = extractBits(w_word(i >> 3u), 4u * (i & 7u), 4u);
   return (f32(q) - 7.0) * q4_scale(i >> 5u, soff);
 // #endif
 }
@@ -26,23 +27,23 @@ fn w_chunk8(row: u32, c: u32, cols: u32, soff: u32) -> array<vec4<f32>, 2> {
   let i = row * cols + 8u * c; // first element; a multiple of 8
 // #if BF16
   let b = i >> 1u;
-  let w0 = w[b];
-  let w1 = w[b + 1u];
-  let w2 = w[b + 2u];
-  let w3 = w[b + 3u];
+  let d0 = w_word(b);
+  let d1 = w_word(b + 1u);
+  let d2 = w_word(b + 2u);
+  let d3 = w_word(b + 3u);
   let m = 0xffff0000u;
   return array<vec4<f32>, 2>(
-    bitcast<vec4<f32>>(vec4<u32>(w0 << 16u, w0 & m, w1 << 16u, w1 & m)),
-    bitcast<vec4<f32>>(vec4<u32>(w2 << 16u, w2 & m, w3 << 16u, w3 & m)));
+    bitcast<vec4<f32>>(vec4<u32>(d0 << 16u, d0 & m, d1 << 16u, d1 & m)),
+    bitcast<vec4<f32>>(vec4<u32>(d2 << 16u, d2 & m, d3 << 16u, d3 & m)));
 // #endif
 // #if F16
   let b = i >> 1u;
   return array<vec4<f32>, 2>(
-    vec4<f32>(unpack2x16float(w[b]), unpack2x16float(w[b + 1u])),
-    vec4<f32>(unpack2x16float(w[b + 2u]), unpack2x16float(w[b + 3u])));
+    vec4<f32>(unpack2x16float(w_word(b)), unpack2x16float(w_word(b + 1u))),
+    vec4<f32>(unpack2x16float(w_word(b + 2u)), unpack2x16float(w_word(b + 3u))));
 // #endif
 // #if Q4
-  let wd = w[i >> 3u];
+  let wd = w_word(i >> 3u);
   let s = q4_scale(i >> 5u, soff);
   let lo = vec4<f32>(vec4<u32>(extractBits(wd, 0u, 4u), extractBits(wd, 4u, 4u),
                                extractBits(wd, 8u, 4u), extractBits(wd, 12u, 4u)));
@@ -55,6 +56,6 @@ fn w_chunk8(row: u32, c: u32, cols: u32, soff: u32) -> array<vec4<f32>, 2> {
 // #if Q4
 // Scale of group g (groups of 32 in row-major order): two binary16 per word after the codes.
 fn q4_scale(g: u32, soff: u32) -> f32 {
-  return unpack2x16float(w[soff + (g >> 1u)])[g & 1u];
+  return unpack2x16float(w_word(soff + (g >> 1u)))[g & 1u];
 }
 // #endif
