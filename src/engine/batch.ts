@@ -1,27 +1,457 @@
 /**
  * The continuous-batching scheduler behind LocalChatModel.chat (issue 12): concurrent generate()
- * calls on one model share decode steps. PLACEHOLDER: runs calls one after another through
- * generate(); the batched implementation replaces the body, keeping this contract.
+ * calls on one model share decode steps on a paged KV cache (kv_pages.ts, LlamaModel.step).
+ *
+ * One async loop runs while any request is active. Each step:
+ *   1. aborted requests leave (resolved with their tokens so far, as generate() returns);
+ *   2. waiting requests are admitted up to `maxBatch`, each starting from the longest cached prefix
+ *      of its prompt (an active sequence's or a finished one's kept in an LRU prefix cache); a
+ *      request whose prompt shares more with a prompt still being prefilled waits for that prefill
+ *      instead of computing the shared part again (the plays of one environment);
+ *   3. one forward (LlamaModel.step) over every decoding request's last token and prefill chunks of
+ *      the admitted prompts, at most `prefillBudget` prompt tokens per step (longer prompts go on in
+ *      the next steps);
+ *   4. every request whose prompt is complete samples one id with its own options and seeded Rng
+ *      (one draw per sampled token, as generate() does), logitBias and logprobs; rows with equal
+ *      sampling options share one Ops.sample call, and all calls are read back together.
+ * Each request's ids, log-probs and stopping equal those of generate(model, prompt, o) on its own,
+ * up to the float rounding of a different kernel on the GPU (tests/unit/engine_batch.test.ts).
+ * An error in a step rejects the requests in that step; the scheduler stays usable.
+ *
+ * The prefix cache holds k/v computed with the weights of the moment: call clearPrefixCache() after
+ * the weights or the adapter change (a training step); a new adapter object (setLora/initLora)
+ * clears it by itself.
  */
+import { createRng, type Rng } from '../core/rng.ts';
 import { generate, type GenerateOptions } from './generate.ts';
+import { KvPages, PAGE, type KvSeq, type StepItem } from './kv_pages.ts';
 import type { LlamaModel } from './model.ts';
+import { checkSampleOptions, type SampleOptions } from './sample.ts';
 
 export interface SchedulerOptions {
-  /** Most sequences decoded together in one step. */
+  /** Most sequences decoded together in one step (default 16: the chat concurrency of a self-play cycle). */
   maxBatch?: number;
+  /**
+   * Most prompt tokens prefilled in one step (default 512: a long prompt does not stall the decoding
+   * rows for more than about one 512-token forward; longer prompts prefill in chunks).
+   */
+  prefillBudget?: number;
+  /**
+   * Tokens of finished sequences kept for prefix reuse (default 8192: a few episodes' conversations;
+   * for Qwen2.5-0.5B that is 8192 · 24 layers · 2 · 2 heads · 64 · 4 B ≈ 100 MB of k/v).
+   */
+  prefixCacheTokens?: number;
+  /** Pages of the KV stores allocated up front (default 64 = 1024 rows; they double as needed). */
+  initialPages?: number;
 }
 
+export interface SchedulerStats {
+  /** Forwards run. */
+  steps: number;
+  /** Rows (new tokens) over all steps: rows / steps is the mean batch. */
+  rows: number;
+  /** Most rows in one step. */
+  maxRows: number;
+  /** Prompt tokens computed (prefill rows). */
+  prefillTokens: number;
+  /** Prompt tokens not computed because a cached prefix was reused. */
+  prefixReusedTokens: number;
+  /** Tokens sampled. */
+  sampled: number;
+  /** Requests finished (resolved or rejected). */
+  requests: number;
+  /** Pages the KV stores hold now, and how often they grew. */
+  kvPages: number;
+  kvGrowths: number;
+}
+
+interface Request<X> {
+  prompt: number[];
+  o: GenerateOptions;
+  rng: Rng;
+  out: number[];
+  resolve: (ids: number[]) => void;
+  reject: (e: unknown) => void;
+  seq?: KvSeq;
+  /** Prompt tokens whose k/v are in seq (reused or computed). */
+  fed: number;
+  bias?: X;
+  /** (count,) log-probs of the sampled ids, on the backend; read once at the end. */
+  lp?: X;
+}
+
+/** The rule of sample.ts with its defaults made explicit, as a grouping key. */
+function sampleKey(o: SampleOptions): string {
+  return `${o.temperature > 0 ? o.temperature : 0}|${o.topK ?? 0}|${o.topP ?? 1}|${o.minP ?? 0}`;
+}
+
+function commonPrefix(a: number[], b: number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+const ZERO_STATS = {
+  steps: 0,
+  rows: 0,
+  maxRows: 0,
+  prefillTokens: 0,
+  prefixReusedTokens: 0,
+  sampled: 0,
+  requests: 0,
+};
+
 export class DecodeScheduler<X> {
-  private chain: Promise<unknown> = Promise.resolve();
+  private readonly maxBatch: number;
+  private readonly prefillBudget: number;
+  private readonly prefixCacheTokens: number;
+  private readonly waiting: Request<X>[] = [];
+  private readonly active: Request<X>[] = [];
+  /** Finished sequences for prefix reuse, least recently used first. */
+  private cache: KvSeq[] = [];
+  private cacheTokens = 0;
+  private cacheLora: unknown = null;
+  private kv: KvPages<X> | null = null;
+  private running = false;
+  private counts = { ...ZERO_STATS };
+
   constructor(
     readonly model: LlamaModel<X>,
     readonly opts: SchedulerOptions = {},
-  ) {}
+  ) {
+    this.maxBatch = opts.maxBatch ?? 16;
+    this.prefillBudget = opts.prefillBudget ?? 512;
+    this.prefixCacheTokens = opts.prefixCacheTokens ?? 8192;
+    if (!(Number.isInteger(this.maxBatch) && this.maxBatch >= 1))
+      throw new RangeError(`DecodeScheduler: maxBatch must be a whole number ≥ 1; got ${this.maxBatch}`);
+    if (!(Number.isInteger(this.prefillBudget) && this.prefillBudget >= 1))
+      throw new RangeError(`DecodeScheduler: prefillBudget must be a whole number ≥ 1; got ${this.prefillBudget}`);
+    if (!(this.prefixCacheTokens >= 0))
+      throw new RangeError(`DecodeScheduler: prefixCacheTokens must be ≥ 0; got ${this.prefixCacheTokens}`);
+  }
 
   /** The same contract as generate(model, prompt, o), batched with every other call in flight. */
   generate(prompt: number[], o: GenerateOptions): Promise<number[]> {
-    const run = this.chain.then(() => generate(this.model, prompt, o));
-    this.chain = run.catch(() => undefined);
-    return run;
+    if (o.noCache) return generate(this.model, prompt, o); // the test-only recomputing path
+    return new Promise<number[]>((resolve, reject) => {
+      if (prompt.length === 0) throw new RangeError('generate: the prompt has no tokens');
+      checkSampleOptions(o);
+      if (o.maxNew <= 0 || o.signal?.aborted) return resolve([]);
+      this.waiting.push({ prompt: [...prompt], o, rng: createRng(o.seed ?? 0), out: [], resolve, reject, fed: 0 });
+      this.kick();
+    });
+  }
+
+  stats(): SchedulerStats {
+    return { ...this.counts, kvPages: this.kv?.capacity ?? 0, kvGrowths: this.kv?.growths ?? 0 };
+  }
+
+  /** Forget the cached prefixes (their k/v belong to the old weights): call after a training step. */
+  clearPrefixCache(): void {
+    for (const s of this.cache) this.kv?.release(s);
+    this.cache = [];
+    this.cacheTokens = 0;
+  }
+
+  /** Free the KV stores once idle (a later generate() allocates them again). */
+  dispose(): void {
+    if (this.active.length || this.waiting.length) throw new Error('DecodeScheduler.dispose: requests in flight');
+    this.clearPrefixCache();
+    this.kv?.dispose();
+    this.kv = null;
+    this.model.ops.flush();
+  }
+
+  private kick(): void {
+    if (this.running) return;
+    this.running = true;
+    // after the current task: calls made together (Promise.all) start in the same step
+    queueMicrotask(() => void this.loop());
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      while (this.waiting.length || this.active.length) {
+        await this.stepOnce();
+        // the CPU backend never yields on its own: let timers and I/O run between steps
+        if (this.model.ops.device === 'cpu') await new Promise((r) => setTimeout(r, 0));
+      }
+    } catch (e) {
+      // a bug outside a step's forward and sampling: fail everything in flight, stay usable
+      for (const r of [...this.active, ...this.waiting.splice(0)]) this.fail(r, e);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private pages(): KvPages<X> {
+    const { cfg, ops } = this.model;
+    this.kv ??= new KvPages(
+      ops,
+      { layers: cfg.numLayers, Hkv: cfg.numKvHeads, D: cfg.headDim },
+      { initialPages: this.opts.initialPages ?? 64 },
+    );
+    return this.kv;
+  }
+
+  private async stepOnce(): Promise<void> {
+    const kv = this.pages();
+    const ops = this.model.ops;
+    // 1. aborted requests leave
+    await this.finish(this.active.filter((r) => r.o.signal?.aborted));
+    for (const r of [...this.waiting])
+      if (r.o.signal?.aborted) {
+        this.waiting.splice(this.waiting.indexOf(r), 1);
+        this.counts.requests++;
+        r.resolve([]);
+      }
+    // 2. admission
+    if (this.model.lora !== this.cacheLora) {
+      this.clearPrefixCache();
+      this.cacheLora = this.model.lora;
+    }
+    for (let i = 0; i < this.waiting.length && this.active.length < this.maxBatch;) {
+      const r = this.waiting[i]!;
+      if (this.admit(r, kv)) this.waiting.splice(i, 1);
+      else i++;
+    }
+    if (this.active.length === 0) return;
+    // 3. the step's items: every decoding request's last id, then prefill chunks within the budget
+    const items: StepItem[] = [];
+    const owners: Request<X>[] = [];
+    const sampled: number[] = []; // item indices whose request samples after this step
+    let budget = this.prefillBudget;
+    for (const r of this.active) {
+      const left = r.prompt.length - r.fed;
+      if (left === 0) {
+        sampled.push(items.length);
+        items.push({ seq: r.seq!, ids: [r.out[r.out.length - 1]!] });
+        owners.push(r);
+      } else if (budget > 0) {
+        const n = Math.min(left, budget);
+        budget -= n;
+        if (n === left) sampled.push(items.length);
+        items.push({ seq: r.seq!, ids: r.prompt.slice(r.fed, r.fed + n) });
+        owners.push(r);
+      }
+    }
+    const temps: X[] = [];
+    let ids: number[];
+    try {
+      const logits = this.model.step(kv, items); // (items, V)
+      temps.push(logits);
+      const rows = items.reduce((a, it) => a + it.ids.length, 0);
+      this.counts.steps++;
+      this.counts.rows += rows;
+      this.counts.maxRows = Math.max(this.counts.maxRows, rows);
+      items.forEach((it, j) => {
+        const r = owners[j]!;
+        if (r.fed < r.prompt.length) {
+          r.fed += it.ids.length;
+          this.counts.prefillTokens += it.ids.length;
+        }
+      });
+      ids = sampled.length ? await this.sample(logits, sampled, owners, temps) : [];
+    } catch (e) {
+      ops.free(...temps);
+      ops.flush();
+      for (const r of owners) this.fail(r, e);
+      return;
+    }
+    ops.free(...temps);
+    ops.flush();
+    // 4. emit
+    const done: Request<X>[] = [];
+    for (let k = 0; k < sampled.length; k++) {
+      const r = owners[sampled[k]!]!;
+      const id = ids[k]!;
+      r.out.push(id);
+      this.counts.sampled++;
+      try {
+        r.o.onToken?.(id);
+      } catch (e) {
+        this.fail(r, e);
+        continue;
+      }
+      if (r.o.stopIds?.includes(id) || r.out.length >= r.o.maxNew) done.push(r);
+    }
+    await this.finish(done);
+  }
+
+  /** Start r on the longest reusable prefix; false when it should wait for a prefill in flight. */
+  private admit(r: Request<X>, kv: KvPages<X>): boolean {
+    const cap = r.prompt.length - 1; // the last prompt token is always computed: its logits are sampled
+    let best = 0;
+    let from: KvSeq | undefined;
+    let fromCache = -1;
+    const consider = (s: KvSeq, c: number) => {
+      const n = Math.min(commonPrefix(s.tokens, r.prompt), cap);
+      if (n > best) [best, from, fromCache] = [n, s, c];
+    };
+    for (const a of this.active) consider(a.seq!, -1);
+    this.cache.forEach((s, c) => consider(s, c));
+    // a prompt still being prefilled that shares a page more than what is stored now: wait for it
+    for (const a of this.active)
+      if (a.fed < a.prompt.length && Math.min(commonPrefix(a.prompt, r.prompt), cap) >= best + PAGE) return false;
+    if (from && fromCache >= 0) {
+      this.cache.splice(fromCache, 1);
+      this.cache.push(from); // most recently used
+    }
+    r.seq = from ? kv.fork(from, best) : kv.newSeq();
+    r.fed = best;
+    this.counts.prefixReusedTokens += best;
+    if (r.o.logitBias) r.bias = this.model.ops.upload([r.o.logitBias.length], r.o.logitBias);
+    this.active.push(r);
+    return true;
+  }
+
+  /**
+   * One id per sampled item, read back together: logits (+ each request's bias), grouped by equal
+   * sampling options (one Ops.sample each), and each request's log-prob appended on the backend.
+   */
+  private async sample(logits: X, sampled: number[], owners: Request<X>[], temps: X[]): Promise<number[]> {
+    const ops = this.model.ops;
+    const V = ops.shape(logits)[1]!;
+    const nItems = owners.length;
+    let L = logits;
+    const biased = sampled.filter((j) => owners[j]!.bias !== undefined);
+    if (biased.length) {
+      // (items, V): each biased request's row, zeros elsewhere (x + 0 = x: the same sums as generate())
+      const B = ops.zeros([nItems, V]);
+      temps.push(B);
+      for (const j of biased) {
+        const b = owners[j]!.bias!;
+        if (ops.shape(b)[0] !== V)
+          throw new RangeError(`generate: logitBias has ${ops.shape(b)[0]} values, the vocabulary ${V}`);
+        ops.copyRows(ops.view(b, [1, V]), 0, B, j, 1);
+      }
+      L = ops.add(logits, B);
+      temps.push(L);
+    }
+    /** The rows `js` of L as one (n, V) tensor. */
+    const gather = (js: number[]): X => {
+      if (js.length === nItems && js.every((j, i) => j === i)) return L;
+      const g = ops.embedding(L, js);
+      temps.push(g);
+      return g;
+    };
+    const groups = new Map<string, number[]>();
+    for (const j of sampled) {
+      const key = sampleKey(owners[j]!.o);
+      groups.set(key, [...(groups.get(key) ?? []), j]);
+    }
+    const pending: Promise<number[]>[] = [];
+    const order: number[] = [];
+    for (const js of groups.values()) {
+      const o = owners[js[0]!]!.o;
+      const u = js.map((j) => (o.temperature > 0 ? owners[j]!.rng.next() : 0));
+      pending.push(ops.sample(gather(js), o, u));
+      order.push(...js);
+    }
+    const got = (await Promise.all(pending)).flat();
+    const byItem = new Map<number, number>();
+    order.forEach((j, k) => byItem.set(j, got[k]!));
+    // log π(id) under log_softmax((logits + bias) / T), grouped by temperature
+    const lpGroups = new Map<number, number[]>();
+    for (const j of sampled) {
+      const r = owners[j]!;
+      if (!r.o.logprobs) continue;
+      const t = r.o.temperature > 0 ? r.o.temperature : 1;
+      lpGroups.set(t, [...(lpGroups.get(t) ?? []), j]);
+    }
+    for (const [t, js] of lpGroups) {
+      const g = gather(js);
+      const z = t !== 1 ? ops.scale(g, 1 / t) : g;
+      if (z !== g) temps.push(z);
+      const res = ops.nll(
+        z,
+        js.map((j) => byItem.get(j)!),
+        new Float32Array(js.length).fill(1),
+      );
+      temps.push(res.loss, res.logprobs, res.lse);
+      js.forEach((j, k) => {
+        const r = owners[j]!;
+        const one = js.length === 1 ? res.logprobs : ops.rows(res.logprobs, k, 1);
+        r.lp = ops.appendRows(r.lp, r.out.length, one);
+        if (one !== res.logprobs) ops.free(one);
+      });
+    }
+    return sampled.map((j) => byItem.get(j)!);
+  }
+
+  /** Leave the batch: log-probs read back, the sequence kept for prefix reuse, the promise resolved. */
+  private async finish(rs: Request<X>[]): Promise<void> {
+    if (rs.length === 0) return;
+    for (const r of rs) this.active.splice(this.active.indexOf(r), 1);
+    const ops = this.model.ops;
+    ops.flush();
+    // every finishing request's log-probs read back together (one wait on the GPU)
+    await Promise.all(
+      rs.map(async (r) => {
+        try {
+          if (r.o.logprobs && r.lp !== undefined) {
+            const lp = await ops.read(r.lp);
+            for (let i = 0; i < r.out.length; i++) r.o.logprobs.push(lp[i]!);
+          }
+        } catch (e) {
+          this.release(r, false);
+          this.counts.requests++;
+          return r.reject(e);
+        }
+        this.release(r, true);
+        this.counts.requests++;
+        r.resolve(r.out);
+      }),
+    );
+  }
+
+  private fail(r: Request<X>, e: unknown): void {
+    const i = this.active.indexOf(r);
+    if (i >= 0) this.active.splice(i, 1);
+    this.release(r, false);
+    this.counts.requests++;
+    r.reject(e);
+  }
+
+  private release(r: Request<X>, keep: boolean): void {
+    const ops = this.model.ops;
+    if (r.bias !== undefined) ops.free(r.bias);
+    if (r.lp !== undefined) ops.free(r.lp);
+    r.bias = r.lp = undefined;
+    if (r.seq) {
+      if (keep) this.remember(r.seq);
+      else this.kv?.release(r.seq);
+      r.seq = undefined;
+    }
+    ops.flush();
+  }
+
+  /** Keep a finished sequence for prefix reuse (LRU, bounded in tokens). */
+  private remember(seq: KvSeq): void {
+    const kv = this.kv!;
+    if (seq.length === 0 || this.prefixCacheTokens === 0) return kv.release(seq);
+    // an entry that is a prefix of seq is redundant, and seq is if it is a prefix of an entry
+    for (let i = 0; i < this.cache.length; i++) {
+      const c = this.cache[i]!;
+      const n = commonPrefix(c.tokens, seq.tokens);
+      if (n === seq.length) {
+        this.cache.splice(i, 1);
+        this.cache.push(c);
+        return kv.release(seq);
+      }
+      if (n === c.length) {
+        this.cache.splice(i--, 1);
+        this.cacheTokens -= c.length;
+        kv.release(c);
+      }
+    }
+    this.cache.push(seq);
+    this.cacheTokens += seq.length;
+    while (this.cacheTokens > this.prefixCacheTokens) {
+      const old = this.cache.shift()!;
+      this.cacheTokens -= old.length;
+      kv.release(old);
+    }
   }
 }

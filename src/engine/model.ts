@@ -25,6 +25,7 @@ import type { TensorStore } from './io/safetensors.ts';
 import type { WeightFormat } from './io/pack.ts';
 import { ropeFrequencies } from './kernels/rope.ts';
 import type { Ops } from './ops.ts';
+import type { KvPages, StepItem } from './kv_pages.ts';
 import { createRng } from '../core/rng.ts';
 
 interface LayerWeights<X> {
@@ -74,12 +75,25 @@ interface LayerTape<X> {
   xa: Partial<Record<LoraModule, X>>;
 }
 
-export interface Tape<X> {
-  layers: LayerTape<X>[];
-  hFinal: X;
-  hn: X;
-  logits: X;
+/** A checkpointed layer: only its input is kept; the backward recomputes the rest (forward with a tape). */
+interface LayerCheckpoint<X> {
+  h0: X;
 }
+
+export interface Tape<X> {
+  /** Per layer: everything the backward needs, or (checkpointing) only the layer's input h0. */
+  layers: (LayerTape<X> | LayerCheckpoint<X>)[];
+  hFinal: X;
+  /** rmsnorm(hFinal) (T, C): the LM head's input. */
+  hn: X;
+  /** (T, V); absent from a forwardHidden() tape (the trainer runs the LM head in chunks). */
+  logits?: X;
+}
+
+const isFullTape = <X>(t: LayerTape<X> | LayerCheckpoint<X>): t is LayerTape<X> => 'a1' in t;
+
+/** LM-head rows per chunk: at most this many bytes of (rows, V) f32 logits at once in training (default 32 MiB, about one layer's activations at 1k tokens of a 0.5B model). */
+export const HEAD_CHUNK_BYTES = 32 * 2 ** 20;
 
 export class LlamaModel<X> {
   private readonly layers: LayerWeights<X>[] = [];
@@ -256,96 +270,235 @@ export class LlamaModel<X> {
 
   /**
    * Forward over `ids` after the cache's tokens. Returns logits (T, V), or (1, V) for the last
-   * position only when `lastOnly`; with `tape`, what the backward needs (no cache then).
+   * position only when `lastOnly`; with `tape`, what the backward needs (no cache then), and with
+   * `checkpoint` too, only each layer's input (the backward recomputes the layer).
    */
   forward(
     ids: number[],
-    opts: { cache?: KvCache<X>; lastOnly?: boolean; tape?: boolean } = {},
+    opts: { cache?: KvCache<X>; lastOnly?: boolean; tape?: boolean; checkpoint?: boolean } = {},
   ): { logits: X; tape?: Tape<X> } {
     const { cfg, ops } = this;
     const T = ids.length;
-    const Hq = cfg.numHeads;
-    const Hkv = cfg.numKvHeads;
-    const D = cfg.headDim;
     const cache = opts.cache;
-    if (opts.tape && cache && cache.length > 0)
-      throw new RangeError('forward: a training forward starts from an empty cache');
-    const pos0 = cache?.length ?? 0;
-    const eps = cfg.rmsNormEps;
-    let h = ops.embedding(this.embed, ids);
-    const tapes: LayerTape<X>[] = [];
-    for (let i = 0; i < cfg.numLayers; i++) {
-      const lw = this.layers[i]!;
-      const h0 = h;
-      const a1 = ops.rmsnorm(h0, lw.inputNorm, eps);
-      const q = this.linear(a1, i, 'q_proj');
-      const k = this.linear(a1, i, 'k_proj');
-      const v = this.linear(a1, i, 'v_proj');
-      const qRaw = ops.view(q.y, [T, Hq, D]);
-      const kRaw = ops.view(k.y, [T, Hkv, D]);
-      const vv = ops.view(v.y, [T, Hkv, D]);
-      const qn = lw.qNorm ? ops.rmsnorm(qRaw, lw.qNorm, eps) : qRaw;
-      const kn = lw.kNorm ? ops.rmsnorm(kRaw, lw.kNorm, eps) : kRaw;
-      const qr = ops.rope(qn, this.freqs, pos0);
-      const kr = ops.rope(kn, this.freqs, pos0);
-      let kAll = kr;
-      let vAll = vv;
-      if (cache) [kAll, vAll] = this.appendCache(cache, i, kr, vv, pos0, T);
-      const att = ops.attention(qr, kAll, vAll);
-      const o2 = ops.view(att.out, [T, Hq * D]);
-      const oo = this.linear(o2, i, 'o_proj');
-      const h1 = ops.add(h0, oo.y);
-      const a2 = ops.rmsnorm(h1, lw.postNorm, eps);
-      const g = this.linear(a2, i, 'gate_proj');
-      const u = this.linear(a2, i, 'up_proj');
-      const s = ops.swiglu(g.y, u.y);
-      const d = this.linear(s, i, 'down_proj');
-      h = ops.add(h1, d.y);
-      if (opts.tape) {
-        tapes.push({
-          h0,
-          a1,
-          qRaw,
-          kRaw,
-          qn,
-          kn,
-          qr,
-          kr,
-          v: vv,
-          o: o2,
-          lse: att.lse,
-          h1,
-          a2,
-          g: g.y,
-          u: u.y,
-          s,
-          xa: {
-            q_proj: q.xa,
-            k_proj: k.xa,
-            v_proj: v.xa,
-            o_proj: oo.xa,
-            gate_proj: g.xa,
-            up_proj: u.xa,
-            down_proj: d.xa,
-          },
-        });
-        ops.free(oo.y, d.y); // the residual sums h1 and h hold what the backward needs
-      } else {
-        ops.free(h0, a1, q.y, k.y, qr, kr, att.out, att.lse, oo.y, h1, a2, g.y, u.y, s, d.y);
-        if (qn !== qRaw) ops.free(qn);
-        if (kn !== kRaw) ops.free(kn);
-        ops.free(v.y);
-        for (const x of [q.xa, k.xa, v.xa, oo.xa, g.xa, u.xa, d.xa]) if (x) ops.free(x);
-      }
+    if (opts.tape) {
+      if (cache) throw new RangeError('forward: a training forward takes no KV cache');
+      const tape = this.forwardHidden(ids, { checkpoint: opts.checkpoint });
+      tape.logits = this.headLogits(tape.hn);
+      return { logits: tape.logits, tape };
     }
+    const pos0 = cache?.length ?? 0;
+    let h = ops.embedding(this.embed, ids);
+    for (let i = 0; i < cfg.numLayers; i++) h = this.layerForward(i, h, T, pos0, cache, 'none').h;
     if (cache) cache.length = pos0 + T;
     const last = opts.lastOnly ? ops.rows(h, T - 1, 1) : h;
-    const hn = ops.rmsnorm(last, this.norm, eps);
-    const logits = ops.matmul(hn, this.lmHead, { transB: true });
-    if (opts.tape) return { logits, tape: { layers: tapes, hFinal: h, hn, logits } };
+    const hn = ops.rmsnorm(last, this.norm, cfg.rmsNormEps);
+    const logits = this.headLogits(hn);
     ops.free(hn, h);
     if (last !== h) ops.free(last);
     return { logits };
+  }
+
+  /**
+   * Training forward up to the final norm: the tape with hn (T, C) and no logits (the trainer runs
+   * the LM head in chunks: headLogits / headBackward). `checkpoint` keeps only each layer's input.
+   */
+  forwardHidden(ids: number[], opts: { checkpoint?: boolean } = {}): Tape<X> {
+    const { cfg, ops } = this;
+    const T = ids.length;
+    let h = ops.embedding(this.embed, ids);
+    const layers: (LayerTape<X> | LayerCheckpoint<X>)[] = [];
+    for (let i = 0; i < cfg.numLayers; i++) {
+      const r = this.layerForward(i, h, T, 0, undefined, opts.checkpoint ? 'checkpoint' : 'tape');
+      layers.push(r.tape ?? { h0: h });
+      h = r.h;
+    }
+    return { layers, hFinal: h, hn: ops.rmsnorm(h, this.norm, cfg.rmsNormEps) };
+  }
+
+  /** The final norm's output hn (T, C) over `ids`, no tape (a no-gradient pass whose LM head runs in chunks). */
+  hiddenStates(ids: number[]): X {
+    const { cfg, ops } = this;
+    let h = ops.embedding(this.embed, ids);
+    for (let i = 0; i < cfg.numLayers; i++) h = this.layerForward(i, h, ids.length, 0, undefined, 'none').h;
+    const hn = ops.rmsnorm(h, this.norm, cfg.rmsNormEps);
+    ops.free(h);
+    return hn;
+  }
+
+  /** Logits (R, V) of rows of hn (R, C): the LM head. */
+  headLogits(hn: X): X {
+    return this.ops.matmul(hn, this.lmHead, { transB: true });
+  }
+
+  /** d(hn) (R, C) from d(logits) (R, V): the LM head's input gradient. */
+  headBackward(dlogits: X): X {
+    return this.ops.matmul(dlogits, this.lmHead);
+  }
+
+  /** LM-head rows per chunk so that one chunk's (rows, V) f32 logits stay within `bytes`. */
+  headChunkRows(bytes = HEAD_CHUNK_BYTES): number {
+    return Math.max(1, Math.floor(bytes / (4 * this.cfg.vocabSize)));
+  }
+
+  /**
+   * One layer on h0 (T, C) → h (T, C). mode 'tape': returns what the backward needs (h0 included);
+   * 'checkpoint': frees every temporary but keeps h0; 'none': frees h0 too.
+   */
+  private layerForward(
+    i: number,
+    h0: X,
+    T: number,
+    pos0: number,
+    cache: KvCache<X> | undefined,
+    mode: 'tape' | 'checkpoint' | 'none',
+  ): { h: X; tape?: LayerTape<X> } {
+    const { cfg, ops } = this;
+    const Hq = cfg.numHeads;
+    const Hkv = cfg.numKvHeads;
+    const D = cfg.headDim;
+    const eps = cfg.rmsNormEps;
+    const lw = this.layers[i]!;
+    const a1 = ops.rmsnorm(h0, lw.inputNorm, eps);
+    const q = this.linear(a1, i, 'q_proj');
+    const k = this.linear(a1, i, 'k_proj');
+    const v = this.linear(a1, i, 'v_proj');
+    const qRaw = ops.view(q.y, [T, Hq, D]);
+    const kRaw = ops.view(k.y, [T, Hkv, D]);
+    const vv = ops.view(v.y, [T, Hkv, D]);
+    const qn = lw.qNorm ? ops.rmsnorm(qRaw, lw.qNorm, eps) : qRaw;
+    const kn = lw.kNorm ? ops.rmsnorm(kRaw, lw.kNorm, eps) : kRaw;
+    const qr = ops.rope(qn, this.freqs, pos0);
+    const kr = ops.rope(kn, this.freqs, pos0);
+    let kAll = kr;
+    let vAll = vv;
+    if (cache) [kAll, vAll] = this.appendCache(cache, i, kr, vv, pos0, T);
+    const att = ops.attention(qr, kAll, vAll);
+    const o2 = ops.view(att.out, [T, Hq * D]);
+    const oo = this.linear(o2, i, 'o_proj');
+    const h1 = ops.add(h0, oo.y);
+    const a2 = ops.rmsnorm(h1, lw.postNorm, eps);
+    const g = this.linear(a2, i, 'gate_proj');
+    const u = this.linear(a2, i, 'up_proj');
+    const s = ops.swiglu(g.y, u.y);
+    const d = this.linear(s, i, 'down_proj');
+    const h = ops.add(h1, d.y);
+    if (mode === 'tape') {
+      ops.free(oo.y, d.y); // the residual sums h1 and h hold what the backward needs
+      const xa = {
+        q_proj: q.xa,
+        k_proj: k.xa,
+        v_proj: v.xa,
+        o_proj: oo.xa,
+        gate_proj: g.xa,
+        up_proj: u.xa,
+        down_proj: d.xa,
+      };
+      return {
+        h,
+        tape: { h0, a1, qRaw, kRaw, qn, kn, qr, kr, v: vv, o: o2, lse: att.lse, h1, a2, g: g.y, u: u.y, s, xa },
+      };
+    }
+    if (mode === 'none') ops.free(h0);
+    ops.free(a1, q.y, k.y, qr, kr, att.out, att.lse, oo.y, h1, a2, g.y, u.y, s, d.y);
+    if (qn !== qRaw) ops.free(qn);
+    if (kn !== kRaw) ops.free(kn);
+    ops.free(v.y);
+    for (const x of [q.xa, k.xa, v.xa, oo.xa, g.xa, u.xa, d.xa]) if (x) ops.free(x);
+    return { h };
+  }
+
+  /**
+   * One batched step on the paged cache (kv_pages.ts, issue 12): every item's new tokens (a prefill
+   * chunk or one decode token) packed into N rows, written after its sequence's tokens. Returns the
+   * logits of each item's last row, (items, V), in item order; the items' sequences grow by their ids.
+   * The same maths as forward() with a KvCache (each row sees only its own sequence), per layer:
+   *   a = rmsnorm(h); qkv = linearFused(a, [Wq, Wk, Wv], [bq, bk, bv]) (+ LoRA deltas into its columns)
+   *   q = ropeAppend(qkv → k, v into the stores); o = attentionPaged(q); h += o·Woᵀ (+ bo, LoRA)
+   *   m = rmsnorm(h); s = gluLinear(m, Wg, Wu) (unfused with LoRA on gate/up); h += s·Wdᵀ (+ LoRA)
+   */
+  step(kv: KvPages<X>, items: StepItem[]): X {
+    const { cfg, ops } = this;
+    if (items.length === 0) throw new RangeError('step: no items');
+    const Hq = cfg.numHeads;
+    const Hkv = cfg.numKvHeads;
+    const D = cfg.headDim;
+    const eps = cfg.rmsNormEps;
+    const ids = items.flatMap((it) => it.ids);
+    const N = ids.length;
+    const b = kv.prepare(items);
+    const lora = this.lora;
+    const adapted = (m: LoraModule) => Boolean(lora?.targets.includes(m));
+    /** out += s·(x·Aᵀ)·Bᵀ, with B's rows placed at output column `col` of out's `width` (a zero-padded copy). */
+    const addLora = (out: X, x: X, layer: number, m: LoraModule, col = 0, width = 0) => {
+      const A = lora!.w.get(loraKey(layer, m, 'A'))!;
+      let B: X = lora!.w.get(loraKey(layer, m, 'B'))!;
+      const xa = ops.matmul(x, A, { transB: true }); // (N, r)
+      if (width > 0) {
+        const [rows, r] = ops.shape(B) as [number, number];
+        const padded = ops.zeros([width, r]);
+        ops.copyRows(B, 0, padded, col, rows);
+        B = padded;
+      }
+      ops.matmulAcc(out, xa, B, { transB: true, alpha: lora!.scale });
+      ops.free(xa);
+      if (width > 0) ops.free(B);
+    };
+    let hh = ops.embedding(this.embed, ids); // (N, C), the residual stream, updated in place
+    for (let i = 0; i < cfg.numLayers; i++) {
+      const lw = this.layers[i]!;
+      const a = ops.rmsnorm(hh, lw.inputNorm, eps);
+      const qkv = ops.linearFused(
+        a,
+        [lw.lin.q_proj, lw.lin.k_proj, lw.lin.v_proj],
+        [lw.bias.q_proj, lw.bias.k_proj, lw.bias.v_proj],
+      ); // (N, (Hq + 2·Hkv)·D)
+      const width = (Hq + 2 * Hkv) * D;
+      if (adapted('q_proj')) addLora(qkv, a, i, 'q_proj', 0, width);
+      if (adapted('k_proj')) addLora(qkv, a, i, 'k_proj', Hq * D, width);
+      if (adapted('v_proj')) addLora(qkv, a, i, 'v_proj', (Hq + Hkv) * D, width);
+      const q = ops.ropeAppend(qkv, this.freqs, kv.k[i]!, kv.v[i]!, b, {
+        Hq,
+        Hkv,
+        qNorm: lw.qNorm,
+        kNorm: lw.kNorm,
+        eps,
+      }); // (N, Hq, D)
+      const att = ops.attentionPaged(q, kv.k[i]!, kv.v[i]!, b); // (N, Hq, D)
+      const o = ops.view(att, [N, Hq * D]);
+      ops.matmulAcc(hh, o, lw.lin.o_proj, { transB: true });
+      if (adapted('o_proj')) addLora(hh, o, i, 'o_proj');
+      if (lw.bias.o_proj) {
+        const hb = ops.addBias(hh, lw.bias.o_proj);
+        ops.free(hh);
+        hh = hb;
+      }
+      const m = ops.rmsnorm(hh, lw.postNorm, eps);
+      let s: X;
+      if (adapted('gate_proj') || adapted('up_proj')) {
+        const g = this.linear(m, i, 'gate_proj');
+        const u = this.linear(m, i, 'up_proj');
+        s = ops.swiglu(g.y, u.y);
+        ops.free(g.y, u.y);
+        for (const x of [g.xa, u.xa]) if (x) ops.free(x);
+      } else s = ops.gluLinear(m, lw.lin.gate_proj, lw.lin.up_proj); // (N, F)
+      ops.matmulAcc(hh, s, lw.lin.down_proj, { transB: true });
+      if (adapted('down_proj')) addLora(hh, s, i, 'down_proj');
+      ops.free(a, qkv, q, att, m, s);
+    }
+    kv.commit(items);
+    // each item's last row: (items, C)
+    let last = hh;
+    if (N !== items.length) {
+      const lastRows: number[] = [];
+      let r = 0;
+      for (const it of items) lastRows.push((r += it.ids.length) - 1);
+      last = ops.embedding(hh, lastRows);
+    }
+    const hn = ops.rmsnorm(last, this.norm, eps);
+    const logits = ops.matmul(hn, this.lmHead, { transB: true }); // (items, V)
+    ops.free(hn, hh);
+    if (last !== hh) ops.free(last);
+    return logits;
   }
 
   /** Append this step's k, v to the layer's cache and return (S, Hkv, D) views of the whole cache. */
@@ -359,13 +512,25 @@ export class LlamaModel<X> {
 
   /** d(loss)/d(adapter) via the backward of a taped forward; `dlogits` (T, V). Returns gradients per LoRA key. */
   backward(tape: Tape<X>, dlogits: X): Map<string, X> {
+    const dhn = this.headBackward(dlogits); // (T, C)
+    const grads = this.backwardHidden(tape, dhn);
+    this.ops.free(dhn);
+    return grads;
+  }
+
+  /**
+   * The backward from d(hn) (T, C) (the LM head's input gradient, e.g. summed from chunks). Adds the
+   * adapter gradients into `into` when given (several samples into one set), else into new zeros.
+   * Checkpointed layers are recomputed from their input, one at a time, and freed after their backward.
+   */
+  backwardHidden(tape: Tape<X>, dhn: X, into?: Map<string, X>): Map<string, X> {
     const { cfg, ops } = this;
     if (!this.lora) throw new Error('backward: no LoRA adapter to train; call initLora() or setLora() first');
     const lora = this.lora;
     const eps = cfg.rmsNormEps;
     const T = ops.shape(tape.hFinal)[0]!;
-    const grads = new Map<string, X>();
-    for (const [key, x] of lora.w) grads.set(key, ops.zeros([...ops.shape(x)]));
+    const grads = into ?? new Map<string, X>();
+    if (!into) for (const [key, x] of lora.w) grads.set(key, ops.zeros([...ops.shape(x)]));
 
     // y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ   →   dx = dy·W + s·(dy·B)·A,  dB += s·dyᵀ·(x·Aᵀ),  dA += s·(dy·B)ᵀ·x
     const linBack = (layer: number, m: LoraModule, x: X, xa: X | undefined, dy: X): X => {
@@ -382,11 +547,17 @@ export class LlamaModel<X> {
       return dx;
     };
 
-    const dhn = ops.matmul(dlogits, this.lmHead); // (T, C)
     let dh = ops.rmsnormBackward(tape.hFinal, this.norm, dhn, eps);
-    ops.free(dhn);
     for (let i = cfg.numLayers - 1; i >= 0; i--) {
-      const t = tape.layers[i]!;
+      const saved = tape.layers[i]!;
+      let t: LayerTape<X>;
+      if (isFullTape(saved)) t = saved;
+      else {
+        // recompute the layer from its input (the same kernels on the same data: the same values)
+        const r = this.layerForward(i, saved.h0, T, 0, undefined, 'tape');
+        ops.free(r.h); // the next layer's input is its own checkpoint
+        t = r.tape!;
+      }
       const lw = this.layers[i]!;
       // MLP
       const ds = linBack(i, 'down_proj', t.s, t.xa.down_proj, dh);
@@ -429,23 +600,33 @@ export class LlamaModel<X> {
       const dh0 = ops.rmsnormBackward(t.h0, lw.inputNorm, da1, eps);
       ops.addInPlace(dh0, dh1);
       ops.free(dof, dq, dk, dv, dqn, dkn, da1, da1k, da1v, dh1);
+      if (t !== saved) this.freeLayerTape(t, false);
       dh = dh0;
     }
     ops.free(dh);
     return grads;
   }
 
+  /** Free one layer's tape (its input h0 too unless `withInput` is false: a checkpoint owns it). */
+  private freeLayerTape(t: LayerTape<X>, withInput = true): void {
+    const ops = this.ops;
+    if (withInput) ops.free(t.h0);
+    ops.free(t.a1, t.qr, t.kr, t.lse, t.h1, t.a2, t.g, t.u, t.s);
+    ops.free(t.qRaw, t.kRaw, t.v, t.o);
+    if (t.qn !== t.qRaw) ops.free(t.qn);
+    if (t.kn !== t.kRaw) ops.free(t.kn);
+    for (const x of Object.values(t.xa)) if (x) ops.free(x);
+  }
+
   /** Free a tape's activations. */
   freeTape(tape: Tape<X>): void {
     const ops = this.ops;
     for (const t of tape.layers) {
-      ops.free(t.h0, t.a1, t.qr, t.kr, t.lse, t.h1, t.a2, t.g, t.u, t.s);
-      ops.free(t.qRaw, t.kRaw, t.v, t.o);
-      if (t.qn !== t.qRaw) ops.free(t.qn);
-      if (t.kn !== t.kRaw) ops.free(t.kn);
-      for (const x of Object.values(t.xa)) if (x) ops.free(x);
+      if (isFullTape(t)) this.freeLayerTape(t);
+      else ops.free(t.h0);
     }
-    ops.free(tape.hFinal, tape.hn, tape.logits);
+    ops.free(tape.hFinal, tape.hn);
+    if (tape.logits) ops.free(tape.logits);
   }
 
   /**

@@ -11,7 +11,7 @@ import { attention, attentionBackward, attentionBackwardCpu, attentionCpu } from
 import { add, addCpu, addInPlace, addInPlaceCpu, scale, scaleCpu } from './kernels/elementwise.ts';
 import { embedding, embeddingCpu } from './kernels/embedding.ts';
 import { matmul, matmulCpu } from './kernels/matmul.ts';
-import { matvec, MATVEC_MAX_ROWS } from './kernels/matvec.ts';
+import { gluMatvec, matvec, matvecFused, MATVEC_MAX_ROWS } from './kernels/matvec.ts';
 import { nll, nllBackward, nllBackwardCpu, nllCpu } from './kernels/nll.ts';
 import { rmsnorm, rmsnormBackward, rmsnormBackwardCpu, rmsnormCpu } from './kernels/rmsnorm.ts';
 import { rope, ropeBackward, ropeBackwardCpu, ropeCpu } from './kernels/rope.ts';
@@ -19,13 +19,23 @@ import { swiglu, swigluBackward, swigluBackwardCpu, swigluCpu } from './kernels/
 import { adamw, adamwCpu, type AdamWOptions } from './kernels/adamw.ts';
 import { sumSquares, sumSquaresCpu } from './kernels/reduce.ts';
 import { readIds, sample, sampleCpu } from './kernels/sample.ts';
+import { grpoWeights, grpoWeightsCpu, type GrpoWeightOptions } from './kernels/grpo_weights.ts';
 import type { SampleOptions } from './sample.ts';
 import { packWeight, quantiseLike, type WeightFormat } from './io/pack.ts';
 import { embeddingPacked } from './kernels/embedding_packed.ts';
 import { matmulPacked } from './kernels/matmul_packed.ts';
 import { matvecPacked } from './kernels/matvec_packed.ts';
 import { isPacked, uploadPacked } from './kernels/packed_weight.ts';
-import type { PagedBatch } from './kv_pages.ts';
+import type { PagedBatch } from './kernels/attention_paged.ts';
+import { ropeAppend, ropeAppendCpu } from './kernels/rope_append.ts';
+import { attentionPaged, attentionPagedCpu } from './kernels/attention_paged.ts';
+
+export interface NllBackwardOpts {
+  /** Scalar factor on the gradient (e.g. 1/T when logits were divided by a temperature T). Default 1. */
+  upstream?: number;
+  /** GPU: write the gradient over `logits` and return it (the CPU returns a new tensor either way). */
+  inPlace?: boolean;
+}
 
 export interface MatOpts {
   transA?: boolean;
@@ -59,6 +69,11 @@ export interface Ops<X> {
    * buffer with spare rows that grows by doubling, so a decode step is a single copy.
    */
   appendRows(store: X | undefined, len: number, x: X): X;
+  /**
+   * Rows [srcRow, srcRow + n) of src (R, ...) copied into dst (R', ...) at row dstRow, in place (the
+   * paged KV cache's growth and copy-on-write, kv_pages.ts). src may be dst if the ranges do not overlap.
+   */
+  copyRows(src: X, srcRow: number, dst: X, dstRow: number, n: number): void;
   matmul(a: X, b: X, o?: MatOpts): X;
   /** out += alpha · op(a) · op(b) */
   matmulAcc(out: X, a: X, b: X, o?: MatOpts): void;
@@ -78,8 +93,13 @@ export interface Ops<X> {
   swigluBackward(g: X, u: X, dout: X): { dgate: X; dup: X };
   /** Per-token weighted NLL −w·log p(target), the log-probs and each row's log-sum-exp. logits (T, V). */
   nll(logits: X, targets: number[], weights: Float32Array): { loss: X; logprobs: X; lse: X };
-  /** d(Σ loss)/d(logits) = w·(softmax − onehot), using the forward's lse. */
-  nllBackward(logits: X, targets: number[], weights: Float32Array, lse: X): X;
+  /**
+   * d(Σ loss)/d(logits) = upstream·w·(softmax − onehot), using the forward's lse; weights from the
+   * host or a (T,) tensor. `inPlace` (GPU): the gradient overwrites `logits` (returned; no second (T, V)).
+   */
+  nllBackward(logits: X, targets: number[], weights: Float32Array | X, lse: X, o?: NllBackwardOpts): X;
+  /** GRPO weights and per-token loss terms from log π (kernels/grpo_weights.ts), on the backend. */
+  grpoWeights(logp: X, info: X, base: X | undefined, o: GrpoWeightOptions): { w: X; stats: X };
   /** Σ x² over several tensors (read back: the clip scale needs it on the host). */
   sumSquares(xs: X[]): Promise<number>;
   /** In-place AdamW step on param with grad (scaled by opts.gradScale) and state m, v. */
@@ -116,6 +136,8 @@ export interface Ops<X> {
   free(...xs: X[]): void;
   /** Submit recorded work (GPU); a no-op on the CPU. */
   flush(): void;
+  /** GPU: destroy pooled buffers of at least `minBytes` no longer in use (Engine.trim); a no-op on the CPU. */
+  trim(minBytes?: number): void;
 }
 
 // --- CPU --------------------------------------------------------------------------------------
@@ -167,6 +189,11 @@ export class CpuOps implements Ops<CpuTensor> {
     if (store) data.set(store.data.subarray(0, len * row));
     data.set(x.data, len * row);
     return { data, shape: [len + x.shape[0]!, ...x.shape.slice(1)] };
+  }
+  copyRows(src: CpuTensor, srcRow: number, dst: CpuTensor, dstRow: number, n: number): void {
+    const c = src.data.length / src.shape[0]!;
+    if (dst.data.length / dst.shape[0]! !== c) throw new RangeError('copyRows: src and dst rows differ in size');
+    dst.data.set(src.data.subarray(srcRow * c, (srcRow + n) * c), dstRow * c);
   }
   private mm(a: CpuTensor, b: CpuTensor, o: MatOpts, acc?: Float32Array): CpuTensor {
     const m = o.transA ? a.shape[1]! : a.shape[0]!;
@@ -244,9 +271,23 @@ export class CpuOps implements Ops<CpuTensor> {
       lse: { data: r.lse, shape: [t] },
     };
   }
-  nllBackward(logits: CpuTensor, targets: number[], weights: Float32Array): CpuTensor {
+  nllBackward(
+    logits: CpuTensor,
+    targets: number[],
+    weights: Float32Array | CpuTensor,
+    _lse: CpuTensor,
+    o: NllBackwardOpts = {},
+  ): CpuTensor {
     const v = logits.shape[1]!;
-    return { data: nllBackwardCpu(logits.data, Uint32Array.from(targets), weights, v), shape: logits.shape };
+    const w = weights instanceof Float32Array ? weights : weights.data;
+    return {
+      data: nllBackwardCpu(logits.data, Uint32Array.from(targets), w, v, o.upstream ?? 1),
+      shape: logits.shape,
+    };
+  }
+  grpoWeights(logp: CpuTensor, info: CpuTensor, base: CpuTensor | undefined, o: GrpoWeightOptions) {
+    const r = grpoWeightsCpu(logp.data, info.data, base?.data, o);
+    return { w: { data: r.w, shape: [r.w.length] }, stats: { data: r.stats, shape: [r.w.length, 4] } };
   }
   async sumSquares(xs: CpuTensor[]): Promise<number> {
     return sumSquaresCpu(xs.map((x) => x.data));
@@ -279,17 +320,44 @@ export class CpuOps implements Ops<CpuTensor> {
   gluLinear(x: CpuTensor, wg: CpuTensor, wu: CpuTensor): CpuTensor {
     return this.swiglu(this.matmul(x, wg, { transB: true }), this.matmul(x, wu, { transB: true }));
   }
-  ropeAppend(): CpuTensor {
-    throw new Error('ropeAppend: not implemented yet on the CPU backend');
+  ropeAppend(
+    qkv: CpuTensor,
+    freqs: CpuTensor,
+    kStore: CpuTensor,
+    vStore: CpuTensor,
+    b: PagedBatch,
+    o: { Hq: number; Hkv: number; qNorm?: CpuTensor; kNorm?: CpuTensor; eps?: number },
+  ): CpuTensor {
+    const N = qkv.shape[0]!;
+    const D = 2 * freqs.data.length;
+    const dims = { N, Hq: o.Hq, Hkv: o.Hkv, D };
+    const norm = { qNorm: o.qNorm?.data, kNorm: o.kNorm?.data, eps: o.eps };
+    const q = ropeAppendCpu(qkv.data, freqs.data, kStore.data, vStore.data, b, dims, norm);
+    return { data: q, shape: [N, o.Hq, D] };
   }
-  attentionPaged(): CpuTensor {
-    throw new Error('attentionPaged: not implemented yet on the CPU backend');
+  attentionPaged(q: CpuTensor, kStore: CpuTensor, vStore: CpuTensor, b: PagedBatch): CpuTensor {
+    const [N, Hq, D] = q.shape as [number, number, number];
+    const dims = { N, Hq, Hkv: kStore.shape[1]!, D };
+    return { data: attentionPagedCpu(q.data, kStore.data, vStore.data, b, dims), shape: [N, Hq, D] };
   }
   free(): void {}
   flush(): void {}
+  trim(): void {}
 }
 
 // --- GPU --------------------------------------------------------------------------------------
+
+/** A PagedBatch uploaded as one u32 tensor, with the offsets of its arrays (GpuOps.batchIndex). */
+interface PagedIndex {
+  batch: PagedBatch;
+  tensor: Tensor;
+  /** e.submits at the upload: a flush since then means a new step, so the batch is uploaded again. */
+  submits: number;
+  posOff: number;
+  destOff: number;
+  seqOff: number;
+  pagesOff: number;
+}
 
 /** Smallest KV-cache allocation in rows (a short prompt plus some decode steps before the first growth). */
 const KV_MIN_ROWS = 64;
@@ -297,6 +365,8 @@ const KV_MIN_ROWS = 64;
 export class GpuOps implements Ops<Tensor> {
   readonly device = 'gpu' as const;
   private readonly ones = new Map<number, Tensor>();
+  /** The last PagedBatch's uploaded index tensor and the e.submits it was uploaded at (batchIndex). */
+  private pagedIndex: PagedIndex | undefined;
   constructor(readonly e: Engine) {}
 
   upload(shape: number[], data: Float32Array): Tensor {
@@ -351,6 +421,15 @@ export class GpuOps implements Ops<Tensor> {
     }
     this.e.copy(x, 0, out!, len * row, rows * row);
     return out!;
+  }
+  copyRows(src: Tensor, srcRow: number, dst: Tensor, dstRow: number, n: number): void {
+    const c = src.size / src.shape[0]!;
+    if (dst.size / dst.shape[0]! !== c) throw new RangeError('copyRows: src and dst rows differ in size');
+    if (src.buffer !== dst.buffer) return this.e.copy(src, srcRow * c, dst, dstRow * c, n * c);
+    // WebGPU forbids a buffer-to-buffer copy within one buffer: go through a temporary
+    const tmp = this.rows(src, srcRow, n);
+    this.e.copy(tmp, 0, dst, dstRow * c, n * c);
+    this.e.release(tmp);
   }
   /** Few rows against a transposed weight (a decode step) go to matvec; the rest to the tiled matmul. */
   private useMatvec(a: Tensor, b: Tensor, o: MatOpts): boolean {
@@ -431,13 +510,22 @@ export class GpuOps implements Ops<Tensor> {
     this.e.release(w);
     return { loss: r.loss, logprobs: r.logp, lse: r.lse };
   }
-  nllBackward(logits: Tensor, targets: number[], weights: Float32Array, lse: Tensor): Tensor {
+  nllBackward(
+    logits: Tensor,
+    targets: number[],
+    weights: Float32Array | Tensor,
+    lse: Tensor,
+    o: NllBackwardOpts = {},
+  ): Tensor {
     const t = this.e.tensor([targets.length], Uint32Array.from(targets));
-    const w = this.e.tensor([weights.length], weights);
-    const d = nllBackward(this.e, logits, t, w, lse);
+    const w = weights instanceof Float32Array ? this.e.tensor([weights.length], weights) : weights;
+    const d = nllBackward(this.e, logits, t, w, lse, o.upstream ?? 1, { inPlace: o.inPlace });
     this.e.release(t);
-    this.e.release(w);
+    if (w !== weights) this.e.release(w);
     return d;
+  }
+  grpoWeights(logp: Tensor, info: Tensor, base: Tensor | undefined, o: GrpoWeightOptions) {
+    return grpoWeights(this.e, logp, info, base, o);
   }
   async sumSquares(xs: Tensor[]): Promise<number> {
     const t = sumSquares(this.e, xs);
@@ -452,8 +540,17 @@ export class GpuOps implements Ops<Tensor> {
     const v = logits.shape[logits.shape.length - 1]!;
     return readIds(this.e, sample(this.e, this.view(logits, [logits.size / v, v]), o, u));
   }
-  /** Unfused fallback (replaced by the fused kernel): one product per weight, copied into column blocks. */
+  /** Rows of x against (N, K) weights: fused kernels up to MATVEC_MAX_ROWS rows. */
+  private fusable(x: Tensor, ws: Tensor[]): boolean {
+    const k = ws[0]!.shape[1]!;
+    return x.shape[x.shape.length - 1] === k && x.size / k <= MATVEC_MAX_ROWS;
+  }
+  /**
+   * Up to MATVEC_MAX_ROWS rows and ≤ 3 weights: one matvecFused dispatch (columns bit-identical to
+   * matmul + addBias per weight). More rows: a product per weight, copied into the column blocks.
+   */
   linearFused(x: Tensor, ws: Tensor[], biases: (Tensor | undefined)[]): Tensor {
+    if (ws.length <= 3 && this.fusable(x, ws)) return matvecFused(this.e, x, ws, biases);
     const n = x.shape[0]!;
     const parts = ws.map((w, i) => {
       const y = this.matmul(x, w, { transB: true });
@@ -476,7 +573,9 @@ export class GpuOps implements Ops<Tensor> {
     for (const p of parts) this.e.release(p);
     return out;
   }
+  /** Up to MATVEC_MAX_ROWS rows: one gluMatvec dispatch; more: two products and swiglu. */
   gluLinear(x: Tensor, wg: Tensor, wu: Tensor): Tensor {
+    if (this.fusable(x, [wg])) return gluMatvec(this.e, x, wg, wu);
     const g = this.matmul(x, wg, { transB: true });
     const u = this.matmul(x, wu, { transB: true });
     const s = this.swiglu(g, u);
@@ -484,16 +583,48 @@ export class GpuOps implements Ops<Tensor> {
     this.e.release(u);
     return s;
   }
-  ropeAppend(): Tensor {
-    throw new Error('ropeAppend: not implemented yet on the GPU backend');
+  /**
+   * The step's PagedBatch as one u32 tensor [pos (N) | dest (N) | seq (N) | pages (numSeq·maxPages)],
+   * uploaded on the first of the 2 × layers calls that use it and reused until the engine flushes
+   * (a PagedBatch must not change between flushes once used; after a flush it is uploaded again).
+   * The tensor stays live while it may be read: the engine recycles a released buffer within the
+   * step (runtime.ts), so it is released only when the next index replaces it, after its last read.
+   */
+  private batchIndex(b: PagedBatch): PagedIndex {
+    const cur = this.pagedIndex;
+    if (cur && cur.batch === b && cur.submits === this.e.submits) return cur;
+    const n = b.pos.length;
+    const data = new Uint32Array(3 * n + b.pages.length);
+    data.set(b.pos, 0);
+    data.set(b.dest, n);
+    data.set(b.seq, 2 * n);
+    data.set(b.pages, 3 * n);
+    if (cur) this.e.release(cur.tensor);
+    const tensor = this.e.tensor([data.length], data);
+    const offsets = { posOff: 0, destOff: n, seqOff: 2 * n, pagesOff: 3 * n };
+    this.pagedIndex = { batch: b, tensor, submits: this.e.submits, ...offsets };
+    return this.pagedIndex;
   }
-  attentionPaged(): Tensor {
-    throw new Error('attentionPaged: not implemented yet on the GPU backend');
+  ropeAppend(
+    qkv: Tensor,
+    freqs: Tensor,
+    kStore: Tensor,
+    vStore: Tensor,
+    b: PagedBatch,
+    o: { Hq: number; Hkv: number; qNorm?: Tensor; kNorm?: Tensor; eps?: number },
+  ): Tensor {
+    return ropeAppend(this.e, qkv, freqs, kStore, vStore, b, this.batchIndex(b), o);
+  }
+  attentionPaged(q: Tensor, kStore: Tensor, vStore: Tensor, b: PagedBatch): Tensor {
+    return attentionPaged(this.e, q, kStore, vStore, b, this.batchIndex(b));
   }
   free(...xs: Tensor[]): void {
     for (const x of xs) this.e.release(x);
   }
   flush(): void {
     this.e.flush();
+  }
+  trim(minBytes?: number): void {
+    this.e.trim(minBytes);
   }
 }

@@ -10,6 +10,23 @@
  *   const out = await e.read(y);           // flushes, then maps
  *
  * The f16/bf16 conversions live in io/float16.ts (pure; the safetensors reader uses them too).
+ *
+ * Buffer recycling (issue 12, training memory). A released buffer goes to one of two lists:
+ *   - released this step: released while the step that reads it is still being recorded. It may be
+ *     handed out again in the SAME step, but only to work that writes it on the GPU timeline after
+ *     the recorded reads: kernel outputs and zeros() (dispatches, copies and clearBuffer run in
+ *     recording order, and WebGPU orders a write after earlier reads of the same buffer). Never to
+ *     `tensor(shape, data)`: queue.writeBuffer runs at once, before the unsubmitted commands that
+ *     still read the old contents.
+ *   - retired: released before a flush that has since been submitted; any use, uploads included
+ *     (queue.writeBuffer is ordered after earlier submissions).
+ * flush() moves the first list into the second. So a caller may release a temporary as soon as the
+ * last operation that reads it has been RECORDED, and must not record another read of it after that.
+ * Accounting (GPU backend only; the CPU backend has none): `liveBytes` are the buffers handed out
+ * and not released; `deviceBytes` the pool's buffers that exist (live, released, pooled: the GPU
+ * memory the engine holds; only trim() gives any back); `peakLiveBytes` / `peakDeviceBytes` their
+ * maxima since `resetPeak()`; `bytesAllocated` every buffer ever created. Without in-step recycling
+ * the device peak exceeds the live peak by the temporaries released during a step.
  */
 import type { GpuContext } from './device.ts';
 import { f16ToF32 } from './io/float16.ts';
@@ -46,23 +63,51 @@ export interface RunSpec {
 export class Engine {
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
+  /** Retired buffers by byte size: free for any use (see the header). */
   private readonly free = new Map<number, GPUBuffer[]>();
-  /** Buffers to return to the pool after the next flush (temporaries of this step). */
-  private readonly pendingRelease: GPUBuffer[] = [];
+  /** Released during the step being recorded, by byte size: only for GPU-written outputs (see the header). */
+  private readonly releasedThisStep = new Map<number, GPUBuffer[]>();
+  /** Buffers handed out by tensor()/zeros() and not released. */
+  private readonly live = new Set<GPUBuffer>();
   /**
    * Uniform blocks of the step being recorded, packed into 64 KiB chunks (one GPU buffer each,
    * bound at 256-byte offsets) and written with one writeBuffer per chunk at flush, instead of
    * a buffer created and written per dispatch (which dominated decode steps).
    */
   private readonly chunks: { buffer: GPUBuffer; shadow: Uint8Array; used: number }[] = [];
-  private readonly spareChunks: GPUBuffer[] = [];
+  private readonly spareChunks: { buffer: GPUBuffer; shadow: Uint8Array }[] = [];
+  /**
+   * Bind groups by pipeline, bound buffers and uniform slot (objectId), least recently used first;
+   * at most BIND_GROUP_CACHE. Entries of a buffer that trim() destroys are dropped.
+   */
+  private readonly bindGroups = new Map<string, { group: GPUBindGroup; buffers: GPUBuffer[] }>();
   /** Counters for `spade bench engine` (dispatches per generated token, copies that split passes). */
   dispatches = 0;
+  /** Dispatches that reused a cached bind group (run()) instead of creating one. */
+  bindGroupHits = 0;
   copies = 0;
   submits = 0;
+  /** Device buffers ever created by the pool (bytes). */
   bytesAllocated = 0;
+  /** Bytes of the pool's device buffers that exist now (created, not destroyed by trim()): the GPU memory held. */
+  deviceBytes = 0;
+  /** Largest deviceBytes since the engine was made or resetPeak() was called: the step's real GPU peak. */
+  peakDeviceBytes = 0;
+  /** Bytes of buffers handed out and not released (the allocator's view of memory in use). */
+  liveBytes = 0;
+  /** Largest liveBytes since the engine was made or resetPeak() was called. */
+  peakLiveBytes = 0;
+  /** Buffers handed out again from the list released in the same step (recycled within a step). */
+  reusedInStep = 0;
 
-  constructor(readonly ctx: GpuContext) {}
+  /**
+   * `recycleInStep: false` keeps every released buffer out of use until the next flush (the
+   * behaviour before issue 12), for measuring what recycling saves; default true.
+   */
+  constructor(
+    readonly ctx: GpuContext,
+    readonly opts: { recycleInStep?: boolean } = {},
+  ) {}
 
   get device(): GPUDevice {
     return this.ctx.device;
@@ -70,18 +115,27 @@ export class Engine {
   get f16(): boolean {
     return this.ctx.report.features.shaderF16;
   }
+  /** Bind groups held by run()'s cache now. */
+  get cachedBindGroups(): number {
+    return this.bindGroups.size;
+  }
 
   /** A new tensor (from the pool), optionally filled with `data`. */
   tensor(shape: number[], data?: Float32Array | Uint16Array | Uint32Array, dtype: DType = 'f32'): Tensor {
     const size = numel(shape);
     const bytes = bytesOf(size, dtype);
-    let buffer = this.free.get(bytes)?.pop();
+    // data is written by queue.writeBuffer, which runs before unsubmitted reads: retired buffers only
+    let buffer = data || this.opts.recycleInStep === false ? undefined : this.releasedThisStep.get(bytes)?.pop();
+    if (buffer) this.reusedInStep++;
+    else buffer = this.free.get(bytes)?.pop();
     if (!buffer) {
       buffer = this.device.createBuffer({
         size: bytes,
         usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
       });
       this.bytesAllocated += bytes;
+      this.deviceBytes += bytes;
+      if (this.deviceBytes > this.peakDeviceBytes) this.peakDeviceBytes = this.deviceBytes;
     }
     if (data) {
       if (data.byteLength > bytes)
@@ -90,7 +144,16 @@ export class Engine {
         );
       this.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
     }
+    this.live.add(buffer);
+    this.liveBytes += bytes;
+    if (this.liveBytes > this.peakLiveBytes) this.peakLiveBytes = this.liveBytes;
     return { buffer, shape: [...shape], dtype, size };
+  }
+
+  /** Start new peak measurements (live and device) from the bytes held now. */
+  resetPeak(): void {
+    this.peakLiveBytes = this.liveBytes;
+    this.peakDeviceBytes = this.deviceBytes;
   }
 
   /** A zero-filled tensor. */
@@ -101,9 +164,18 @@ export class Engine {
     return t;
   }
 
-  /** Return a tensor's buffer to the pool (after the recorded work that uses it has been submitted). */
+  /**
+   * Return a tensor's buffer to the pool once the last operation that reads it has been recorded:
+   * later outputs of this step may reuse it (see the header). A second release of the same buffer
+   * (or of a view of it) before it is handed out again is ignored, so it can never be handed out twice.
+   */
   release(t: Tensor): void {
-    this.pendingRelease.push(t.buffer);
+    const b = t.buffer;
+    if (!this.live.delete(b)) return;
+    this.liveBytes -= b.size;
+    const list = this.releasedThisStep.get(b.size) ?? [];
+    list.push(b);
+    this.releasedThisStep.set(b.size, list);
   }
 
   private enc(): GPUCommandEncoder {
@@ -119,23 +191,50 @@ export class Engine {
   /** Record one compute dispatch. */
   run(spec: RunSpec): void {
     const pipeline = this.ctx.pipeline(spec.key, spec.code, spec.constants);
-    const entries: GPUBindGroupEntry[] = spec.bindings.map((t, i) => ({ binding: i, resource: { buffer: t.buffer } }));
+    let key = `${objectId(pipeline)}|`;
+    for (const t of spec.bindings) key += `${objectId(t.buffer)},`;
+    let uniform: { buffer: GPUBuffer; offset: number; size: number } | undefined;
     if (spec.uniforms) {
       const size = Math.max(16, Math.ceil(spec.uniforms.byteLength / 16) * 16);
       let chunk = this.chunks[this.chunks.length - 1];
       if (!chunk || chunk.used + size > UNIFORM_CHUNK) {
-        const buffer =
-          this.spareChunks.pop() ??
-          this.device.createBuffer({ size: UNIFORM_CHUNK, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
-        chunk = { buffer, shadow: new Uint8Array(UNIFORM_CHUNK), used: 0 };
+        const spare = this.spareChunks.pop();
+        chunk = spare
+          ? { ...spare, used: 0 }
+          : {
+              buffer: this.device.createBuffer({
+                size: UNIFORM_CHUNK,
+                usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+              }),
+              shadow: new Uint8Array(UNIFORM_CHUNK),
+              used: 0,
+            };
         this.chunks.push(chunk);
       }
       const offset = chunk.used;
       chunk.shadow.set(new Uint8Array(spec.uniforms), offset);
       chunk.used = offset + Math.ceil(size / UNIFORM_ALIGN) * UNIFORM_ALIGN;
-      entries.push({ binding: spec.bindings.length, resource: { buffer: chunk.buffer, offset, size } });
+      uniform = { buffer: chunk.buffer, offset, size };
+      key += `|${objectId(chunk.buffer)}@${offset}+${size}`;
     }
-    const bind = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+    // the same pipeline, buffers and uniform slot as an earlier dispatch: reuse its bind group
+    // (a decode step repeats the last one's; the contents may differ, the bindings do not)
+    let cached = this.bindGroups.get(key);
+    if (cached) {
+      this.bindGroups.delete(key); // re-insert: Map order is the LRU order
+      this.bindGroupHits++;
+    } else {
+      const entries: GPUBindGroupEntry[] = spec.bindings.map((t, i) => ({
+        binding: i,
+        resource: { buffer: t.buffer },
+      }));
+      if (uniform) entries.push({ binding: spec.bindings.length, resource: uniform });
+      const group = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+      cached = { group, buffers: spec.bindings.map((t) => t.buffer) };
+      if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.delete(this.bindGroups.keys().next().value!);
+    }
+    this.bindGroups.set(key, cached);
+    const bind = cached.group;
     if (!this.pass) this.pass = this.enc().beginComputePass();
     this.pass.setPipeline(pipeline);
     this.pass.setBindGroup(0, bind);
@@ -163,12 +262,15 @@ export class Engine {
       this.encoder = null;
       this.submits++;
     }
-    for (const c of this.chunks.splice(0)) this.spareChunks.push(c.buffer);
-    for (const b of this.pendingRelease.splice(0)) {
-      const list = this.free.get(b.size) ?? [];
-      list.push(b);
-      this.free.set(b.size, list);
+    // reversed, so the next step pops them in this step's order (same uniform slots: bind-group hits)
+    for (const c of this.chunks.splice(0).reverse()) this.spareChunks.push(c);
+    // everything that reads this step's released buffers is submitted now: they retire
+    for (const [bytes, released] of this.releasedThisStep) {
+      const list = this.free.get(bytes) ?? [];
+      list.push(...released);
+      this.free.set(bytes, list);
     }
+    this.releasedThisStep.clear();
   }
 
   /** Flush, then copy a tensor back as f32 (f16 tensors are widened on the CPU). */
@@ -190,11 +292,44 @@ export class Engine {
     return f16ToF32(new Uint16Array(raw, 0, t.size));
   }
 
-  /** Destroy pooled buffers (tensors still held by callers stay valid). */
-  trim(): void {
-    for (const list of this.free.values()) for (const b of list) b.destroy();
-    this.free.clear();
+  /**
+   * Destroy retired pooled buffers of at least `minBytes` (default: all). Tensors still held by
+   * callers, and this step's releases, stay valid. A training step trims its LM-head chunk buffers
+   * this way before the backward, so their size does not sit idle in the pool at the step's peak.
+   */
+  trim(minBytes = 0): void {
+    this.forgetBindGroups(new Set([...this.free].filter(([bytes]) => bytes >= minBytes).flatMap(([, l]) => l)));
+    for (const [bytes, list] of this.free) {
+      if (bytes < minBytes) continue;
+      for (const b of list) {
+        this.deviceBytes -= b.size;
+        b.destroy();
+      }
+      this.free.delete(bytes);
+    }
   }
+
+  /** Drop the cached bind groups that bind any of `buffers` (about to be destroyed). */
+  private forgetBindGroups(buffers: Set<GPUBuffer>): void {
+    if (buffers.size === 0) return;
+    for (const [key, { buffers: bound }] of this.bindGroups)
+      if (bound.some((b) => buffers.has(b))) this.bindGroups.delete(key);
+  }
+}
+
+/** Bind groups the Engine keeps at most (a decode step of a 24-layer model uses ~200). */
+const BIND_GROUP_CACHE = 4096;
+
+const objectIds = new WeakMap<object, number>();
+let nextObjectId = 1;
+/** A stable number for a GPU object (pipeline, buffer), for cache keys; the object is not kept alive. */
+function objectId(o: object): number {
+  let id = objectIds.get(o);
+  if (id === undefined) {
+    id = nextObjectId++;
+    objectIds.set(o, id);
+  }
+  return id;
 }
 
 /** Uniform block builder: u32 and f32 fields, in order (std140-like 4-byte packing). */
