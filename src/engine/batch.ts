@@ -18,9 +18,8 @@
  * up to the float rounding of a different kernel on the GPU (tests/unit/engine_batch.test.ts).
  * An error in a step rejects the requests in that step; the scheduler stays usable.
  *
- * The prefix cache holds k/v computed with the weights of the moment: call clearPrefixCache() after
- * the weights or the adapter change (a training step); a new adapter object (setLora/initLora)
- * clears it by itself.
+ * The prefix cache holds k/v computed with the adapter of the moment: it is dropped when the model's
+ * adapterVersion moves (a new or removed adapter, or LoraTrainer's optimiser step in place).
  */
 import { createRng, type Rng } from '../core/rng.ts';
 import { generate, type GenerateOptions } from './generate.ts';
@@ -111,7 +110,7 @@ export class DecodeScheduler<X> {
   /** Finished sequences for prefix reuse, least recently used first. */
   private cache: KvSeq[] = [];
   private cacheTokens = 0;
-  private cacheLora: unknown = null;
+  private cacheVersion = -1;
   private kv: KvPages<X> | null = null;
   private running = false;
   private counts = { ...ZERO_STATS };
@@ -207,9 +206,9 @@ export class DecodeScheduler<X> {
         r.resolve([]);
       }
     // 2. admission
-    if (this.model.lora !== this.cacheLora) {
+    if (this.model.adapterVersion !== this.cacheVersion) {
       this.clearPrefixCache();
-      this.cacheLora = this.model.lora;
+      this.cacheVersion = this.model.adapterVersion;
     }
     for (let i = 0; i < this.waiting.length && this.active.length < this.maxBatch;) {
       const r = this.waiting[i]!;

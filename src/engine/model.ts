@@ -101,7 +101,23 @@ export class LlamaModel<X> {
   private readonly norm: X;
   private readonly lmHead: X;
   private readonly freqs: X;
-  lora: LoraParams<X> | null = null;
+  private adapter: LoraParams<X> | null = null;
+  /**
+   * Bumped whenever what the adapter computes may change (a new or removed adapter, an optimiser
+   * step in place: `adapterChanged()`), so caches of k/v (batch.ts's prefix cache) know to drop.
+   */
+  adapterVersion = 0;
+  get lora(): LoraParams<X> | null {
+    return this.adapter;
+  }
+  set lora(l: LoraParams<X> | null) {
+    this.adapter = l;
+    this.adapterVersion++;
+  }
+  /** Say that the adapter's tensors were updated in place (an optimiser step). */
+  adapterChanged(): void {
+    this.adapterVersion++;
+  }
   /** Storage format of the frozen base's linear weights and embedding table. */
   readonly weightFormat: WeightFormat;
   /** Bytes the base weights hold on the backend (GPU: the buffers, each padded to 16 bytes). */

@@ -9,6 +9,7 @@ import { generate, type GenerateOptions } from '../../src/engine/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { loraKey } from '../../src/engine/io/peft.ts';
 import { KvPages, PAGE } from '../../src/engine/kv_pages.ts';
+import { LoraTrainer } from '../../src/engine/train.ts';
 import { LlamaModel } from '../../src/engine/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
@@ -235,6 +236,21 @@ describe('DecodeScheduler', () => {
     const after = s.stats();
     expect(after.prefixReusedTokens - before.prefixReusedTokens).toBeGreaterThanOrEqual(P.length + 3 * (Q.length - 1));
     expect(after.prefillTokens - before.prefillTokens).toBeLessThanOrEqual(Q.length - P.length + 3);
+  });
+
+  it('drops the prefix cache after an optimiser step on the adapter (no stale k/v)', async () => {
+    const m = await tinyModel('qwen2');
+    randomLora(m);
+    const s = new DecodeScheduler(m);
+    const P = ids(40, 21);
+    const o = { maxNew: 6, temperature: 0 };
+    await s.generate(P, o);
+    const trainer = new LoraTrainer(m, { lr: 0.05 });
+    await trainer.trainStep([{ ids: [...P, ...ids(8, 22)], promptLen: P.length, advantage: 1 }]);
+    const before = s.stats().prefixReusedTokens;
+    const again = await s.generate(P, o);
+    expect(s.stats().prefixReusedTokens).toBe(before); // nothing reused across the update
+    expect(again).toEqual(await generate(m, P, o));
   });
 
   it('admits a request while others are mid-decode, and one aborted request leaves while the others go on', async () => {
