@@ -106,3 +106,25 @@ describe.skipIf(!ctx)(`batched decoding on WebGPU ${reason}`, () => {
     s.dispose();
   });
 });
+
+describe.skipIf(!ctx)(`dispatches per generated token ${reason}`, () => {
+  it('the batched step takes 8 dispatches per layer and ≤ 200 per token for the Qwen2.5-0.5B layout (no LoRA)', async () => {
+    const { countDecodeDispatches, QWEN25_05B_CONFIG } = await import('../../src/engine/bench_model.ts');
+    const e = new Engine(ctx!);
+    // the real layout's structure with small widths (counts depend on the structure only)
+    const small = {
+      ...QWEN25_05B_CONFIG,
+      hiddenSize: 64,
+      intermediateSize: 128,
+      numHeads: 4,
+      numKvHeads: 2,
+      headDim: 16,
+    };
+    const batched = await countDecodeDispatches(e, small, 512, [1, 2], 3, 'scheduler');
+    const unbatched = await countDecodeDispatches(e, small, 512, [1, 2], 3, 'generate');
+    expect(batched.perLayer).toBe(8);
+    expect(batched.perToken).toBeLessThanOrEqual(200);
+    expect(batched.copiesPerToken).toBe(0); // KV appends are kernel writes, not copies that end a pass
+    expect(unbatched.perLayer).toBeGreaterThan(batched.perLayer);
+  });
+});
