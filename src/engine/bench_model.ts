@@ -11,7 +11,9 @@ import { generate } from './generate.ts';
 import { DecodeScheduler } from './batch.ts';
 import { LlamaModel } from './model.ts';
 import { GpuOps } from './ops.ts';
-import type { Engine, Tensor } from './runtime.ts';
+import { Engine, type Tensor } from './runtime.ts';
+import { LORA_MODULES, type LoraModule } from './io/peft.ts';
+import { dryRunContext } from './dry_run.ts';
 import { LoraTrainer } from './train.ts';
 
 /** ~60M parameters: a SmolLM2-135M-like layout, shrunk to 12 layers so it runs on a software GPU too. */
@@ -262,4 +264,153 @@ export async function benchWeightFormats(
     e.trim();
   }
   return out;
+}
+
+/** One configuration's peak of a LoRA training step, from the engine's allocator. */
+export interface TrainMemoryFigures {
+  /** Device bytes the engine held at the step's peak (every pool buffer: base weights, adapter, optimiser, activations) at the full layout. */
+  peakBytes: number;
+  /** peakBytes / tokens. */
+  peakBytesPerToken: number;
+  /** The same peak less the base weights, per token (what grows with the sequence). */
+  stepBytesPerToken: number;
+  /** Peak of the tensors live at once (no pooled or released buffers) at the full layout. */
+  peakLiveBytes: number;
+  /** Whether the full-layout figures were measured (false: scaled from the reduced-layer variants). */
+  fullLayoutMeasured: boolean;
+  /** Per layer (the difference of the 1- and 2-layer variants) and the rest. */
+  perLayerBytes: number;
+  fixedBytes: number;
+  /** Every variant run, unscaled. */
+  measured: { layers: number; peakBytes: number; peakLiveBytes: number; baseWeightBytes: number }[];
+}
+
+export interface TrainMemoryBench {
+  layout: string;
+  layers: number;
+  tokens: number;
+  weights: WeightFormat;
+  lora: { r: number; targets: string[] };
+  /** 'replay': allocations replayed on a recording-only device (dry_run.ts); 'device': run on the adapter. */
+  mode: 'replay' | 'device';
+  /** Checkpointing on, LM head in chunks, temporaries recycled within the step (the trainer's defaults). */
+  after: TrainMemoryFigures;
+  /** The old path: full tape, one (T, V) LM-head chunk, released buffers reusable only after a flush. */
+  before: TrainMemoryFigures;
+  afterOverBefore: number;
+  note: string;
+}
+
+/** A TensorStore stand-in of zeros (an allocation replay needs shapes only). */
+function zeroWeights(cfg: ModelConfig): TensorStore {
+  const shapes = new Map(hfTensorSpecs(cfg).map((s) => [s.name, s.shape]));
+  return {
+    f32: (name: string) => new Float32Array(shapes.get(name)!.reduce((a, b) => a * b, 1)),
+  } as unknown as TensorStore;
+}
+
+/**
+ * Peak GPU bytes of one LoRA training step (forward, backward, AdamW; `tokens` tokens, all trained)
+ * on `cfg`'s layout with a `weights` base, from the engine's allocator (Engine.peakDeviceBytes:
+ * every pool buffer that exists, weights included), for the new path and the old one.
+ * `replay` (default): on a recording-only device (dry_run.ts) with `e`'s adapter report, where the
+ * allocator sees exactly what it sees on the adapter (no allocation depends on values), so the full
+ * layout runs in seconds; with `replay: false` every variant runs on `e`'s device (a real GPU).
+ * Variants: 1 and 2 layers (same widths and vocabulary; per layer = the difference, the rest =
+ * what remains) and, when `full` (default: with replay), the full layout itself; without it the full
+ * figures are the line through the two, labelled so (fullLayoutMeasured false).
+ */
+export async function benchTrainMemory(
+  e: Engine,
+  o: {
+    cfg?: ModelConfig;
+    tokens?: number;
+    weights?: WeightFormat;
+    r?: number;
+    targets?: LoraModule[];
+    replay?: boolean;
+    full?: boolean;
+  } = {},
+): Promise<TrainMemoryBench> {
+  const cfg = o.cfg ?? QWEN25_05B_CONFIG;
+  const tokens = o.tokens ?? 1024;
+  const weights = o.weights ?? 'bf16';
+  const r = o.r ?? 8;
+  const targets = o.targets ?? [...LORA_MODULES];
+  const replay = o.replay ?? true;
+  const full = (o.full ?? replay) && cfg.numLayers > 2;
+  const rng = createRng(5);
+  const ids = Array.from({ length: tokens + 1 }, () => rng.int(cfg.vocabSize));
+  // every token trained, at a sampling temperature (the roles sample at T ≠ 1: one more chunk-sized tensor)
+  const sample = [{ ids, promptLen: 1, advantage: 1, temperature: 0.7 }];
+  const run = async (layers: number, newPath: boolean) => {
+    const ctx = replay ? dryRunContext(e.ctx.report) : e.ctx;
+    const eng = new Engine(ctx, { recycleInStep: newPath });
+    const c = { ...cfg, numLayers: layers };
+    const model = new LlamaModel<Tensor>(c, new GpuOps(eng), replay ? zeroWeights(c) : randomWeights(c), { weights });
+    model.initLora(r, 2 * r, targets, 0);
+    const trainer = new LoraTrainer(model, newPath ? {} : { checkpoint: false, headChunkRows: Infinity });
+    eng.flush();
+    await trainer.trainStep(sample);
+    await eng.device.queue.onSubmittedWorkDone();
+    const out = {
+      layers,
+      peakBytes: eng.peakDeviceBytes,
+      peakLiveBytes: eng.peakLiveBytes,
+      baseWeightBytes: model.weightBytes,
+    };
+    trainer.dispose();
+    model.dispose();
+    eng.flush();
+    eng.trim();
+    return out;
+  };
+  const figures = async (newPath: boolean): Promise<TrainMemoryFigures> => {
+    const a = await run(1, newPath);
+    const b = await run(2, newPath);
+    const m = [a, b];
+    const perLayerBytes = b.peakBytes - a.peakBytes;
+    const fixedBytes = a.peakBytes - perLayerBytes;
+    const line = (x: number, y: number) => x + (y - x) * (cfg.numLayers - 1);
+    let top = {
+      peakBytes: line(a.peakBytes, b.peakBytes),
+      peakLiveBytes: line(a.peakLiveBytes, b.peakLiveBytes),
+      baseWeightBytes: line(a.baseWeightBytes, b.baseWeightBytes),
+    };
+    if (full) {
+      const f = await run(cfg.numLayers, newPath);
+      m.push(f);
+      top = f;
+    }
+    return {
+      peakBytes: top.peakBytes,
+      peakBytesPerToken: top.peakBytes / tokens,
+      stepBytesPerToken: (top.peakBytes - top.baseWeightBytes) / tokens,
+      peakLiveBytes: top.peakLiveBytes,
+      fullLayoutMeasured: full,
+      perLayerBytes,
+      fixedBytes,
+      measured: m,
+    };
+  };
+  const after = await figures(true);
+  const before = await figures(false);
+  const how = replay
+    ? 'allocations replayed on a recording-only device (dry_run.ts: the same tensor/release sequence as on the adapter, kernels not run)'
+    : 'run on the adapter';
+  const scope = full
+    ? `the full ${cfg.numLayers}-layer layout (and 1- and 2-layer variants for the per-layer figure)`
+    : `1- and 2-layer variants at the full widths and vocabulary, scaled linearly to ${cfg.numLayers} layers (per layer × ${cfg.numLayers} + the rest)`;
+  return {
+    layout: `${cfg.architecture} ${cfg.numLayers}×(hidden ${cfg.hiddenSize}, ${cfg.numHeads}/${cfg.numKvHeads} heads), vocabulary ${cfg.vocabSize}`,
+    layers: cfg.numLayers,
+    tokens,
+    weights,
+    lora: { r, targets: [...targets] },
+    mode: replay ? 'replay' : 'device',
+    after,
+    before,
+    afterOverBefore: after.peakBytes / before.peakBytes,
+    note: `peak device bytes of one trainStep (engine allocator), ${how}; ${scope}; every token trained, temperature 0.7`,
+  };
 }
