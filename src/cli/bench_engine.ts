@@ -8,7 +8,9 @@ import type { Args, Io } from './args.ts';
  * top-p sampling ms per token at a 151,936 vocabulary (CPU full sort, CPU, GPU); compute dispatches
  * per generated token for the Qwen2.5-0.5B layout (engine counter, reduced-layer variants scaled);
  * per base-weight format (f32, bf16, f16, q4): GPU bytes per base parameter and decode tokens/s;
- * aggregate decode tokens/s of the batching scheduler at batch 1, 8 and 16 and the speed-up over 1.
+ * aggregate decode tokens/s of the batching scheduler at batch 1, 8 and 16 and the speed-up over 1;
+ * peak GPU bytes of one LoRA training step (Qwen2.5-0.5B layout, 1,024 tokens, bf16 base), now and
+ * with the old path (no checkpointing, no chunked head, no recycling).
  * --quick uses smaller sizes (for software adapters).
  */
 export async function benchEngine(io: Io, a: Args): Promise<number> {
@@ -90,6 +92,10 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       qwen05bBytesPerBaseParam: +w.qwen05bBytesPerBaseParam.toFixed(4),
       decodeTokensPerSec: +w.decodeTokensPerSec.toFixed(1),
     }));
+    // peak GPU bytes of one LoRA step on the Qwen2.5-0.5B layout, 1,024 tokens, bf16 base (a replay of the
+    // allocations on a recording-only device: the real layout does not run on a software adapter)
+    const { benchTrainMemory } = await import('../engine/bench_model.ts');
+    const trainMemory = await benchTrainMemory(e, {});
     const result = {
       ok: true,
       adapter: ctx.report,
@@ -106,6 +112,7 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       dispatchesUnbatched,
       batchDecode,
       weightFormats,
+      trainMemory,
     };
     if (a.flags.has('json')) io.out(JSON.stringify(result));
     else {
@@ -137,6 +144,10 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       );
       io.out(
         `batched decode (${BENCH_CONFIG.architecture}, scheduler): ${batchDecode.map((r) => `batch ${r.batch} ${r.tokensPerSec} tok/s (${r.speedup}×)`).join(' · ')}`,
+      );
+      const gb = (b: number) => (b / 1e9).toFixed(2);
+      io.out(
+        `LoRA step memory (${trainMemory.layout}, ${trainMemory.tokens} tokens, ${trainMemory.weights} base, ${trainMemory.mode}): peak ${gb(trainMemory.after.peakBytes)} GB (${(trainMemory.after.peakBytesPerToken / 1e6).toFixed(2)} MB per token) · before ${gb(trainMemory.before.peakBytes)} GB → ${trainMemory.afterOverBefore.toFixed(3)}×`,
       );
       for (const w of weightFormats)
         io.out(
