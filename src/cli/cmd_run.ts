@@ -30,6 +30,12 @@ import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 import { modelFromFlags } from './model_flags.ts';
 import { attachTraining } from './run_training.ts';
 
+/** The local engine's scheduler counters (loaded lazily: other backends never load the engine). */
+async function localDecodeStats(model: ChatModel) {
+  const { LocalChatModel, schedulerFor } = await import('../engine/local_model.ts');
+  return model instanceof LocalChatModel ? schedulerFor(model.llm).stats() : undefined;
+}
+
 async function configFromFlags(a: Args): Promise<Config> {
   let base: Record<string, unknown> = {};
   const file = flag(a, 'config');
@@ -272,12 +278,22 @@ export async function run(argv: string[], io: Io): Promise<number> {
       memory: state.memory.records.length,
       lastMetrics: metrics[metrics.length - 1] ?? null,
       stopped: ac.signal.aborted,
+      // the local engine's batching: steps, rows per step, prompt tokens prefilled vs reused from cached k/v
+      ...(model.backend === 'local' ? { decode: await localDecodeStats(model) } : {}),
     };
     if (a.flags.has('json')) io.out(JSON.stringify(summary));
-    else
+    else {
+      if (summary.decode) {
+        const d = summary.decode;
+        io.err(
+          `engine: ${d.steps} decode steps, ${(d.rows / Math.max(1, d.steps)).toFixed(1)} rows per step (at most ${d.maxRows}); ` +
+            `prompt tokens prefilled ${d.prefillTokens}, reused from cached k/v ${d.prefixReusedTokens}`,
+        );
+      }
       io.out(
         `${ac.signal.aborted ? 'stopped' : 'done'}: ${summary.cycles} cycles, ${summary.environments} environments → ${join(out, 'archive.jsonl')}`,
       );
+    }
     return 0;
   } finally {
     process.off('SIGINT', onSig);

@@ -74,6 +74,13 @@ describe('spade run --train', () => {
       '--json',
     );
     expect(a.code, a.err.join('\n')).toBe(0);
+    // every call went through the engine's batching scheduler; the repair turns and plays reused cached k/v
+    const decode = a.json().decode;
+    expect(decode.steps).toBeGreaterThan(0);
+    expect(decode.maxRows).toBeGreaterThanOrEqual(1);
+    expect(decode.prefillTokens).toBeGreaterThan(0);
+    expect(decode.prefixReusedTokens).toBeGreaterThan(0);
+    console.log(`spade run --backend local decode stats: ${JSON.stringify(decode)}`);
     expect(a.err.join('\n')).toMatch(/probe \(before training\): mean return/);
     expect(a.err.join('\n')).toMatch(/trained after cycle 1:/);
     for (const f of [
