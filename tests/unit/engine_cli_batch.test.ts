@@ -35,7 +35,9 @@ describe('spade engine generate --tokens … --tokens … (a batch)', () => {
     }
     // the plain form prints one line of ids per prompt
     const plain = await run('engine', 'generate', ...prompts.flatMap((p) => ['--tokens', p]), ...common);
-    expect(plain.out.map((l) => l.split(',').map(Number))).toEqual(got.batch.map((b: { tokens: number[] }) => b.tokens));
+    expect(plain.out.map((l) => l.split(',').map(Number))).toEqual(
+      got.batch.map((b: { tokens: number[] }) => b.tokens),
+    );
   });
 
   it('rejects an empty prompt and a repeated --tokens for logits', async () => {
