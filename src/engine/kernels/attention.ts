@@ -18,9 +18,14 @@
  */
 import { uniforms, type Engine, type Tensor } from '../runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
-import shader from './attention.wgsl?raw';
+import attentionShader from './attention.wgsl?raw';
+import { preprocessWgsl } from './wgsl_preprocess.ts';
 import backwardShader from './attention_backward.wgsl?raw';
 import dkvShader from './attention_backward_dkv.wgsl?raw';
+
+/** The contiguous variant of attention.wgsl (attention_paged.ts builds the paged one). */
+let contiguous: string | undefined;
+const shader = () => (contiguous ??= preprocessWgsl(attentionShader, { PAGED: false }, 'attention.wgsl'));
 
 const WG = 64;
 const MAX_D = 256;
@@ -171,7 +176,7 @@ export function attention(e: Engine, q: Tensor, k: Tensor, v: Tensor): { out: Te
   const lse = e.tensor([dims.Hq, dims.T]);
   e.run({
     key: 'attention',
-    code: shader,
+    code: shader(),
     constants: { WG },
     bindings: [q, k, v, out, lse],
     uniforms: params(dims),

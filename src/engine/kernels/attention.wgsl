@@ -1,18 +1,42 @@
-// attention: causal scaled-dot-product attention with grouped-query heads and a KV-cache prefix.
-// Query t (0-based, of T) sits at position S - T + t and sees keys 0 ..= S - T + t.
+// attention: causal scaled-dot-product attention with grouped-query heads, in two variants.
+//   contiguous (#if !PAGED): q (T, Hq, D) against k, v (S, Hkv, D), a KV-cache prefix; query t sits
+//     at position S - T + t and sees keys 0 ..= S - T + t. Also writes, for the backward, the
+//     log-sum-exp of each score row: lse[h, t] = log(sum_j exp(s_j)), so that p_j = exp(s_j - lse).
+//   paged (#if PAGED, attention_paged.ts): q (N, Hq, D), one new token per row, against a paged KV
+//     cache (kv_pages.ts): row n at position pos[n] of sequence seq[n] sees keys 0 ..= pos[n], key j
+//     at store row pages[seq[n] * maxPages + j / pageSize] * pageSize + j % pageSize. No lse.
 // Query head h reads KV head h / (Hq / Hkv). Scores are scale * q.k (scale = 1/sqrt(D)).
-// Outputs the attention result and, for the backward, the log-sum-exp of each score row:
-//   lse[h, t] = log(sum_j exp(s_j)), so that p_j = exp(s_j - lse).
 // One workgroup per (query head, query): a single pass over the keys in chunks of WG with an
 // online softmax (running max m and per-invocation running sums). In each chunk, invocation i
-// scores key j0 + i; then invocation i accumulates output dims d = i, i + WG, ... over the chunk.
+// scores key j0 + i and records its store row; then invocation i accumulates output dims
+// d = i, i + WG, ... over the chunk. Both variants run the same arithmetic, so they round alike.
 // Constants (overrides): WG = workgroup size, a power of two (default 64). D <= MAX_D.
-// Dispatch: (Hq, T) workgroups.
+// Dispatch: (Hq, T) workgroups (paged: (Hq, N)).
 
 override WG: u32 = 64u;
 const MAX_D: u32 = 256u;
 const NEG_BIG: f32 = -3.0e38;
 
+// #if PAGED
+struct Params {
+  Hq: u32,
+  Hkv: u32,
+  D: u32,
+  pageSize: u32,
+  maxPages: u32,
+  posOff: u32,   // pos (N,) at idx[posOff ..]
+  seqOff: u32,   // seq (N,) at idx[seqOff ..]
+  pagesOff: u32, // pages (numSeq, maxPages) at idx[pagesOff ..]
+  scale: f32,
+}
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;         // (N, Hq, D)
+@group(0) @binding(1) var<storage, read> k: array<f32>;         // kStore (rows, Hkv, D)
+@group(0) @binding(2) var<storage, read> v: array<f32>;         // vStore (rows, Hkv, D)
+@group(0) @binding(3) var<storage, read> idx: array<u32>;       // [pos (N) | dest (N) | seq (N) | pages] at the offsets
+@group(0) @binding(4) var<storage, read_write> out: array<f32>; // (N, Hq, D)
+@group(0) @binding(5) var<uniform> p: Params;
+// #else
 struct Params {
   T: u32,
   S: u32,
@@ -28,10 +52,12 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // (T, Hq, D)
 @group(0) @binding(4) var<storage, read_write> lse: array<f32>; // (Hq, T)
 @group(0) @binding(5) var<uniform> p: Params;
+// #endif
 
 var<workgroup> qs: array<f32, MAX_D>;  // q row, pre-scaled
 var<workgroup> acc: array<f32, MAX_D>; // unnormalised output row
 var<workgroup> probs: array<f32, WG>;  // exp(s - m) for the chunk's keys
+var<workgroup> kvRow: array<u32, WG>;  // k/v row of the chunk's keys
 var<workgroup> red: array<f32, WG>;    // reduction scratch
 
 @compute @workgroup_size(WG)
@@ -48,14 +74,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   workgroupBarrier();
 
+  // #if PAGED
+  let nKeys = idx[p.posOff + t] + 1u;
+  let pageBase = p.pagesOff + idx[p.seqOff + t] * p.maxPages;
+  // #else
   let nKeys = p.S - p.T + t + 1u;
+  // #endif
   var m = NEG_BIG; // running max (the same in every invocation)
   var l = 0.0;     // this invocation's share of the running sum of exp(s - m)
   for (var j0 = 0u; j0 < nKeys; j0 += WG) {
     let j = j0 + lid;
     var s = NEG_BIG;
     if (j < nKeys) {
-      let kBase = j * kvStride + kvh * D;
+      // #if PAGED
+      let row = idx[pageBase + j / p.pageSize] * p.pageSize + j % p.pageSize;
+      // #else
+      let row = j;
+      // #endif
+      kvRow[lid] = row;
+      let kBase = row * kvStride + kvh * D;
       s = 0.0;
       for (var d = 0u; d < D; d++) {
         s += qs[d] * k[kBase + d];
@@ -80,15 +117,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     m = mNew;
     workgroupBarrier();
 
-    let n = min(WG, nKeys - j0);
+    let cnt = min(WG, nKeys - j0);
     for (var d = lid; d < D; d += WG) {
       var a = acc[d] * alpha;
-      for (var jj = 0u; jj < n; jj++) {
-        a += probs[jj] * v[(j0 + jj) * kvStride + kvh * D + d];
+      for (var jj = 0u; jj < cnt; jj++) {
+        a += probs[jj] * v[kvRow[jj] * kvStride + kvh * D + d];
       }
       acc[d] = a;
     }
-    workgroupBarrier(); // probs and red are rewritten by the next chunk
+    workgroupBarrier(); // probs, kvRow and red are rewritten by the next chunk
   }
 
   red[lid] = l;
@@ -103,7 +140,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var d = lid; d < D; d += WG) {
     out[qBase + d] = acc[d] / total;
   }
+  // #if PAGED
+  // #else
   if (lid == 0u) {
     lse[h * p.T + t] = m + log(total);
   }
+  // #endif
 }

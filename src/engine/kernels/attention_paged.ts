@@ -7,11 +7,12 @@
  * pages[seq[n]·maxPages + ⌊j / pageSize⌋]·pageSize + j mod pageSize. Query head h reads KV head
  * h / (Hq / Hkv); scores are q·k / sqrt(D). Rows of different sequences and lengths share one
  * dispatch. The same maths as attention.ts's forward on a contiguous cache (no lse: decode only).
- * GPU: one workgroup per (query head, row) with attention.wgsl's online softmax. f32 only, D ≤ 256.
+ * GPU: attention.wgsl's PAGED variant, one workgroup per (query head, row). f32 only, D ≤ 256.
  */
 import { uniforms, type Engine, type Tensor } from '../runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
-import shader from './attention_paged.wgsl?raw';
+import attentionShader from './attention.wgsl?raw';
+import { preprocessWgsl } from './wgsl_preprocess.ts';
 
 /**
  * How a step's N new rows map into the paged K/V stores (kv_pages.ts allocates them): row n sits at
@@ -31,6 +32,10 @@ export interface PagedBatch {
   /** (numSeq, maxPages) page ids of each sequence in this step (unused entries 0). */
   pages: Uint32Array;
 }
+
+/** The paged variant of attention.wgsl: the same online softmax, keys found through the page table. */
+let paged: string | undefined;
+const shader = () => (paged ??= preprocessWgsl(attentionShader, { PAGED: true }, 'attention.wgsl'));
 
 /** Workgroup size: keys scored per chunk and output dims per pass (attention.wgsl's 64). */
 const WG = 64;
@@ -152,7 +157,7 @@ export function attentionPaged(
   const out = e.tensor([N, Hq, D]);
   e.run({
     key: 'attention_paged',
-    code: shader,
+    code: shader(),
     constants: { WG },
     bindings: [q, kStore, vStore, idx.tensor, out],
     uniforms: uniforms(
