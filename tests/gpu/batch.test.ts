@@ -7,10 +7,10 @@ import { DecodeScheduler } from '../../src/engine/batch.ts';
 import { generate } from '../../src/engine/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { loraKey } from '../../src/engine/io/peft.ts';
-import { KvPages } from '../../src/engine/kv_pages.ts';
 import { LlamaModel } from '../../src/engine/model.ts';
 import { GpuOps } from '../../src/engine/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime.ts';
+import { stepVsForward } from '../helpers/step_check.ts';
 import { tinyCheckpointFiles, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 import { relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
@@ -42,40 +42,26 @@ describe.skipIf(!ctx)(`batched decoding on WebGPU ${reason}`, () => {
         }
       expect(m.lora!.w.has(loraKey(0, 'q_proj', 'B'))).toBe(true);
     }
-    const V = m.cfg.vocabSize;
-    const kv = new KvPages(
-      m.ops,
-      { layers: m.cfg.numLayers, Hkv: m.cfg.numKvHeads, D: m.cfg.headDim },
-      { initialPages: 1 },
-    );
     const A = ids(19, 1);
     const B = ids(5, 2);
-    const sa = kv.newSeq();
-    const sb = kv.newSeq();
-    const steps = [
-      [{ seq: sa, ids: A.slice(0, 17) }],
+    const r = await stepVsForward(
+      m,
       [
-        { seq: sa, ids: A.slice(17, 18) },
-        { seq: sb, ids: B },
+        [{ seq: 0, ids: A.slice(0, 17) }],
+        [
+          { seq: 0, ids: A.slice(17, 18) },
+          { seq: 1, ids: B },
+        ],
+        [
+          { seq: 1, ids: [7] },
+          { seq: 0, ids: A.slice(18) },
+        ],
       ],
-      [
-        { seq: sb, ids: [7] },
-        { seq: sa, ids: A.slice(18) },
-      ],
-    ];
-    const refs = new Map([
-      [sa, m.newCache()],
-      [sb, m.newCache()],
-    ]);
-    for (const items of steps) {
-      const got = await m.ops.read(m.step(kv, items));
-      for (let r = 0; r < items.length; r++) {
-        const it = items[r]!;
-        const want = await m.ops.read(m.forward(it.ids, { cache: refs.get(it.seq)!, lastOnly: true }).logits);
-        expect(relError(got.subarray(r * V, (r + 1) * V), want, 1), `item ${r}`).toBeLessThan(1e-4);
-      }
-    }
-    expect(kv.growths).toBeGreaterThan(0);
+      (got, want) => relError(got, want, 1),
+    );
+    expect(r.errors).toHaveLength(5);
+    for (const [i, e] of r.errors.entries()) expect(e, `item ${i}`).toBeLessThan(1e-4);
+    expect(r.growths).toBeGreaterThan(0);
   });
 
   it('the scheduler: concurrent requests equal generate() each, and a shared prompt is prefilled once', async () => {
