@@ -121,13 +121,21 @@ export class RunState implements RunView {
     const active = await this.store.get<ActiveRun>('settings', 'activeRun').catch(() => undefined);
     if (!active) return;
     const rs = new StoreRunStore(this.store, active.runId);
-    const state = await rs.readState();
+    // read everything first, then show it at once: a view between two awaits would show a run with
+    // an archive but no metrics (the Run panel's "No run yet" beside a review of cycle 2)
+    const [state, archive, metrics, rollouts, spec] = await Promise.all([
+      rs.readState(),
+      rs.readArchive(),
+      rs.readMetrics(),
+      rs.readRollouts(),
+      rs.readSpec(),
+    ]);
     this.runId = active.runId;
     this.iterations = active.iterations;
-    this.archive = await rs.readArchive();
-    this.metrics = await rs.readMetrics();
-    this.rollouts = await rs.readRollouts();
-    this.spec = await rs.readSpec();
+    this.archive = archive;
+    this.metrics = metrics;
+    this.rollouts = rollouts;
+    this.spec = spec;
     this.memory = state?.memory ?? null;
     this.cycle = state?.cycle ?? 0;
     if (state && state.cycle < active.iterations) {

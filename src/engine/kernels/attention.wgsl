@@ -5,13 +5,17 @@
 //   paged (#if PAGED, attention_paged.ts): q (N, Hq, D), one new token per row, against a paged KV
 //     cache (kv_pages.ts): row n at position pos[n] of sequence seq[n] sees keys 0 ..= pos[n], key j
 //     at store row pages[seq[n] * maxPages + j / pageSize] * pageSize + j % pageSize. No lse.
+//     SPLIT (an override, paged only): pass 1 of the split decode (flash-decoding) for long keys
+//     and few rows: workgroup (h, n, s) covers only keys [s * splitKeys, (s + 1) * splitKeys) of
+//     its row (maybe none) and writes the unnormalised partial (m, l, acc[D]) of that split to
+//     part (N, Hq, splits, 2 + D); attention_merge.wgsl combines the splits into out (N, Hq, D).
 // Query head h reads KV head h / (Hq / Hkv). Scores are scale * q.k (scale = 1/sqrt(D)).
 // One workgroup per (query head, query): a single pass over the keys in chunks of WG with an
 // online softmax (running max m and per-invocation running sums). In each chunk, invocation i
 // scores key j0 + i and records its store row; then invocation i accumulates output dims
 // d = i, i + WG, ... over the chunk. Both variants run the same arithmetic, so they round alike.
 // Constants (overrides): WG = workgroup size, a power of two (default 64). D <= MAX_D.
-// Dispatch: (Hq, T) workgroups (paged: (Hq, N)).
+// Dispatch: (Hq, T) workgroups (paged: (Hq, N); SPLIT: (Hq, N, splits)).
 
 override WG: u32 = 64u;
 const MAX_D: u32 = 256u;
@@ -28,13 +32,19 @@ struct Params {
   seqOff: u32,   // seq (N,) at idx[seqOff ..]
   pagesOff: u32, // pages (numSeq, maxPages) at idx[pagesOff ..]
   scale: f32,
+  splits: u32,    // SPLIT: splits per row (the third grid dimension)
+  splitKeys: u32, // SPLIT: keys per split
 }
+
+// Pass 1 of the split decode: write partials instead of out (a pipeline constant, so each variant
+// compiles without the other's branch).
+override SPLIT: bool = false;
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;         // (N, Hq, D)
 @group(0) @binding(1) var<storage, read> k: array<f32>;         // kStore (rows, Hkv, D)
 @group(0) @binding(2) var<storage, read> v: array<f32>;         // vStore (rows, Hkv, D)
 @group(0) @binding(3) var<storage, read> idx: array<u32>;       // [pos (N) | dest (N) | seq (N) | pages] at the offsets
-@group(0) @binding(4) var<storage, read_write> out: array<f32>; // (N, Hq, D)
+@group(0) @binding(4) var<storage, read_write> out: array<f32>; // (N, Hq, D); SPLIT: part (N, Hq, splits, 2 + D)
 @group(0) @binding(5) var<uniform> p: Params;
 // #else
 struct Params {
@@ -74,15 +84,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   workgroupBarrier();
 
+  // keys jBegin .. nKeys - 1 of this query
   // #if PAGED
-  let nKeys = idx[p.posOff + t] + 1u;
+  let nAll = idx[p.posOff + t] + 1u;
   let pageBase = p.pagesOff + idx[p.seqOff + t] * p.maxPages;
+  let jBegin = select(0u, min(wid.z * p.splitKeys, nAll), SPLIT);
+  let nKeys = select(nAll, min(jBegin + p.splitKeys, nAll), SPLIT);
   // #else
+  let jBegin = 0u;
   let nKeys = p.S - p.T + t + 1u;
   // #endif
   var m = NEG_BIG; // running max (the same in every invocation)
   var l = 0.0;     // this invocation's share of the running sum of exp(s - m)
-  for (var j0 = 0u; j0 < nKeys; j0 += WG) {
+  for (var j0 = jBegin; j0 < nKeys; j0 += WG) {
     let j = j0 + lid;
     var s = NEG_BIG;
     if (j < nKeys) {
@@ -137,6 +151,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   let total = red[0];
+  // #if PAGED
+  if (SPLIT) {
+    // an empty split leaves m = NEG_BIG, total = 0, acc = 0: weight exp(NEG_BIG - M) = 0 in the merge
+    let pBase = ((t * p.Hq + h) * p.splits + wid.z) * (D + 2u);
+    if (lid == 0u) {
+      out[pBase] = m;
+      out[pBase + 1u] = total;
+    }
+    for (var d = lid; d < D; d += WG) {
+      out[pBase + 2u + d] = acc[d];
+    }
+    return;
+  }
+  // #endif
   for (var d = lid; d < D; d += WG) {
     out[qBase + d] = acc[d] / total;
   }

@@ -8,8 +8,12 @@
  * h / (Hq / Hkv); scores are q·k / sqrt(D). Rows of different sequences and lengths share one
  * dispatch. The same maths as attention.ts's forward on a contiguous cache (no lse: decode only).
  * GPU: attention.wgsl's PAGED variant, one workgroup per (query head, row). f32 only, D ≤ 256.
+ * Few rows with long keys (splitPlan): the keys of each row are split (flash-decoding): pass 1, the
+ * SPLIT variant, one workgroup per (head, row, split), writes each split's partial softmax; pass 2,
+ * attention_merge.ts, combines them. Two dispatches instead of one; short contexts keep one.
  */
 import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { attentionMerge, MAX_SPLITS } from './attention_merge.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import attentionShader from './attention.wgsl?raw';
 import { preprocessWgsl } from './wgsl_preprocess.ts';
@@ -41,6 +45,53 @@ const shader = () => (paged ??= preprocessWgsl(attentionShader, { PAGED: true },
 const WG = 64;
 /** Largest head dimension: the workgroup arrays of the shader (attention.wgsl's limit). */
 const MAX_D = 256;
+
+/**
+ * Split only below this many (head, row) workgroups: the single pass gives a GPU Hq·N workgroups of
+ * 64 invocations, and at batch 1 on Qwen2.5-0.5B that is 14, a few percent of a GPU's compute units
+ * (20–130 of them, each holding several workgroups) while each loops over every key. From 256 on
+ * (e.g. 14 heads × 19 rows, or a prefill chunk) the single pass already covers every unit a few
+ * times over and a split would add a dispatch and the partials' round trip for little gain.
+ */
+export const SPLIT_BELOW_WORKGROUPS = 256;
+/**
+ * Fewest keys per split: a split pays a fixed cost (q load, two reductions, a (2 + D)-float partial
+ * written and read back) that 256 keys (4 chunks of WG, 256·2·D floats of K/V read) make small. So
+ * a batch splits only when its longest row has ≥ 2·256 = 512 keys, into ⌊keys / 256⌋ splits.
+ */
+export const MIN_SPLIT_KEYS = 256;
+
+/** Splits of each row's keys, and keys per split (split s covers keys [s·splitKeys, (s + 1)·splitKeys)). */
+export interface SplitPlan {
+  splits: number;
+  splitKeys: number;
+}
+
+/**
+ * The split for a step of N rows over Hq heads whose longest row sees maxKeys keys, or undefined
+ * for the single pass (many workgroups already, or too few keys for 2 splits of MIN_SPLIT_KEYS).
+ * At most MAX_SPLITS (32, the merge's limit; 14 heads × 32 splits = 448 workgroups at batch 1).
+ */
+export function splitPlan(Hq: number, N: number, maxKeys: number): SplitPlan | undefined {
+  if (Hq * N >= SPLIT_BELOW_WORKGROUPS) return undefined;
+  const splits = Math.min(MAX_SPLITS, Math.floor(maxKeys / MIN_SPLIT_KEYS));
+  return splits < 2 ? undefined : planFor(maxKeys, Math.ceil(maxKeys / splits));
+}
+
+/** Splits of `splitKeys` keys covering maxKeys, rounded up to a multiple of WG (splits align with chunks). */
+function planFor(maxKeys: number, splitKeys: number): SplitPlan {
+  const k = Math.ceil(splitKeys / WG) * WG;
+  return { splits: Math.ceil(maxKeys / k), splitKeys: k };
+}
+
+/** AttentionPagedOptions.splitKeys taken as given (no rounding); undefined when it makes one split. */
+function forcedPlan(maxKeys: number, splitKeys: number): SplitPlan | undefined {
+  if (!Number.isInteger(splitKeys) || splitKeys < 1) fail(`splitKeys must be a whole number ≥ 1, got ${splitKeys}`);
+  const splits = Math.ceil(maxKeys / splitKeys);
+  if (splits > MAX_SPLITS)
+    fail(`splitKeys=${splitKeys} cuts ${maxKeys} keys into ${splits} splits, at most ${MAX_SPLITS}; pass a larger one`);
+  return splits > 1 ? { splits, splitKeys } : undefined;
+}
 
 export interface AttentionPagedDims {
   /** New rows (queries) of this step. */
@@ -132,6 +183,23 @@ export function attentionPagedCpu(
   return out;
 }
 
+/** The idx tensor of a batch (GpuOps.batchIndex): b.pos, b.seq and b.pages at these offsets. */
+export interface PagedIndexTensor {
+  tensor: Tensor;
+  posOff: number;
+  seqOff: number;
+  pagesOff: number;
+}
+
+export interface AttentionPagedOptions {
+  /**
+   * Keys per split, used as given (any whole number ≥ 1 that makes ≤ 32 splits of the longest
+   * row), overriding splitPlan: tests force the split path on short rows with it, and a value ≥
+   * the longest row forces the single pass. Undefined (the default): splitPlan decides.
+   */
+  splitKeys?: number;
+}
+
 /**
  * GPU op, recorded on `e`. q (N, Hq, D), kStore/vStore (rows, Hkv, D); `idx` (u32) holds b.pos,
  * b.seq and b.pages at the given offsets (see GpuOps.batchIndex). → out (N, Hq, D).
@@ -142,8 +210,51 @@ export function attentionPaged(
   kStore: Tensor,
   vStore: Tensor,
   b: PagedBatch,
-  idx: { tensor: Tensor; posOff: number; seqOff: number; pagesOff: number },
+  idx: PagedIndexTensor,
+  opts: AttentionPagedOptions = {},
 ): Tensor {
+  const { N, Hq, D } = checkTensors(q, kStore, vStore, b);
+  let maxKeys = 0;
+  for (const p of b.pos) maxKeys = Math.max(maxKeys, p + 1);
+  // the longest row decides the splits; shorter rows leave their last splits empty
+  const plan = opts.splitKeys === undefined ? splitPlan(Hq, N, maxKeys) : forcedPlan(maxKeys, opts.splitKeys);
+  if (!plan) {
+    const out = e.tensor([N, Hq, D]);
+    pass1(e, q, kStore, vStore, b, idx, out, undefined);
+    return out;
+  }
+  const part = e.tensor([N, Hq, plan.splits, 2 + D]);
+  pass1(e, q, kStore, vStore, b, idx, part, plan);
+  const out = attentionMerge(e, part, { N, Hq, D, splits: plan.splits });
+  e.release(part); // its last read (the merge) is recorded
+  return out;
+}
+
+/**
+ * Pass 1 of the split path alone (the merge's input; exported for tests): per (row, head, split)
+ * the partial [m, l, acc[D]] of keys [s·splitKeys, (s + 1)·splitKeys) → part (N, Hq, splits, 2 + D).
+ */
+export function attentionPagedPartials(
+  e: Engine,
+  q: Tensor,
+  kStore: Tensor,
+  vStore: Tensor,
+  b: PagedBatch,
+  idx: PagedIndexTensor,
+  plan: SplitPlan,
+): Tensor {
+  const { N, Hq, D } = checkTensors(q, kStore, vStore, b);
+  const { splits, splitKeys } = plan;
+  const ok = Number.isInteger(splits) && Number.isInteger(splitKeys) && splitKeys >= 1;
+  if (!ok || splits < 1 || splits > MAX_SPLITS)
+    fail(`a split plan needs 1 ≤ splits ≤ ${MAX_SPLITS} and splitKeys ≥ 1, got ${JSON.stringify(plan)}`);
+  const part = e.tensor([N, Hq, plan.splits, 2 + D]);
+  pass1(e, q, kStore, vStore, b, idx, part, plan);
+  return part;
+}
+
+/** Checks the tensors and the batch; returns the dims. */
+function checkTensors(q: Tensor, kStore: Tensor, vStore: Tensor, b: PagedBatch): AttentionPagedDims {
   for (const t of [q, kStore, vStore]) {
     if (t.dtype !== 'f32') throw new TypeError(`attentionPaged: f32 tensors only, got ${t.dtype}`);
     if (t.shape.length !== 3) fail(`expected (rows, heads, D) shapes, got ${JSON.stringify(t.shape)}`);
@@ -154,11 +265,26 @@ export function attentionPaged(
     fail(`q ${JSON.stringify(q.shape)} and kStore ${JSON.stringify(kStore.shape)} differ in D`);
   if (D > MAX_D) fail(`D=${D} exceeds ${MAX_D}`);
   checkArgs({ N, Hq, Hkv, D }, { q: q.size, kStore: kStore.size, vStore: vStore.size }, b);
-  const out = e.tensor([N, Hq, D]);
+  return { N, Hq, Hkv, D };
+}
+
+/** Records attention.wgsl's paged dispatch: into out (N, Hq, D), or with a plan part (N, Hq, splits, 2 + D). */
+function pass1(
+  e: Engine,
+  q: Tensor,
+  kStore: Tensor,
+  vStore: Tensor,
+  b: PagedBatch,
+  idx: PagedIndexTensor,
+  out: Tensor,
+  plan: SplitPlan | undefined,
+): void {
+  const [N, Hq, D] = q.shape as [number, number, number];
+  const Hkv = kStore.shape[1]!;
   e.run({
     key: 'attention_paged',
     code: shader(),
-    constants: { WG },
+    constants: { WG, SPLIT: plan ? 1 : 0 },
     bindings: [q, kStore, vStore, idx.tensor, out],
     uniforms: uniforms(
       { u32: Hq },
@@ -170,8 +296,9 @@ export function attentionPaged(
       { u32: idx.seqOff },
       { u32: idx.pagesOff },
       { f32: 1 / Math.sqrt(D) },
+      { u32: plan?.splits ?? 1 },
+      { u32: plan?.splitKeys ?? 0 },
     ),
-    workgroups: gridChecked('attentionPaged', Hq, N),
+    workgroups: gridChecked('attentionPaged', Hq, N, plan?.splits ?? 1),
   });
-  return out;
 }
