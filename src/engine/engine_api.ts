@@ -74,7 +74,8 @@ export interface ModelSummary {
 export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}) {
   let local: LocalChatModel<Tensor> | null = null;
   let trainer: LoraTrainer<Tensor> | null = null;
-  let abort: AbortController | null = null;
+  /** One controller per chat in flight: concurrent chats share the engine's decode steps (batch.ts). */
+  const inFlight = new Set<AbortController>();
   let summary: ModelSummary | null = null;
 
   const need = (): LocalChatModel<Tensor> => {
@@ -158,16 +159,18 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
     ): Promise<ChatResult> {
       const m = need();
       m.thinking = thinking;
-      abort = new AbortController();
+      const ac = new AbortController();
+      inFlight.add(ac);
       try {
-        return await m.chat(messages, { ...options, signal: abort.signal, onToken });
+        return await m.chat(messages, { ...options, signal: ac.signal, onToken });
       } finally {
-        abort = null;
+        inFlight.delete(ac);
       }
     },
 
+    /** Stop every chat in flight (each ends with an AbortError). */
     abort(): void {
-      abort?.abort();
+      for (const ac of inFlight) ac.abort();
     },
 
     /** Exact prompt tokens of messages (the ids chat() would feed), for the context budget. */

@@ -72,4 +72,31 @@ describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
     const r = await api.chat([{ role: 'user', content: 'hi' }], { max_tokens: 3, temperature: 1, seed: 1 });
     expect(r.tokens!.completion.length).toBeGreaterThan(0);
   });
+
+  it('serves concurrent chats together (equal to each alone) and abort() stops every one in flight', async () => {
+    const api = createEngineApi({ gpu: await nodeGpu() });
+    await api.load({ kind: 'fresh', arch: 'qwen2', layers: 1, hidden: 32, seed: 2 });
+    const ask = (content: string, seed: number, max = 4, onToken?: (d: string) => void) =>
+      api.chat([{ role: 'user', content }], { max_tokens: max, temperature: 1, seed }, onToken);
+    const alone = [await ask('one', 1), await ask('two', 2)];
+    const together = await Promise.all([ask('one', 1), ask('two', 2)]);
+    expect(together.map((r) => r.tokens!.completion)).toEqual(alone.map((r) => r.tokens!.completion));
+    // two long replies in flight; once both have streamed, one abort() ends both
+    const streamed = new Set<number>();
+    let aborted = false;
+    const on = (i: number) => () => {
+      streamed.add(i);
+      if (streamed.size === 2 && !aborted) {
+        aborted = true;
+        api.abort(); // once
+      }
+    };
+    const running = [ask('three', 3, 400, on(0)), ask('four', 4, 400, on(1))].map((p) =>
+      p.then(
+        (r) => `done after ${r.usage.completionTokens}`,
+        (e: Error) => e.name,
+      ),
+    );
+    expect(await Promise.all(running)).toEqual(['AbortError', 'AbortError']);
+  });
 });

@@ -14,7 +14,8 @@
 // online softmax (running max m and per-invocation running sums). In each chunk, invocation i
 // scores key j0 + i and records its store row; then invocation i accumulates output dims
 // d = i, i + WG, ... over the chunk. Both variants run the same arithmetic, so they round alike.
-// Constants (overrides): WG = workgroup size, a power of two (default 64). D <= MAX_D.
+// Constants (overrides): WG = workgroup size, a power of two (default 64); SPLIT (paged only,
+// default false). D <= MAX_D.
 // Dispatch: (Hq, T) workgroups (paged: (Hq, N); SPLIT: (Hq, N, splits)).
 
 override WG: u32 = 64u;
@@ -36,8 +37,9 @@ struct Params {
   splitKeys: u32, // SPLIT: keys per split
 }
 
-// Pass 1 of the split decode: write partials instead of out (a pipeline constant, so each variant
-// compiles without the other's branch).
+// Pass 1 of the split decode: write partials instead of out. A pipeline constant (fixed per
+// pipeline, so the branches cost nothing at run time) rather than an #if: the contiguous variant's
+// preprocessing would otherwise have to name a flag it never uses.
 override SPLIT: bool = false;
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;         // (N, Hq, D)
