@@ -74,8 +74,9 @@ export interface ModelSummary {
 export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}) {
   let local: LocalChatModel<Tensor> | null = null;
   let trainer: LoraTrainer<Tensor> | null = null;
-  /** One controller per chat in flight: concurrent chats share the engine's decode steps (batch.ts). */
-  const inFlight = new Set<AbortController>();
+  /** One controller per chat in flight, by call id: concurrent chats share the engine's decode steps (batch.ts). */
+  const inFlight = new Map<number, AbortController>();
+  let anonymous = 0;
   let summary: ModelSummary | null = null;
 
   const need = (): LocalChatModel<Tensor> => {
@@ -156,21 +157,23 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       options: Omit<ChatOptions, 'signal' | 'onToken'> = {},
       onToken?: (delta: string) => void,
       thinking: Thinking = 'off',
+      callId: number = --anonymous,
     ): Promise<ChatResult> {
       const m = need();
       m.thinking = thinking;
       const ac = new AbortController();
-      inFlight.add(ac);
+      inFlight.set(callId, ac);
       try {
         return await m.chat(messages, { ...options, signal: ac.signal, onToken });
       } finally {
-        inFlight.delete(ac);
+        inFlight.delete(callId);
       }
     },
 
-    /** Stop every chat in flight (each ends with an AbortError). */
-    abort(): void {
-      for (const ac of inFlight) ac.abort();
+    /** Stop the chat with this call id, or every chat in flight (each ends with an AbortError). */
+    abort(callId?: number): void {
+      if (callId !== undefined) inFlight.get(callId)?.abort();
+      else for (const ac of inFlight.values()) ac.abort();
     },
 
     /** Exact prompt tokens of messages (the ids chat() would feed), for the context budget. */

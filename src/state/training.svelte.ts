@@ -90,6 +90,8 @@ class EngineChatModel implements ChatModel {
   readonly backend = 'local';
   /** config.thinking (the Models panel sets it per run): sent with every call. */
   thinking: Thinking = 'off';
+  /** Names each call, so aborting one stops only that call in the worker. */
+  private calls = 0;
   constructor(
     private readonly api: Remote,
     readonly model: string,
@@ -97,10 +99,11 @@ class EngineChatModel implements ChatModel {
   ) {}
   async chat(messages: ChatMessage[], o: ChatOptions = {}): Promise<ChatResult> {
     const { signal, onToken, ...rest } = o;
-    const stop = () => void this.api.abort();
+    const id = ++this.calls;
+    const stop = () => void this.api.abort(id);
     signal?.addEventListener('abort', stop, { once: true });
     try {
-      const r = await this.api.chat(messages, rest, onToken ? Comlink.proxy(onToken) : undefined, this.thinking);
+      const r = await this.api.chat(messages, rest, onToken ? Comlink.proxy(onToken) : undefined, this.thinking, id);
       return { ...r, ...(r.tokens ? { tokens: r.tokens } : {}) };
     } finally {
       signal?.removeEventListener('abort', stop);

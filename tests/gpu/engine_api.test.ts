@@ -73,30 +73,33 @@ describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
     expect(r.tokens!.completion.length).toBeGreaterThan(0);
   });
 
-  it('serves concurrent chats together (equal to each alone) and abort() stops every one in flight', async () => {
+  it('serves concurrent chats together (equal to each alone); abort(id) stops one, abort() every one in flight', async () => {
     const api = createEngineApi({ gpu: await nodeGpu() });
     await api.load({ kind: 'fresh', arch: 'qwen2', layers: 1, hidden: 32, seed: 2 });
-    const ask = (content: string, seed: number, max = 4, onToken?: (d: string) => void) =>
-      api.chat([{ role: 'user', content }], { max_tokens: max, temperature: 1, seed }, onToken);
+    const ask = (content: string, seed: number, max = 4, onToken?: (d: string) => void, id?: number) =>
+      api.chat([{ role: 'user', content }], { max_tokens: max, temperature: 1, seed }, onToken, 'off', id);
     const alone = [await ask('one', 1), await ask('two', 2)];
     const together = await Promise.all([ask('one', 1), ask('two', 2)]);
     expect(together.map((r) => r.tokens!.completion)).toEqual(alone.map((r) => r.tokens!.completion));
-    // two long replies in flight; once both have streamed, one abort() ends both
-    const streamed = new Set<number>();
-    let aborted = false;
-    const on = (i: number) => () => {
-      streamed.add(i);
-      if (streamed.size === 2 && !aborted) {
-        aborted = true;
-        api.abort(); // once
-      }
+    /** Two long replies in flight; once both have streamed, `stop` runs once. */
+    const race = async (stop: () => void) => {
+      const streamed = new Set<number>();
+      let stopped = false;
+      const on = (i: number) => () => {
+        streamed.add(i);
+        if (streamed.size === 2 && !stopped) {
+          stopped = true;
+          stop();
+        }
+      };
+      const outcome = (p: Promise<{ usage: { completionTokens: number } }>) =>
+        p.then(
+          () => 'done',
+          (e: Error) => e.name,
+        );
+      return Promise.all([outcome(ask('three', 3, 400, on(0), 11)), outcome(ask('four', 4, 400, on(1), 12))]);
     };
-    const running = [ask('three', 3, 400, on(0)), ask('four', 4, 400, on(1))].map((p) =>
-      p.then(
-        (r) => `done after ${r.usage.completionTokens}`,
-        (e: Error) => e.name,
-      ),
-    );
-    expect(await Promise.all(running)).toEqual(['AbortError', 'AbortError']);
+    expect(await race(() => api.abort(12))).toEqual(['done', 'AbortError']); // one call, by its id
+    expect(await race(() => api.abort())).toEqual(['AbortError', 'AbortError']); // every call in flight
   });
 });
