@@ -111,6 +111,8 @@ export class DecodeScheduler<X> {
   private cache: KvSeq[] = [];
   private cacheTokens = 0;
   private cacheVersion = -1;
+  /** The model's adapterVersion when each sequence started: k/v of another version are never reused. */
+  private readonly versions = new WeakMap<KvSeq, number>();
   private kv: KvPages<X> | null = null;
   private running = false;
   private counts = { ...ZERO_STATS };
@@ -136,6 +138,12 @@ export class DecodeScheduler<X> {
     return new Promise<number[]>((resolve, reject) => {
       if (prompt.length === 0) throw new RangeError('generate: the prompt has no tokens');
       checkSampleOptions(o);
+      // checked here, so a bad request is rejected alone instead of failing the step it would join
+      const V = this.model.cfg.vocabSize;
+      if (o.logitBias && o.logitBias.length !== V)
+        throw new RangeError(`generate: logitBias has ${o.logitBias.length} values; the vocabulary has ${V}`);
+      if (prompt.some((id) => !(Number.isInteger(id) && id >= 0 && id < V)))
+        throw new RangeError(`generate: prompt ids must be whole numbers in [0, ${V})`);
       if (o.maxNew <= 0 || o.signal?.aborted) return resolve([]);
       this.waiting.push({ prompt: [...prompt], o, rng: createRng(o.seed ?? 0), out: [], resolve, reject, fed: 0 });
       this.kick();
@@ -284,7 +292,12 @@ export class DecodeScheduler<X> {
     let best = 0;
     let from: KvSeq | undefined;
     let fromCache = -1;
+    // only k/v computed with the adapter of now: a sequence that began before an update (a training
+    // step while it ran) holds rows of the old adapter
+    const now = this.model.adapterVersion;
+    const current = (seq: KvSeq) => this.versions.get(seq) === now;
     const consider = (s: KvSeq, c: number) => {
+      if (!current(s)) return;
       const n = Math.min(commonPrefix(s.tokens, r.prompt), cap);
       if (n > best) [best, from, fromCache] = [n, s, c];
     };
@@ -292,12 +305,18 @@ export class DecodeScheduler<X> {
     this.cache.forEach((s, c) => consider(s, c));
     // a prompt still being prefilled that shares a page more than what is stored now: wait for it
     for (const a of this.active)
-      if (a.fed < a.prompt.length && Math.min(commonPrefix(a.prompt, r.prompt), cap) >= best + PAGE) return false;
+      if (
+        current(a.seq!) &&
+        a.fed < a.prompt.length &&
+        Math.min(commonPrefix(a.prompt, r.prompt), cap) >= best + PAGE
+      )
+        return false;
     if (from && fromCache >= 0) {
       this.cache.splice(fromCache, 1);
       this.cache.push(from); // most recently used
     }
     r.seq = from ? kv.fork(from, best) : kv.newSeq();
+    this.versions.set(r.seq, now);
     r.fed = best;
     this.counts.prefixReusedTokens += best;
     if (r.o.logitBias) r.bias = this.model.ops.upload([r.o.logitBias.length], r.o.logitBias);
@@ -429,7 +448,8 @@ export class DecodeScheduler<X> {
   /** Keep a finished sequence for prefix reuse (LRU, bounded in tokens). */
   private remember(seq: KvSeq): void {
     const kv = this.kv!;
-    if (seq.length === 0 || this.prefixCacheTokens === 0) return kv.release(seq);
+    const stale = this.versions.get(seq) !== this.model.adapterVersion; // the adapter changed while it ran
+    if (seq.length === 0 || this.prefixCacheTokens === 0 || stale) return kv.release(seq);
     // an entry that is a prefix of seq is redundant, and seq is if it is a prefix of an entry
     for (let i = 0; i < this.cache.length; i++) {
       const c = this.cache[i]!;

@@ -264,7 +264,7 @@ export class LoraTrainer<X> {
       ops.free(hn);
       return out;
     } finally {
-      model.lora = saved;
+      if (base) model.lora = saved; // only when swapped: setting it bumps adapterVersion (drops cached k/v)
     }
   }
 

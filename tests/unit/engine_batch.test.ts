@@ -238,6 +238,56 @@ describe('DecodeScheduler', () => {
     expect(again).toEqual(await generate(m, P, o));
   });
 
+  it('never reuses k/v of a sequence that ran across an adapter update (finished or still running)', async () => {
+    const m = await tinyModel('qwen2');
+    randomLora(m);
+    /** An update in place mid-generation, as a training step while chats run would make. */
+    const update = () => {
+      for (const [k, x] of m.lora!.w) if (k.endsWith('.B')) x.data.forEach((v, j) => (x.data[j] = v * -0.7 + 0.01));
+      m.adapterChanged();
+    };
+    const s = new DecodeScheduler(m);
+    const P = ids(40, 21);
+    let n = 0;
+    let late: Promise<number[]> | undefined;
+    const lateLp: number[] = [];
+    const Q = [...P, ...ids(6, 4)];
+    const first = await s.generate(P, {
+      maxNew: 10,
+      temperature: 0,
+      onToken: () => {
+        if (++n !== 2) return;
+        update();
+        late = s.generate(Q, { maxNew: 6, temperature: 0, logprobs: lateLp }); // joins while P still runs
+      },
+    });
+    const lateOut = await late!;
+    // the next turn of the sequence that finished after the update
+    const P2 = [...P, ...first, ...ids(5, 3)];
+    const lp2: number[] = [];
+    const next = await s.generate(P2, { maxNew: 6, temperature: 0, logprobs: lp2 });
+    for (const [prompt, got, lp] of [
+      [Q, lateOut, lateLp],
+      [P2, next, lp2],
+    ] as const) {
+      const want: number[] = [];
+      expect(got).toEqual(await generate(m, prompt, { maxNew: 6, temperature: 0, logprobs: want }));
+      lp.forEach((x, i) => expect(Math.abs(x - want[i]!)).toBeLessThan(TOL));
+    }
+  });
+
+  it('rejects a request with a wrong-sized logit bias alone; its batch-mates finish', async () => {
+    const m = await tinyModel('llama');
+    const s = new DecodeScheduler(m);
+    const [good, bad] = await Promise.allSettled([
+      s.generate(ids(5, 1), { maxNew: 4, temperature: 0 }),
+      s.generate(ids(7, 2), { maxNew: 4, temperature: 0, logitBias: new Float32Array(3) }),
+    ]);
+    expect(good.status).toBe('fulfilled');
+    expect(bad.status).toBe('rejected');
+    expect(String((bad as PromiseRejectedResult).reason)).toContain('logitBias has 3 values');
+  });
+
   it('admits a request while others are mid-decode, and one aborted request leaves while the others go on', async () => {
     const m = await tinyModel('qwen2');
     const s = new DecodeScheduler(m);
