@@ -305,11 +305,7 @@ export class DecodeScheduler<X> {
     this.cache.forEach((s, c) => consider(s, c));
     // a prompt still being prefilled that shares a page more than what is stored now: wait for it
     for (const a of this.active)
-      if (
-        current(a.seq!) &&
-        a.fed < a.prompt.length &&
-        Math.min(commonPrefix(a.prompt, r.prompt), cap) >= best + PAGE
-      )
+      if (current(a.seq!) && a.fed < a.prompt.length && Math.min(commonPrefix(a.prompt, r.prompt), cap) >= best + PAGE)
         return false;
     if (from && fromCache >= 0) {
       this.cache.splice(fromCache, 1);

@@ -162,11 +162,12 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       const m = need();
       m.thinking = thinking;
       const ac = new AbortController();
+      if (inFlight.has(callId)) throw new RangeError(`chat: call id ${callId} is already in flight`);
       inFlight.set(callId, ac);
       try {
         return await m.chat(messages, { ...options, signal: ac.signal, onToken });
       } finally {
-        inFlight.delete(callId);
+        if (inFlight.get(callId) === ac) inFlight.delete(callId);
       }
     },
 

@@ -53,6 +53,18 @@ export function schedulerFor<X>(llm: LlamaModel<X>): DecodeScheduler<X> {
   return s;
 }
 
+/** Length of the longest tail of text that is a proper prefix of one of the stop strings. */
+function stopPrefix(text: string, stops: string[]): number {
+  let best = 0;
+  for (const s of stops)
+    for (let k = Math.min(s.length - 1, text.length); k > best; k--)
+      if (text.endsWith(s.slice(0, k))) {
+        best = k;
+        break;
+      }
+  return best;
+}
+
 /** Earlier calls remembered for continuation (messages + reply → ids); 256 covers a cycle's parallel plays. */
 const CONTINUATIONS = 256;
 /** Stands in for a reply while rendering what follows it (no template trims or splits it). */
@@ -156,30 +168,42 @@ export class LocalChatModel<X> implements ChatModel {
     const stops = o.stop ?? [];
     const temperature = o.temperature ?? 0.6;
     const sampledLogprobs: number[] = [];
-    await schedulerFor(this.llm).generate(prompt, {
-      maxNew,
-      temperature,
-      logitBias: this.logitBias,
-      logprobs: sampledLogprobs,
-      topP: o.top_p ?? 1,
-      seed: o.seed ?? 0,
-      stopIds: this.llm.cfg.eosTokenIds,
-      signal: o.signal,
-      onToken: (id) => {
-        if (stopped) return;
-        out.push(id);
-        const text = this.tokenizer.decode(out, { skipSpecialTokens: true });
-        const hit = stops.map((s) => text.indexOf(s, Math.max(0, emitted.length - s.length))).filter((i) => i >= 0);
-        const end = hit.length ? Math.min(...hit) : text.length;
-        if (hit.length) stopped = true;
-        // hold back a trailing replacement character: the rest of a multi-byte char may follow
-        const safe = stopped ? end : text.endsWith('\uFFFD') ? end - 1 : end;
-        if (safe > emitted.length) {
-          o.onToken?.(text.slice(emitted.length, safe));
-          emitted = text.slice(0, safe);
-        }
-      },
-    });
+    // a stop string ends the request in the scheduler too (it would hold a batch row to maxNew); the
+    // caller's abort reaches it through the same controller
+    const ac = new AbortController();
+    const forward = () => ac.abort();
+    o.signal?.addEventListener('abort', forward, { once: true });
+    if (o.signal?.aborted) ac.abort();
+    await schedulerFor(this.llm)
+      .generate(prompt, {
+        maxNew,
+        temperature,
+        logitBias: this.logitBias,
+        logprobs: sampledLogprobs,
+        topP: o.top_p ?? 1,
+        seed: o.seed ?? 0,
+        stopIds: this.llm.cfg.eosTokenIds,
+        signal: ac.signal,
+        onToken: (id) => {
+          if (stopped) return;
+          out.push(id);
+          const text = this.tokenizer.decode(out, { skipSpecialTokens: true });
+          const hit = stops.map((s) => text.indexOf(s, Math.max(0, emitted.length - s.length))).filter((i) => i >= 0);
+          const end = hit.length ? Math.min(...hit) : text.length;
+          if (hit.length) {
+            stopped = true;
+            ac.abort();
+          }
+          // hold back a trailing replacement character (the rest of a multi-byte char may follow) and a
+          // tail that could be the start of a stop string (the reply must never contain one)
+          const safe = stopped ? end : Math.min(text.endsWith('\uFFFD') ? end - 1 : end, end - stopPrefix(text, stops));
+          if (safe > emitted.length) {
+            o.onToken?.(text.slice(emitted.length, safe));
+            emitted = text.slice(0, safe);
+          }
+        },
+      })
+      .finally(() => o.signal?.removeEventListener('abort', forward));
     throwIfAborted(o.signal); // a stopped generation is not a reply: never recorded as one
     const text = stopped ? emitted : this.tokenizer.decode(out, { skipSpecialTokens: true });
     if (!stopped && text.length > emitted.length) o.onToken?.(text.slice(emitted.length));

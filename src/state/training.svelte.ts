@@ -13,7 +13,14 @@ import * as Comlink from 'comlink';
 import '../../workers/rpc.ts';
 import type { Config } from '../core/config.ts';
 import { ModelLoadError, serializeError } from '../core/errors.ts';
-import type { ChatMessage, ChatModel, ChatOptions, ChatResult, ModelCapabilities } from '../core/llm/chat_model.ts';
+import {
+  throwIfAborted,
+  type ChatMessage,
+  type ChatModel,
+  type ChatOptions,
+  type ChatResult,
+  type ModelCapabilities,
+} from '../core/llm/chat_model.ts';
 import type { Thinking } from '../core/llm/thinking.ts';
 import { createRng, hashSeed } from '../core/rng.ts';
 import { evaluateProbe } from '../core/spade/probe.ts';
@@ -85,13 +92,14 @@ export const FRESH_DEFAULT: FreshModel = { arch: 'qwen2', layers: 2, hidden: 64,
 
 type Remote = Comlink.Remote<EngineApi>;
 
+/** Names each call (across models: one worker), so aborting one stops only that call in the worker. */
+let engineCalls = 0;
+
 /** ChatModel over the engine worker: replies carry `tokens` (ids, log π_old); prompts are counted exactly. */
 class EngineChatModel implements ChatModel {
   readonly backend = 'local';
   /** config.thinking (the Models panel sets it per run): sent with every call. */
   thinking: Thinking = 'off';
-  /** Names each call, so aborting one stops only that call in the worker. */
-  private calls = 0;
   constructor(
     private readonly api: Remote,
     readonly model: string,
@@ -99,7 +107,8 @@ class EngineChatModel implements ChatModel {
   ) {}
   async chat(messages: ChatMessage[], o: ChatOptions = {}): Promise<ChatResult> {
     const { signal, onToken, ...rest } = o;
-    const id = ++this.calls;
+    throwIfAborted(signal); // a call stopped before it starts never reaches the worker
+    const id = ++engineCalls;
     const stop = () => void this.api.abort(id);
     signal?.addEventListener('abort', stop, { once: true });
     try {

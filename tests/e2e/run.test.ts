@@ -20,7 +20,8 @@ let expected: ArchiveRecord[];
 
 async function recordInNode() {
   const spec: RunSpec = {
-    config: { ...DEFAULTS, seed: 5, playsPerEnv: 2 },
+    // concurrency 1: one environment at a time, so the reload below lands mid-run (at 8 a replay can finish first)
+    config: { ...DEFAULTS, seed: 5, playsPerEnv: 2, concurrency: 1 },
     skills: defaultSkills('games'),
     models: { designer: 'x', hint: 'x', agent: 'x' },
     corpus: 'default',

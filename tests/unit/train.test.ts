@@ -9,7 +9,7 @@ import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { initCheckpointFiles, initConfig } from '../../src/engine/io/init_checkpoint.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { TextTokenizer } from '../../src/engine/io/tokenizer.ts';
-import { LocalChatModel } from '../../src/engine/local_model.ts';
+import { LocalChatModel, schedulerFor } from '../../src/engine/local_model.ts';
 import { LlamaModel } from '../../src/engine/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops.ts';
 import { allowedTokenBias } from '../../src/engine/policy.ts';
@@ -360,6 +360,23 @@ describe('local backend: token-exact replies', () => {
     const ids2 = ending.promptIds(m2);
     expect(ids2).toEqual(tokenizer.encodeChat(m2, { addGenerationPrompt: true })); // one <|im_end|>, as the template has it
     expect(ids2.slice(0, r1.tokens!.prompt.length + 1)).toEqual([...r1.tokens!.prompt, eos]);
+  });
+
+  it('a stop string ends the request in the scheduler, not only the text', async () => {
+    const { chat } = await toyModel('0123456789', { seed: 4 });
+    const msgs: ChatMessage[] = [sys, { role: 'user', content: 'Go.' }];
+    const o = { temperature: 1, max_tokens: 200, seed: 1 };
+    const full = await chat.chat(msgs, o);
+    expect(full.tokens!.completion.length).toBe(200); // ten digits only: never an end-of-turn id
+    const stop = full.text.slice(3, 5);
+    const s = schedulerFor(chat.llm);
+    const before = s.stats().sampled;
+    const cut = await chat.chat(msgs, { ...o, stop: [stop] });
+    expect(cut.text).toBe(full.text.slice(0, full.text.indexOf(stop)));
+    expect(cut.finishReason).toBe('stop');
+    expect(cut.tokens!.logprobs).toHaveLength(cut.tokens!.completion.length);
+    // at most one step after the stop, instead of decoding on to max_tokens
+    expect(s.stats().sampled - before).toBeLessThanOrEqual(cut.tokens!.completion.length + 1);
   });
 
   it('a generation stopped part-way is an AbortError, never a cut-off reply', async () => {
