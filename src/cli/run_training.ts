@@ -33,7 +33,7 @@ import {
   type UpdateStats,
 } from '../core/train/schedule.ts';
 import { exportPeft, importPeft, type LoraModule } from '../engine/io/peft.ts';
-import { LocalChatModel } from '../engine/local_model.ts';
+import { LocalChatModel, releaseDecodeMemory } from '../engine/local_model.ts';
 import { decodeTrainerState, encodeTrainerState, LoraTrainer } from '../engine/train.ts';
 import type { Io } from './args.ts';
 
@@ -138,6 +138,7 @@ export async function attachTraining(o: {
       cfg.designerLag,
     );
     const rng = createRng(hashSeed(`${cfg.seed}:train:${cycle}`));
+    releaseDecodeMemory(llm); // the KV cache is stale after the step, and the step needs the memory
     const steps: UpdateStats[] = await trainRound(
       { step: (mb) => trainer.trainStep(mb.map((s) => trainerSample(s, cfg))) },
       batch,

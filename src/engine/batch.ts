@@ -37,7 +37,7 @@ export interface SchedulerOptions {
   prefillBudget?: number;
   /**
    * Tokens of finished sequences kept for prefix reuse (default 8192: a few episodes' conversations;
-   * for Qwen2.5-0.5B that is 8192 · 24 layers · 2 · 2 heads · 64 · 4 B ≈ 100 MB of k/v).
+   * for Qwen2.5-0.5B that is 8192 · 24 layers · (k + v) · 2 heads · 64 · 4 B ≈ 201 MB of k/v).
    */
   prefixCacheTokens?: number;
   /** Pages of the KV stores allocated up front (default 64 = 1024 rows; they double as needed). */
@@ -159,6 +159,16 @@ export class DecodeScheduler<X> {
     for (const s of this.cache) this.kv?.release(s);
     this.cache = [];
     this.cacheTokens = 0;
+  }
+
+  /**
+   * Free the KV stores (and the prefix cache) when nothing is in flight; true when freed. Called
+   * before a training step: the step needs the memory, and the cached k/v are stale after it anyway.
+   */
+  releaseIdle(): boolean {
+    if (this.active.length || this.waiting.length || !this.kv) return false;
+    this.dispose();
+    return true;
   }
 
   /** Free the KV stores once idle (a later generate() allocates them again). */

@@ -26,7 +26,7 @@ import { paramCount, type Architecture } from './io/config.ts';
 import { initCheckpointFiles, initConfig } from './io/init_checkpoint.ts';
 import type { WeightFormat } from './io/pack.ts';
 import { exportPeft, importPeft, type LoraModule } from './io/peft.ts';
-import { LocalChatModel } from './local_model.ts';
+import { LocalChatModel, releaseDecodeMemory } from './local_model.ts';
 import { LlamaModel } from './model.ts';
 import { GpuOps } from './ops.ts';
 import { Engine, type Tensor } from './runtime.ts';
@@ -213,6 +213,7 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
     async trainGrpo(samples: GrpoSample[], o: TrainOptions = {}): Promise<StepStats> {
       const m = need();
       if (!m.llm.lora) throw new Error('Start an adapter ("New adapter") before training.');
+      releaseDecodeMemory(m.llm); // the KV cache is stale after the step, and the step needs the memory
       trainer ??= new LoraTrainer(m.llm, o);
       Object.assign(trainer.opts, o);
       return trainer.trainStep(samples);

@@ -17,6 +17,7 @@
  */
 import type { PagedBatch } from './kernels/attention_paged.ts';
 import type { Ops } from './ops.ts';
+import { GpuError } from '../core/errors.ts';
 
 export type { PagedBatch };
 
@@ -200,6 +201,14 @@ export class KvPages<X> {
     const old = this.capacity;
     const cap = old * 2;
     const { Hkv, D } = this.dims;
+    const bytes = cap * PAGE * Hkv * D * 4;
+    if (bytes > this.ops.maxTensorBytes)
+      throw new GpuError(
+        `The KV cache is full: ${old * PAGE} rows per layer, and doubling needs ${(bytes / 2 ** 20).toFixed(0)} MiB ` +
+          `per store, above this device's ${(this.ops.maxTensorBytes / 2 ** 20).toFixed(0)} MiB per buffer. ` +
+          'Run fewer chats at once (the loop\'s concurrency) or shorter conversations.',
+        { code: 'kv-cache-full' },
+      );
     for (let l = 0; l < this.dims.layers; l++) {
       for (const s of [this.k, this.v]) {
         const next = this.ops.zeros([cap * PAGE, Hkv, D]);

@@ -65,6 +65,11 @@ function stopPrefix(text: string, stops: string[]): number {
   return best;
 }
 
+/** Give the KV cache of an idle model's scheduler back (before a training step: see releaseIdle). */
+export function releaseDecodeMemory<X>(llm: LlamaModel<X>): boolean {
+  return schedulers.get(llm)?.releaseIdle() ?? false;
+}
+
 /** Earlier calls remembered for continuation (messages + reply → ids); 256 covers a cycle's parallel plays. */
 const CONTINUATIONS = 256;
 /** Stands in for a reply while rendering what follows it (no template trims or splits it). */

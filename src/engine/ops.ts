@@ -45,6 +45,8 @@ export interface MatOpts {
 
 export interface Ops<X> {
   readonly device: 'cpu' | 'gpu';
+  /** Largest tensor the backend can bind, in bytes (GPU: the device's buffer limits). */
+  readonly maxTensorBytes: number;
   upload(shape: number[], data: Float32Array): X;
   /**
    * A frozen base weight (rows, cols) — a linear layer's (out, in) or the embedding table — stored
@@ -149,6 +151,8 @@ export interface CpuTensor {
 
 export class CpuOps implements Ops<CpuTensor> {
   readonly device = 'cpu' as const;
+  /** A Float32Array of up to 2³¹ − 1 elements. */
+  readonly maxTensorBytes = (2 ** 31 - 1) * 4;
   upload(shape: number[], data: Float32Array): CpuTensor {
     if (data.length !== numel(shape))
       throw new RangeError(`upload: ${data.length} values for shape ${JSON.stringify(shape)}`);
@@ -368,6 +372,11 @@ export class GpuOps implements Ops<Tensor> {
   /** The last PagedBatch's uploaded index tensor and the e.submits it was uploaded at (batchIndex). */
   private pagedIndex: PagedIndex | undefined;
   constructor(readonly e: Engine) {}
+
+  get maxTensorBytes(): number {
+    const l = this.e.ctx.report.limits;
+    return Math.min(l.maxStorageBufferBindingSize, l.maxBufferSize);
+  }
 
   upload(shape: number[], data: Float32Array): Tensor {
     return this.e.tensor(shape, data);

@@ -8,6 +8,7 @@ import { DecodeScheduler } from '../../src/engine/batch.ts';
 import { generate, type GenerateOptions } from '../../src/engine/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { loraKey } from '../../src/engine/io/peft.ts';
+import { GpuError } from '../../src/core/errors.ts';
 import { KvPages, PAGE } from '../../src/engine/kv_pages.ts';
 import { LoraTrainer } from '../../src/engine/train.ts';
 import { LlamaModel } from '../../src/engine/model.ts';
@@ -95,6 +96,27 @@ describe('KvPages', () => {
     kv.release(c);
     expect(kv.usedPages).toBe(0);
     expect(() => kv.prepare([{ seq: a, ids: [1] }])).toThrow(/released/);
+  });
+});
+
+describe('KvPages and the device limit', () => {
+  it('refuses to grow past the largest tensor the backend can bind, with a GpuError that says what to do', () => {
+    class SmallOps extends CpuOps {
+      override readonly maxTensorBytes = 2 * PAGE * 2 * 4; // two pages of (1 head × 2) floats per store
+    }
+    const kv = new KvPages(new SmallOps(), { layers: 1, Hkv: 1, D: 2 }, { initialPages: 1 });
+    const a = kv.newSeq();
+    kv.prepare([{ seq: a, ids: ids(PAGE + 1, 1) }]); // 1 → 2 pages: allowed
+    expect(kv.capacity).toBe(2);
+    kv.commit([{ seq: a, ids: ids(PAGE + 1, 1) }]);
+    let err: unknown;
+    try {
+      kv.prepare([{ seq: a, ids: ids(2 * PAGE, 2) }]); // 2 → 4 pages: over the limit
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(GpuError);
+    expect((err as GpuError).message).toMatch(/KV cache is full.*fewer chats at once/);
   });
 });
 
@@ -274,6 +296,20 @@ describe('DecodeScheduler', () => {
       expect(got).toEqual(await generate(m, prompt, { maxNew: 6, temperature: 0, logprobs: want }));
       lp.forEach((x, i) => expect(Math.abs(x - want[i]!)).toBeLessThan(TOL));
     }
+  });
+
+  it('releaseIdle frees the KV stores when nothing is in flight, and decoding goes on after', async () => {
+    const m = await tinyModel('qwen2');
+    const s = new DecodeScheduler(m);
+    const P = ids(12, 5);
+    const o = { maxNew: 4, temperature: 0 };
+    const pending = s.generate(P, o);
+    expect(s.releaseIdle()).toBe(false); // a request is waiting
+    const first = await pending;
+    expect(s.stats().kvPages).toBeGreaterThan(0);
+    expect(s.releaseIdle()).toBe(true);
+    expect(s.stats().kvPages).toBe(0);
+    expect(await s.generate(P, o)).toEqual(first);
   });
 
   it('rejects a request with a wrong-sized logit bias alone; its batch-mates finish', async () => {
