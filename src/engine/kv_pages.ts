@@ -206,7 +206,7 @@ export class KvPages<X> {
       throw new GpuError(
         `The KV cache is full: ${old * PAGE} rows per layer, and doubling needs ${(bytes / 2 ** 20).toFixed(0)} MiB ` +
           `per store, above this device's ${(this.ops.maxTensorBytes / 2 ** 20).toFixed(0)} MiB per buffer. ` +
-          'Run fewer chats at once (the loop\'s concurrency) or shorter conversations.',
+          "Run fewer chats at once (the loop's concurrency) or shorter conversations.",
         { code: 'kv-cache-full' },
       );
     for (let l = 0; l < this.dims.layers; l++) {
