@@ -8,7 +8,7 @@
 import type { Engine, Tensor } from './runtime.ts';
 import { numel } from './runtime.ts';
 import { attention, attentionBackward, attentionBackwardCpu, attentionCpu } from './kernels/attention.ts';
-import { add, addCpu, addInPlace, addInPlaceCpu, scale, scaleCpu } from './kernels/elementwise.ts';
+import { add, addCpu, addInPlace, addInPlaceCpu, placeColumns, scale, scaleCpu } from './kernels/elementwise.ts';
 import { embedding, embeddingCpu } from './kernels/embedding.ts';
 import { matmul, matmulCpu } from './kernels/matmul.ts';
 import { gluMatvec, matvec, matvecFused, MATVEC_MAX_ROWS } from './kernels/matvec.ts';
@@ -368,7 +368,6 @@ const KV_MIN_ROWS = 64;
 
 export class GpuOps implements Ops<Tensor> {
   readonly device = 'gpu' as const;
-  private readonly ones = new Map<number, Tensor>();
   /** The last PagedBatch's uploaded index tensor and the e.submits it was uploaded at (batchIndex). */
   private pagedIndex: PagedIndex | undefined;
   constructor(readonly e: Engine) {}
@@ -465,18 +464,9 @@ export class GpuOps implements Ops<Tensor> {
     if (this.useMatvec(a, b, o)) matvec(this.e, a, b, { alpha: o.alpha, out, accumulate: true });
     else matmul(this.e, a, b, { ...o, out, accumulate: true });
   }
-  /** bias broadcast as a rank-1 product: out = x + ones(R,1)·bias(1,C). */
+  /** (R, C) + bias (C,) broadcast over rows: the place-columns kernel over the whole width. */
   addBias(x: Tensor, bias: Tensor): Tensor {
-    const r = x.shape[0]!;
-    let ones = this.ones.get(r);
-    if (!ones) {
-      ones = this.e.tensor([r, 1], new Float32Array(r).fill(1));
-      this.ones.set(r, ones);
-    }
-    const out = this.e.tensor(x.shape);
-    this.e.copy(x, 0, out, 0, x.size);
-    matmul(this.e, ones, this.view(bias, [1, bias.size]), { out, accumulate: true });
-    return out;
+    return placeColumns(this.e, this.e.tensor(x.shape), 0, x, bias); // one dispatch: out = x + bias per row
   }
   add(a: Tensor, b: Tensor): Tensor {
     return add(this.e, a, b);
@@ -560,26 +550,18 @@ export class GpuOps implements Ops<Tensor> {
    */
   linearFused(x: Tensor, ws: Tensor[], biases: (Tensor | undefined)[]): Tensor {
     if (ws.length <= 3 && this.fusable(x, ws)) return matvecFused(this.e, x, ws, biases);
+    // more rows (a prefill chunk): one tiled product per weight, each placed (+ its bias) into its
+    // column block by one dispatch — not a copy per row, which would end a compute pass each
     const n = x.shape[0]!;
-    const parts = ws.map((w, i) => {
-      const y = this.matmul(x, w, { transB: true });
-      const b = biases[i];
-      if (!b) return y;
-      const yb = this.addBias(y, b);
-      this.e.release(y);
-      return yb;
-    });
+    const parts = ws.map((w) => this.matmul(x, w, { transB: true }));
     const width = parts.reduce((a, p) => a + p.shape[1]!, 0);
     const out = this.e.tensor([n, width]);
-    for (let r = 0; r < n; r++) {
-      let off = r * width;
-      for (const p of parts) {
-        const c = p.shape[1]!;
-        this.e.copy(p, r * c, out, off, c);
-        off += c;
-      }
-    }
-    for (const p of parts) this.e.release(p);
+    let off = 0;
+    parts.forEach((p, i) => {
+      placeColumns(this.e, out, off, p, biases[i]);
+      off += p.shape[1]!;
+      this.e.release(p);
+    });
     return out;
   }
   /** Up to MATVEC_MAX_ROWS rows: one gluMatvec dispatch; more: two products and swiglu. */

@@ -1,7 +1,16 @@
-// elementwise (add, scale, add-in-place) on the software adapter against the CPU reference.
+// elementwise (add, scale, add-in-place, place-columns) on the software adapter against the CPU reference.
 import { describe, expect, it } from 'vitest';
 import type { GpuContext } from '../../src/engine/device.ts';
-import { add, addCpu, addInPlace, addInPlaceCpu, scale, scaleCpu } from '../../src/engine/kernels/elementwise.ts';
+import {
+  add,
+  addCpu,
+  addInPlace,
+  addInPlaceCpu,
+  placeColumns,
+  placeColumnsCpu,
+  scale,
+  scaleCpu,
+} from '../../src/engine/kernels/elementwise.ts';
 import { grid1d } from '../../src/engine/kernels/dispatch_grid.ts';
 import { Engine } from '../../src/engine/runtime.ts';
 import { randomArray } from './expect_close.ts';
@@ -58,5 +67,25 @@ describe.skipIf(!ctx)(`elementwise on WebGPU ${reason}`, () => {
     expect(add(e, a, e.tensor([12])).shape).toEqual([3, 4]);
     expect(() => add(e, a, e.tensor([11]))).toThrow(/size mismatch 12 vs 11/);
     expect(() => addInPlace(e, a, a)).toThrow(/alias/);
+  });
+
+  it('place-columns writes q | k | v blocks (with and without a bias) exactly where the CPU reference does', async () => {
+    const e = new Engine(gpu);
+    const R = 19;
+    const widths = [12, 4, 4];
+    const width = 20;
+    const parts = widths.map((c, i) => randomArray(R * c, 40 + i));
+    const biases = [randomArray(12, 50), undefined, randomArray(4, 52)];
+    const out = e.zeros([R, width]);
+    const want = new Float32Array(R * width);
+    let off = 0;
+    parts.forEach((p, i) => {
+      const b = biases[i];
+      placeColumns(e, out, off, e.tensor([R, widths[i]!], p), b ? e.tensor([b.length], b) : undefined);
+      placeColumnsCpu(want, width, off, p, widths[i]!, b);
+      off += widths[i]!;
+    });
+    expect(Array.from(await e.read(out))).toEqual(Array.from(want));
+    expect(() => placeColumns(e, out, 18, e.tensor([R, 4]))).toThrow(/does not fit/);
   });
 });

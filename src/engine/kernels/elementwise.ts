@@ -1,6 +1,7 @@
 /**
- * elementwise: residual add (out = a + b), scale (out = a · s) and add-in-place (a += b · s),
- * one shader with an OP constant. All f32, any shape (flat over the elements).
+ * elementwise: residual add (out = a + b), scale (out = a · s), add-in-place (a += b · s) and
+ * place-columns (a (R, cols) + bias into a column block of out (R, width): the fused q|k|v layout
+ * of a prefill step), one shader with an OP constant. All f32, any shape (flat over the elements).
  * Backward: add passes its upstream gradient to both inputs; scale multiplies it by s.
  */
 import type { Engine, Tensor } from '../runtime.ts';
@@ -12,6 +13,7 @@ const WG = 256;
 const OP_ADD = 0;
 const OP_SCALE = 1;
 const OP_ADD_IN_PLACE = 2;
+const OP_PLACE_COLUMNS = 3;
 
 function check(name: string, ...ts: Tensor[]): void {
   for (const t of ts) if (t.dtype !== 'f32') throw new RangeError(`${name}: f32 tensors only, got ${t.dtype}`);
@@ -20,15 +22,30 @@ function check(name: string, ...ts: Tensor[]): void {
   }
 }
 
-function record(e: Engine, op: number, a: Tensor, b: Tensor, out: Tensor, s: number): void {
-  if (out.size === 0) return;
+function record(
+  e: Engine,
+  op: number,
+  a: Tensor,
+  b: Tensor,
+  out: Tensor,
+  s: number,
+  place = { n: out.size, cols: 1, width: 1, off: 0, bias: 0 },
+): void {
+  if (place.n === 0) return;
   e.run({
     key: 'elementwise',
     code: shader,
     constants: { OP: op, WG },
     bindings: [a, b, out],
-    uniforms: uniforms({ u32: out.size }, { f32: s }),
-    workgroups: grid1d(Math.ceil(out.size / WG)),
+    uniforms: uniforms(
+      { u32: place.n },
+      { f32: s },
+      { u32: place.cols },
+      { u32: place.width },
+      { u32: place.off },
+      { u32: place.bias },
+    ),
+    workgroups: grid1d(Math.ceil(place.n / WG)),
   });
 }
 
@@ -76,4 +93,36 @@ export function addInPlace(e: Engine, a: Tensor, b: Tensor, s = 1): Tensor {
   if (a.buffer === b.buffer) throw new RangeError('addInPlace: b must not alias a (use scale)');
   record(e, OP_ADD_IN_PLACE, b, b, a, s);
   return a;
+}
+
+/** CPU reference, in place: out[r, off + c] = a[r, c] (+ bias[c]) for a (R, cols), out (R, width). */
+export function placeColumnsCpu(
+  out: Float32Array,
+  width: number,
+  off: number,
+  a: Float32Array,
+  cols: number,
+  bias?: Float32Array,
+): Float32Array {
+  for (let i = 0; i < a.length; i++) {
+    const c = i % cols;
+    out[Math.floor(i / cols) * width + off + c] = bias ? Math.fround(a[i]! + bias[c]!) : a[i]!;
+  }
+  return out;
+}
+
+/** out[:, off : off + cols] = a (+ bias) for a (R, cols) and out (R, width), in place on out. */
+export function placeColumns(e: Engine, out: Tensor, off: number, a: Tensor, bias?: Tensor): Tensor {
+  check('placeColumns', a);
+  check('placeColumns', out);
+  const R = a.shape[0]!;
+  const cols = a.size / R;
+  const width = out.size / R;
+  if (!Number.isInteger(width) || off + cols > width || (bias && bias.size !== cols))
+    throw new RangeError(
+      `placeColumns: ${JSON.stringify(a.shape)} at column ${off} does not fit ${JSON.stringify(out.shape)}` +
+        (bias ? ` with a bias of ${bias.size}` : ''),
+    );
+  record(e, OP_PLACE_COLUMNS, a, bias ?? a, out, 0, { n: a.size, cols, width, off, bias: bias ? 1 : 0 });
+  return out;
 }
