@@ -126,6 +126,15 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       const ckpt = await loadCheckpoint(files, { onProgress, weights: o.weights });
       if (!ckpt.tokenizer) throw new Error('The checkpoint has no tokenizer.json; the engine needs it to chat.');
       const ctx = await acquireGpu(opts.gpu);
+      if (local) {
+        // the previous model's weights, adapter, optimiser moments and KV cache go back and are destroyed
+        releaseDecodeMemory(local.llm);
+        trainer?.dispose();
+        local.llm.dispose();
+        local.llm.ops.flush();
+        local.llm.ops.trim();
+        local = null;
+      }
       const llm = new LlamaModel<Tensor>(ckpt.config, new GpuOps(new Engine(ctx)), ckpt.weights, {
         weights: o.weights,
       });

@@ -211,6 +211,7 @@ export class LlamaModel<X> {
 
   /** Fresh adapters: A ~ U(−1/√in, 1/√in) from `seed`, B = 0 (so the model starts unchanged), as PEFT does. */
   initLora(r: number, alpha: number, targets: LoraModule[], seed = 0): void {
+    this.freeLora();
     const rng = createRng(seed);
     const w = new Map<string, X>();
     for (let i = 0; i < this.cfg.numLayers; i++) {
@@ -230,8 +231,14 @@ export class LlamaModel<X> {
     this.lora = { r, alpha, scale: loraScaling({ r, alpha }), targets: [...targets], w };
   }
 
+  /** Give the current adapter's tensors back before another replaces it. */
+  private freeLora(): void {
+    if (this.adapter) this.ops.free(...this.adapter.w.values());
+  }
+
   /** Load adapters (PEFT import or a saved state). */
   setLora(adapter: LoraAdapter): void {
+    this.freeLora();
     const w = new Map<string, X>();
     for (const [key, t] of adapter.tensors) w.set(key, this.ops.upload(t.shape, t.data));
     this.lora = {
