@@ -245,7 +245,7 @@ export class LoraTrainer<X> {
     }
   }
 
-  /** LM-head rows per chunk for L positions: at most headChunkRows, in equal chunks (no short last one). */
+  /** LM-head rows per chunk for L positions: at most headChunkRows, as even as whole chunks allow (L 10, at most 4: 4, 4, 2). */
   private chunkRows(L: number): number {
     const most = Math.min(L, this.opts.headChunkRows ?? this.model.headChunkRows());
     return Math.ceil(L / Math.ceil(L / most));
