@@ -28,7 +28,7 @@ import { matvecPacked } from './kernels/matvec_packed.ts';
 import { isPacked, uploadPacked } from './kernels/packed_weight.ts';
 import type { PagedBatch } from './kernels/attention_paged.ts';
 import { ropeAppend, ropeAppendCpu } from './kernels/rope_append.ts';
-import { attentionPaged, attentionPagedCpu } from './kernels/attention_paged.ts';
+import { attentionPaged, attentionPagedCpu, packPagedIndex } from './kernels/attention_paged.ts';
 
 export interface NllBackwardOpts {
   /** Scalar factor on the gradient (e.g. 1/T when logits were divided by a temperature T). Default 1. */
@@ -584,15 +584,9 @@ export class GpuOps implements Ops<Tensor> {
   private batchIndex(b: PagedBatch): PagedIndex {
     const cur = this.pagedIndex;
     if (cur && cur.batch === b && cur.submits === this.e.submits) return cur;
-    const n = b.pos.length;
-    const data = new Uint32Array(3 * n + b.pages.length);
-    data.set(b.pos, 0);
-    data.set(b.dest, n);
-    data.set(b.seq, 2 * n);
-    data.set(b.pages, 3 * n);
+    const { data, ...offsets } = packPagedIndex(b);
     if (cur) this.e.release(cur.tensor);
     const tensor = this.e.tensor([data.length], data);
-    const offsets = { posOff: 0, destOff: n, seqOff: 2 * n, pagesOff: 3 * n };
     this.pagedIndex = { batch: b, tensor, submits: this.e.submits, ...offsets };
     return this.pagedIndex;
   }

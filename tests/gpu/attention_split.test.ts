@@ -10,6 +10,7 @@ import { createRng } from '../../src/core/rng.ts';
 import type { GpuContext } from '../../src/engine/device.ts';
 import { attentionMerge, attentionMergeCpu, MAX_SPLITS } from '../../src/engine/kernels/attention_merge.ts';
 import {
+  packPagedIndex,
   attentionPaged,
   attentionPagedCpu,
   attentionPagedPartials,
@@ -41,13 +42,8 @@ const maxAbsDiff = (a: Float32Array, b: Float32Array) => {
 
 /** The batch as one u32 tensor [pos | dest | seq | pages] (GpuOps.batchIndex's layout). */
 function uploadIndex(e: Engine, b: PagedBatch): PagedIndexTensor {
-  const n = b.pos.length;
-  const data = new Uint32Array(3 * n + b.pages.length);
-  data.set(b.pos, 0);
-  data.set(b.dest, n);
-  data.set(b.seq, 2 * n);
-  data.set(b.pages, 3 * n);
-  return { tensor: e.tensor([data.length], data), posOff: 0, seqOff: 2 * n, pagesOff: 3 * n };
+  const { data, ...offsets } = packPagedIndex(b);
+  return { tensor: e.tensor([data.length], data), ...offsets };
 }
 
 describe('splitPlan', () => {

@@ -191,6 +191,17 @@ export interface PagedIndexTensor {
   pagesOff: number;
 }
 
+/** A PagedBatch as one u32 array [pos (N) | dest (N) | seq (N) | pages], with the offsets the kernels read. */
+export function packPagedIndex(b: PagedBatch) {
+  const n = b.pos.length;
+  const data = new Uint32Array(3 * n + b.pages.length);
+  data.set(b.pos, 0);
+  data.set(b.dest, n);
+  data.set(b.seq, 2 * n);
+  data.set(b.pages, 3 * n);
+  return { data, posOff: 0, destOff: n, seqOff: 2 * n, pagesOff: 3 * n };
+}
+
 export interface AttentionPagedOptions {
   /**
    * Keys per split, used as given (any whole number ≥ 1 that makes ≤ 32 splits of the longest
