@@ -20,8 +20,7 @@ let expected: ArchiveRecord[];
 
 async function recordInNode() {
   const spec: RunSpec = {
-    // concurrency 1: one environment at a time, so the reload below lands mid-run (at 8 a replay can finish first)
-    config: { ...DEFAULTS, seed: 5, playsPerEnv: 2, concurrency: 1 },
+    config: { ...DEFAULTS, seed: 5, playsPerEnv: 2 },
     skills: defaultSkills('games'),
     models: { designer: 'x', hint: 'x', agent: 'x' },
     corpus: 'default',
@@ -87,6 +86,11 @@ describe('the SPADE loop in Chromium (replay backend)', () => {
     const context = await app.browser.newContext({ viewport: { width: 1280, height: 1000 } });
     const page = await context.newPage();
     await useTranscript(page, app.url);
+    // one environment at a time (the recording's setting), so the reload below lands mid-run: at the
+    // default concurrency a replay can finish cycle 2 between two polls
+    await page.goto(`${app.url}#panel=settings`);
+    await page.locator('#cfg-concurrency').fill('1');
+    await page.locator('#cfg-concurrency').blur();
     await page.goto(`${app.url}#panel=run&seed=5&playsPerEnv=2`);
     await page.getByTestId('iterations').fill(String(CYCLES));
     await page.getByTestId('start').click();
