@@ -26,6 +26,7 @@ import { embeddingPacked } from './kernels/embedding_packed.ts';
 import { matmulPacked } from './kernels/matmul_packed.ts';
 import { matvecPacked } from './kernels/matvec_packed.ts';
 import { isPacked, uploadPacked } from './kernels/packed_weight.ts';
+import { isSoftwareAdapter } from './device.ts';
 import type { PagedBatch } from './kernels/attention_paged.ts';
 import { ropeAppend, ropeAppendCpu } from './kernels/rope_append.ts';
 import { attentionPaged, attentionPagedCpu, packPagedIndex } from './kernels/attention_paged.ts';
@@ -372,6 +373,16 @@ export class GpuOps implements Ops<Tensor> {
   private pagedIndex: PagedIndex | undefined;
   constructor(readonly e: Engine) {}
 
+  /**
+   * Most rows a product sends to the matvec kernels (fused q|k|v, gate-up) rather than the tiled
+   * matmul. 16 on a GPU (a batch-16 decode step still reads each weight once). 8 on a software
+   * adapter: there matvec's time grows with the rows (SwiftShader, 4096×576: 64 ms at 1 row, 250 at
+   * 8, 420 at 16) while the tiled matmul's stays near 220 ms up to 16, so past 8 rows tiles win.
+   */
+  get matvecRows(): number {
+    return isSoftwareAdapter(this.e.ctx.report) ? 8 : MATVEC_MAX_ROWS;
+  }
+
   get maxTensorBytes(): number {
     const l = this.e.ctx.report.limits;
     return Math.min(l.maxStorageBufferBindingSize, l.maxBufferSize);
@@ -442,7 +453,7 @@ export class GpuOps implements Ops<Tensor> {
   /** Few rows against a transposed weight (a decode step) go to matvec; the rest to the tiled matmul. */
   private useMatvec(a: Tensor, b: Tensor, o: MatOpts): boolean {
     return (
-      !o.transA && Boolean(o.transB) && a.shape.length === 2 && a.shape[0]! <= MATVEC_MAX_ROWS && b.shape.length === 2
+      !o.transA && Boolean(o.transB) && a.shape.length === 2 && a.shape[0]! <= this.matvecRows && b.shape.length === 2
     );
   }
   /** A packed base weight as b: decode rows go to matvec_packed, the rest (and dx = dy·W) to matmul_packed. */
@@ -539,13 +550,13 @@ export class GpuOps implements Ops<Tensor> {
     const v = logits.shape[logits.shape.length - 1]!;
     return readIds(this.e, sample(this.e, this.view(logits, [logits.size / v, v]), o, u));
   }
-  /** Rows of x against (N, K) weights: fused kernels up to MATVEC_MAX_ROWS rows. */
+  /** Rows of x against (N, K) weights: fused kernels up to matvecRows rows. */
   private fusable(x: Tensor, ws: Tensor[]): boolean {
     const k = ws[0]!.shape[1]!;
-    return x.shape[x.shape.length - 1] === k && x.size / k <= MATVEC_MAX_ROWS;
+    return x.shape[x.shape.length - 1] === k && x.size / k <= this.matvecRows;
   }
   /**
-   * Up to MATVEC_MAX_ROWS rows and ≤ 3 weights: one matvecFused dispatch (columns bit-identical to
+   * Up to matvecRows rows and ≤ 3 weights: one matvecFused dispatch (columns bit-identical to
    * matmul + addBias per weight). More rows: a product per weight, copied into the column blocks.
    */
   linearFused(x: Tensor, ws: Tensor[], biases: (Tensor | undefined)[]): Tensor {
@@ -564,7 +575,7 @@ export class GpuOps implements Ops<Tensor> {
     });
     return out;
   }
-  /** Up to MATVEC_MAX_ROWS rows: one gluMatvec dispatch; more: two products and swiglu. */
+  /** Up to matvecRows rows: one gluMatvec dispatch; more: two products and swiglu. */
   gluLinear(x: Tensor, wg: Tensor, wu: Tensor): Tensor {
     if (this.fusable(x, [wg])) return gluMatvec(this.e, x, wg, wu);
     const g = this.matmul(x, wg, { transB: true });
