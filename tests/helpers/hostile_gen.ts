@@ -219,14 +219,25 @@ export function hostilePrograms(seed: number, count: number): HostileProgram[] {
     for (let k = 0; k < extra; k++) parts.push(rng.pick([tamper, clockProbe, fatal, clockProbe])(rng));
     // side families run first, so a probe or a tamper is in place before the fatal part
     const ordered = [...parts.slice(1), parts[0]!];
-    const at = (site: Site) =>
-      ordered
-        .filter((p) => p.site === site && p.code)
-        .map((p) => p.code)
-        .join('\n');
-    const resetReturn = ordered.find((p) => p.resetReturn)?.resetReturn ?? `['start', {}]`;
-    const stepReturn = ordered.find((p) => p.stepReturn)?.stepReturn ?? `['o', 0, false, false, {}]`;
-    const code = `${at('top')}
+    out.push({
+      name: `#${i} ${parts.map((p) => `${p.family}: ${p.variant}@${p.site}`).join(' + ')}`,
+      families: parts.map((p) => p.family),
+      ...programOf(ordered),
+    });
+  }
+  return out;
+}
+
+/** The environment source (and its actions) for fragments in the order they run. */
+function programOf(ordered: Fragment[]): { code: string; actions: string[] } {
+  const at = (site: Site) =>
+    ordered
+      .filter((p) => p.site === site && p.code)
+      .map((p) => p.code)
+      .join('\n');
+  const resetReturn = ordered.find((p) => p.resetReturn)?.resetReturn ?? `['start', {}]`;
+  const stepReturn = ordered.find((p) => p.stepReturn)?.stepReturn ?? `['o', 0, false, false, {}]`;
+  const code = `${at('top')}
 class GenEnv extends ToolUseEnv {
   static tools = [{ name: 't', description: 'a tool', parameters: { type: 'object', properties: {} } }];
   constructor(maxTurns) { super(maxTurns); ${at('ctor')} }
@@ -238,12 +249,29 @@ class GenEnv extends ToolUseEnv {
   solution() { ${at('solution')}
     return ['<answer>1</answer>']; }
 }`;
-    out.push({
-      name: `#${i} ${parts.map((p) => `${p.family}: ${p.variant}@${p.site}`).join(' + ')}`,
-      families: parts.map((p) => p.family),
-      code,
-      actions: ordered.find((p) => p.actions)?.actions ?? ['<tool_call>{"name": "t", "arguments": {}}</tool_call>'],
-    });
-  }
-  return out;
+  const actions = ordered.find((p) => p.actions)?.actions ?? ['<tool_call>{"name": "t", "arguments": {}}</tool_call>'];
+  return { code, actions };
+}
+
+/**
+ * Every value whose reading runs guest code, each in its own program: each THROWN value thrown at
+ * each site, each READS reply from reset and from step, each TAMPER at the top. Interruptible only
+ * (no NATIVE or FLOODS family), so an in-process host with no watchdog contains all of them.
+ */
+export function guestReadPrograms(): HostileProgram[] {
+  const one = (f: Fragment): HostileProgram => ({
+    name: `${f.family}: ${f.variant}@${f.site}`,
+    families: [f.family],
+    ...programOf([f]),
+  });
+  return [
+    ...THROWN.flatMap(([variant, value]) =>
+      SITES.map((site) => one({ family: 'thrown', variant, site, code: `throw ${value};` })),
+    ),
+    ...READS.flatMap(([variant, value]) => [
+      one({ family: 'reads', variant, site: 'reset', code: '', resetReturn: value }),
+      one({ family: 'reads', variant, site: 'step', code: '', stepReturn: stepTuple(value) }),
+    ]),
+    ...TAMPER.map(([variant, code]) => one({ family: 'tamper', variant, site: 'top', code })),
+  ];
 }

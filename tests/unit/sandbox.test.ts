@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS, SandboxHost, envClassNames } from '../../src/core/sandbox/host.ts';
 import { ESCAPES, FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 import { extractBoxed } from '../../src/core/env/contract.ts';
-import { ActionRejectedError } from '../../src/core/errors.ts';
+import { ActionRejectedError, SpadeError } from '../../src/core/errors.ts';
+import { guestReadPrograms } from '../helpers/hostile_gen.ts';
 
 let host: SandboxHost;
 beforeAll(async () => {
@@ -253,4 +254,34 @@ describe('issue 9 findings (in-process)', () => {
     const code = `class BoxEnv { reset(){ return [JSON.stringify(${JSON.stringify(inputs)}.map(extractBoxed)), {}]; } step(){ return ['', 0, true, false, {}]; } }`;
     expect(JSON.parse(await run(code))).toEqual(inputs.map(extractBoxed));
   });
+});
+
+describe('no guest code runs outside a deadline', () => {
+  it('every value whose reading runs guest code, at every site, is read under a deadline (none runs after)', async () => {
+    // between calls the host's deadline is Infinity; the interrupt handler counts (and stops) any
+    // guest code it finds running then: getters, toJSON, toString, Proxy traps read by the host
+    const h = await SandboxHost.create();
+    const limits = { ...DEFAULT_LIMITS, loadMs: 300, resetMs: 150, stepMs: 150 };
+    const programs = guestReadPrograms();
+    expect(programs.length).toBeGreaterThan(100);
+    const untyped: string[] = [];
+    let failed = 0;
+    for (const p of programs) {
+      let id: string | undefined;
+      try {
+        id = (await h.load(p.code, 12, limits)).id;
+        h.reset(id, 0);
+        for (const a of p.actions) h.step(id, a);
+        h.solution(id);
+      } catch (err) {
+        failed++;
+        if (!(err instanceof SpadeError)) untyped.push(`${p.name}: ${(err as Error).name}`);
+      }
+      if (id) h.dispose(id);
+    }
+    expect(untyped).toEqual([]);
+    expect(failed).toBeGreaterThan(programs.length / 2); // the thrown and reads families all fail
+    expect(h.guestRunsWithoutDeadline).toBe(0);
+    expect(h.liveCount()).toBe(0);
+  }, 120_000);
 });

@@ -223,6 +223,11 @@ export class SandboxHost {
   private readonly faults: string[] = [];
   /** How many times the WASM module was discarded and rebuilt after a host-level fault. */
   moduleRestarts = 0;
+  /**
+   * Times guest code was found running with no deadline (outside runGuest): a host bug, never
+   * expected. The interrupt handler stops such code at once, so it cannot hang the host either.
+   */
+  guestRunsWithoutDeadline = 0;
 
   private constructor(module: QuickJSWASMModule) {
     this.module = module;
@@ -336,6 +341,13 @@ export class SandboxHost {
       interrupted: false,
     } as unknown as LiveEnv; // api, fns and info are set by load() once the prelude has run
     runtime.setInterruptHandler(() => {
+      // between calls the deadline is Infinity and no guest code may run (no dump, no getter, no
+      // toJSON read by the host): if some does, stop it and count it instead of letting it run
+      if (env.deadline === Infinity) {
+        this.guestRunsWithoutDeadline++;
+        env.interrupted = true;
+        return true;
+      }
       if (Date.now() <= env.deadline) return false;
       env.interrupted = true;
       return true;
