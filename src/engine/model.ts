@@ -190,6 +190,8 @@ export class LlamaModel<X> {
       Object.values(lw.bias).forEach(free);
     }
     if (this.lora) [...this.lora.w.values()].forEach(free);
+    [...this.padded.values()].forEach(free);
+    this.padded.clear();
     this.lora = null;
     this.layers.length = 0;
   }
@@ -234,6 +236,29 @@ export class LlamaModel<X> {
   /** Give the current adapter's tensors back before another replaces it. */
   private freeLora(): void {
     if (this.adapter) this.ops.free(...this.adapter.w.values());
+  }
+
+  /** Zero-padded copies of q/k/v LoRA B matrices for step()'s fused columns, for one adapterVersion. */
+  private readonly padded = new Map<string, X>();
+  private paddedVersion = -1;
+
+  /** B (rows, r) of `m` at rows [col, col + rows) of a zero (width, r) tensor: built once per adapter version. */
+  private paddedB(layer: number, m: LoraModule, col: number, width: number): X {
+    if (this.paddedVersion !== this.adapterVersion) {
+      this.ops.free(...this.padded.values());
+      this.padded.clear();
+      this.paddedVersion = this.adapterVersion;
+    }
+    const key = loraKey(layer, m, 'B');
+    let out = this.padded.get(key);
+    if (!out) {
+      const B = this.lora!.w.get(key)!;
+      const [rows, r] = this.ops.shape(B) as [number, number];
+      out = this.ops.zeros([width, r]);
+      this.ops.copyRows(B, 0, out, col, rows);
+      this.padded.set(key, out);
+    }
+    return out;
   }
 
   /** Load adapters (PEFT import or a saved state). */
@@ -451,20 +476,13 @@ export class LlamaModel<X> {
     const b = kv.prepare(items);
     const lora = this.lora;
     const adapted = (m: LoraModule) => Boolean(lora?.targets.includes(m));
-    /** out += s·(x·Aᵀ)·Bᵀ, with B's rows placed at output column `col` of out's `width` (a zero-padded copy). */
+    /** out += s·(x·Aᵀ)·Bᵀ, with B's rows placed at output column `col` of out's `width` (paddedB). */
     const addLora = (out: X, x: X, layer: number, m: LoraModule, col = 0, width = 0) => {
       const A = lora!.w.get(loraKey(layer, m, 'A'))!;
-      let B: X = lora!.w.get(loraKey(layer, m, 'B'))!;
+      const B = width > 0 ? this.paddedB(layer, m, col, width) : lora!.w.get(loraKey(layer, m, 'B'))!;
       const xa = ops.matmul(x, A, { transB: true }); // (N, r)
-      if (width > 0) {
-        const [rows, r] = ops.shape(B) as [number, number];
-        const padded = ops.zeros([width, r]);
-        ops.copyRows(B, 0, padded, col, rows);
-        B = padded;
-      }
       ops.matmulAcc(out, xa, B, { transB: true, alpha: lora!.scale });
       ops.free(xa);
-      if (width > 0) ops.free(B);
     };
     let hh = ops.embedding(this.embed, ids); // (N, C), the residual stream, updated in place
     for (let i = 0; i < cfg.numLayers; i++) {
