@@ -137,7 +137,7 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
         `top-p sampling at V=${sampling.vocab}: CPU full sort ${sampling.cpuFullSortMs.toFixed(2)} ms · CPU ${sampling.cpuMs.toFixed(2)} ms · GPU ${sampling.gpuMs.toFixed(2)} ms per token`,
       );
       io.out(
-        `dispatches per generated token (${dispatches.layout}): ${dispatches.perToken} (${dispatches.fixed} + ${dispatches.perLayer} per layer), ${dispatches.copiesPerToken} copies, ${dispatches.submitsPerToken} submits — ${dispatches.note}`,
+        `dispatches per generated token (${dispatches.layout}): ${dispatches.perToken} (${dispatches.fixed} + ${dispatches.perLayer} per layer), ${dispatches.copiesPerToken} copies, ${dispatches.submitsPerToken} submits, ${(dispatches.bindGroupHitRate * 100).toFixed(0)}% of bind groups from the cache — ${dispatches.note}`,
       );
       io.out(
         `  (the unbatched generate() path: ${dispatchesUnbatched.perToken} per token, ${dispatchesUnbatched.perLayer} per layer)`,

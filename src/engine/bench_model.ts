@@ -73,6 +73,8 @@ export interface DispatchCount {
   fixed: number;
   /** Buffer copies per token (KV-cache appends, row slices): each one ends a compute pass. */
   copiesPerToken: number;
+  /** Share of a decode token's dispatches whose bind group came from the engine's cache (Engine.bindGroupHits), on the larger variant (a ratio: not scaled). */
+  bindGroupHitRate: number;
   submitsPerToken: number;
   /** The two reduced-layer variants actually run. */
   measuredLayers: [number, number];
@@ -94,7 +96,7 @@ export async function countDecodeDispatches(
   tokens = 4,
   path: 'scheduler' | 'generate' = 'scheduler',
 ): Promise<DispatchCount> {
-  const perToken: { d: number; c: number; s: number }[] = [];
+  const perToken: { d: number; c: number; s: number; h: number }[] = [];
   for (const layers of measured) {
     const c = { ...cfg, numLayers: layers, vocabSize: vocab };
     const model = new LlamaModel<Tensor>(c, new GpuOps(e), randomWeights(c));
@@ -104,14 +106,16 @@ export async function countDecodeDispatches(
       const d0 = e.dispatches;
       const c0 = e.copies;
       const s0 = e.submits;
+      const h0 = e.bindGroupHits;
       // a fresh scheduler per count: its prefix cache must not skip the second count's prefill
       if (path === 'scheduler') await new DecodeScheduler(model).generate(prompt, { ...o, maxNew });
       else await generate(model, prompt, { ...o, maxNew });
-      return { d: e.dispatches - d0, c: e.copies - c0, s: e.submits - s0 };
+      return { d: e.dispatches - d0, c: e.copies - c0, s: e.submits - s0, h: e.bindGroupHits - h0 };
     };
     const one = await count(1); // prefill + the first token
     const more = await count(1 + tokens);
-    perToken.push({ d: (more.d - one.d) / tokens, c: (more.c - one.c) / tokens, s: (more.s - one.s) / tokens });
+    const per = (k: 'd' | 'c' | 's' | 'h') => (more[k] - one[k]) / tokens;
+    perToken.push({ d: per('d'), c: per('c'), s: per('s'), h: per('h') });
     model.dispose();
     e.flush();
     e.trim();
@@ -128,6 +132,7 @@ export async function countDecodeDispatches(
     fixed,
     copiesPerToken: scale(a.c, b.c),
     submitsPerToken: scale(a.s, b.s),
+    bindGroupHitRate: b.h / b.d,
     measuredLayers: measured,
     vocab,
     note: `${path === 'scheduler' ? 'the batched decode step (DecodeScheduler, batch 1)' : 'the unbatched generate() path'}, measured on ${measured.join(' and ')}-layer variants (vocabulary ${vocab}), scaled linearly to ${cfg.numLayers} layers; temperature 0.6, top_p 0.95, sampled on the GPU`,
