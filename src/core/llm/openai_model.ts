@@ -13,6 +13,13 @@
  * sent with HTTP 200 (an `error` object as the JSON body or as an SSE event) is a ModelCallError with
  * the server's message, never an empty reply.
  *
+ * Hostile or broken servers are bounded too, each with a ModelCallError (kind 'too_large', data.limit
+ * naming the bound; all scale with maxReplyChars): one line without a line break, one SSE event (its
+ * characters and its `data:` lines: an event never ended by a blank line is not kept whole), the whole
+ * streamed body, and the log-probs kept. Every field the call reads (choices[0].delta.content or
+ * .message.content, finish_reason, logprobs, usage) is type-checked: null is empty, as the protocol
+ * allows; any other wrong type is a ModelCallError (kind 'bad_reply', data.field naming the field).
+ *
  * Context window: probe() (called by the CLI and the app before a run, and lazily before the first
  * call) reads `GET {baseURL}/models` and takes `max_model_len` (vLLM, SGLang) or `context_length` of
  * the entry whose id is the model; a declared `contextWindow` caps it; with neither, 4096
@@ -72,21 +79,25 @@ const FINISH: Record<string, FinishReason> = {
 const FINISH_GRACE_MS = 1000;
 /** A line (or a non-streamed JSON body) may hold this many characters per reply character (escapes, log-probs) ... */
 const LINE_CHARS_PER_REPLY_CHAR = 8;
-/** ... plus this much (the JSON around one chunk). */
+/** ... plus this much (the JSON around one chunk). One SSE event may hold as much as one line. */
 const LINE_SLACK_CHARS = 1 << 20;
+/** `data:` lines in one SSE event (servers send one; SSE allows several). */
+const MAX_EVENT_LINES = 1000;
+/** A streamed body may hold this many characters per reply character (one chunk of JSON per token) plus LINE_SLACK_CHARS. */
+const BODY_CHARS_PER_REPLY_CHAR = 256;
+/** The log-probs kept may total this many characters per reply character, counting LOGPROB_ENTRY_CHARS per entry plus its token. */
+const LOGPROB_CHARS_PER_REPLY_CHAR = 16;
+const LOGPROB_ENTRY_CHARS = 16;
 
-/** One chat.completion.chunk (or a whole chat.completion when a server does not stream), as far as we read it. */
-interface WireChoice {
-  delta?: { content?: string | null };
-  message?: { content?: string | null };
-  finish_reason?: string | null;
-  logprobs?: { content?: { token: string; logprob: number }[] | null } | null;
-}
+/** One chat.completion.chunk (or a whole chat.completion when a server does not stream): unchecked until read (readChoice). */
 interface WireChunk {
-  choices?: WireChoice[];
-  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+  choices?: unknown;
+  usage?: unknown;
   error?: unknown;
 }
+
+/** Which size bound a reply broke (ModelCallError data.limit). */
+type SizeLimit = 'line' | 'event' | 'event_lines' | 'body' | 'logprobs';
 
 /**
  * The window assumed when the server reports none and none is declared: 4096 tokens. Declaring too
@@ -233,16 +244,31 @@ export class OpenAIChatModel implements ChatModel {
     const onCallerAbort = () => ac.abort(o.signal?.reason);
     o.signal?.addEventListener('abort', onCallerAbort, { once: true });
     const total = setTimeout(() => stop('total'), this.limits.callTimeoutMs);
+    // The idle (or grace) deadline moves on every line; its one timer is re-armed only when it fires
+    // before the deadline or a nearer deadline comes, so a flood of tiny lines costs no timer each.
     let idle: ReturnType<typeof setTimeout> | undefined;
-    const touch = (ms = this.limits.idleTimeoutMs, why: 'idle' | 'grace' = 'idle') => {
+    let armedAt = 0;
+    let idleAt = 0;
+    let idleWhy: 'idle' | 'grace' = 'idle';
+    const arm = (at: number) => {
       clearTimeout(idle);
-      idle = setTimeout(() => stop(why), ms);
+      armedAt = at;
+      idle = setTimeout(onIdle, Math.max(0, at - performance.now()));
+    };
+    const onIdle = () => {
+      if (performance.now() < idleAt) arm(idleAt);
+      else stop(idleWhy);
+    };
+    const touch = (ms = this.limits.idleTimeoutMs, why: 'idle' | 'grace' = 'idle') => {
+      idleAt = performance.now() + ms;
+      idleWhy = why;
+      if (idle === undefined || idleAt < armedAt) arm(idleAt);
     };
     try {
       // The wait for headers is the SDK's (timeoutMs per attempt, with retries); idle counts from them.
       const response = await this.client.chat.completions.create(body, { signal: ac.signal }).asResponse();
       touch();
-      const reader = new ReplyReader(response, ac.signal, this.limits.maxReplyChars, () => cause);
+      const reader = new ReplyReader(response, ac.signal, this.limits.maxReplyChars, this.config.baseURL, () => cause);
       const isJson = (response.headers.get('content-type') ?? '').includes('application/json');
       const r = isJson
         ? this.fromJson(await reader.all(touch), o, wantLogprobs)
@@ -272,7 +298,11 @@ export class OpenAIChatModel implements ChatModel {
     let usage: ChatResult['usage'] | null = null;
     let pieces = 0;
     const logprobs: TokenLogprob[] = [];
+    let logprobChars = 0;
+    const maxLogprobChars = max * LOGPROB_CHARS_PER_REPLY_CHAR + LINE_SLACK_CHARS;
+    const where = this.config.baseURL;
     let data: string[] = [];
+    let dataChars = 0;
     let event = '';
     const result = (): Omit<ChatResult, 'ms'> => ({
       text,
@@ -286,14 +316,15 @@ export class OpenAIChatModel implements ChatModel {
       const payload = data.join('\n');
       const type = event;
       data = [];
+      dataChars = 0;
       event = '';
       if (!payload) return false;
       if (payload === '[DONE]') return true;
       const chunk = this.parseJson(payload);
       if (type === 'error' || (chunk.error !== undefined && chunk.error !== null))
         throw this.serverError(chunk.error ?? chunk);
-      const choice = chunk.choices?.[0];
-      const delta = choice?.delta?.content ?? '';
+      const choice = readChoice(chunk, 'delta', wantLogprobs, where);
+      const delta = choice?.content ?? '';
       if (delta && finish === null) {
         pieces++;
         const room = max - text.length;
@@ -306,23 +337,52 @@ export class OpenAIChatModel implements ChatModel {
           return true;
         }
       }
-      for (const lp of choice?.logprobs?.content ?? []) logprobs.push({ token: lp.token, logprob: lp.logprob });
-      if (chunk.usage)
-        usage = { promptTokens: chunk.usage.prompt_tokens ?? 0, completionTokens: chunk.usage.completion_tokens ?? 0 };
-      if (choice?.finish_reason && finish === null) {
-        finish = FINISH[choice.finish_reason] ?? 'stop';
+      for (const lp of choice?.logprobs ?? []) {
+        logprobChars += LOGPROB_ENTRY_CHARS + lp.token.length;
+        if (logprobChars > maxLogprobChars)
+          throw tooLarge(
+            where,
+            'logprobs',
+            `more log-probs (choices[0].logprobs.content) than a reply of ${max} characters has`,
+          );
+        logprobs.push(lp);
+      }
+      usage = readUsage(chunk.usage, where) ?? usage;
+      if (choice?.finishReason && finish === null) {
+        finish = finishReason(choice.finishReason);
         touch(Math.min(FINISH_GRACE_MS, this.limits.idleTimeoutMs), 'grace');
       }
       return finish !== null && usage !== null;
     };
     for (;;) {
-      const line = await reader.line();
-      if (line === null) break; // the server closed the stream (or the grace after finish_reason ran out)
-      if (finish === null) touch();
+      // A whole line restarts the idle timer; lines left in the piece already read came at the same time.
+      let line: string | null | undefined = reader.buffered();
+      if (line === undefined) {
+        line = await reader.line();
+        if (line === null) break; // the server closed the stream (or the grace after finish_reason ran out)
+        if (finish === null) touch();
+      }
       if (line === '') {
-        if (dispatch()) break;
-      } else if (line.startsWith('data:')) data.push(line.slice(line.charCodeAt(5) === 32 ? 6 : 5));
-      else if (line.startsWith('event:')) event = line.slice(6).trim();
+        if (!data.length)
+          event = ''; // an event with no data: nothing to dispatch
+        else if (dispatch()) break;
+      } else if (line.startsWith('data:')) {
+        const d = line.slice(line.charCodeAt(5) === 32 ? 6 : 5);
+        data.push(d);
+        dataChars += d.length + 1;
+        if (dataChars > reader.maxLine)
+          throw tooLarge(
+            where,
+            'event',
+            `one SSE event of over ${reader.maxLine} characters (data: lines never ended by a blank line)`,
+          );
+        if (data.length > MAX_EVENT_LINES)
+          throw tooLarge(
+            where,
+            'event_lines',
+            `one SSE event of over ${MAX_EVENT_LINES} data: lines (never ended by a blank line)`,
+          );
+      } else if (line.startsWith('event:')) event = line.slice(6).trim();
       // comments (":") and other fields (id:, retry:) are ignored
     }
     if (finish === null && data.length) dispatch(); // a last event without its blank line
@@ -333,11 +393,11 @@ export class OpenAIChatModel implements ChatModel {
   private fromJson(raw: string, o: ChatOptions, wantLogprobs: boolean): Omit<ChatResult, 'ms'> {
     const r = this.parseJson(raw);
     if (r.error !== undefined && r.error !== null) throw this.serverError(r.error);
-    const choice = r.choices?.[0];
+    const choice = readChoice(r, 'message', wantLogprobs, this.config.baseURL);
     if (!choice)
       throw new ModelCallError(`The server at ${this.config.baseURL} returned no choices.`, { kind: 'bad_reply' });
-    let text = choice.message?.content ?? '';
-    let finish = FINISH[choice.finish_reason ?? 'stop'] ?? 'stop';
+    let text = choice.content;
+    let finish = finishReason(choice.finishReason ?? 'stop');
     if (text.length > this.limits.maxReplyChars) {
       text = text.slice(0, this.limits.maxReplyChars);
       finish = 'length';
@@ -346,10 +406,8 @@ export class OpenAIChatModel implements ChatModel {
     return {
       text,
       finishReason: finish,
-      usage: { promptTokens: r.usage?.prompt_tokens ?? 0, completionTokens: r.usage?.completion_tokens ?? 0 },
-      ...(wantLogprobs
-        ? { logprobs: (choice.logprobs?.content ?? []).map((lp) => ({ token: lp.token, logprob: lp.logprob })) }
-        : {}),
+      usage: readUsage(r.usage, this.config.baseURL) ?? { promptTokens: 0, completionTokens: 0 },
+      ...(wantLogprobs ? { logprobs: choice.logprobs } : {}),
     };
   }
 
@@ -376,11 +434,7 @@ export class OpenAIChatModel implements ChatModel {
   private serverError(error: unknown): ModelCallError {
     const e = error as { message?: unknown; code?: unknown; type?: unknown } | string | null;
     const message =
-      typeof e === 'string'
-        ? e
-        : typeof e?.message === 'string'
-          ? e.message
-          : JSON.stringify(error ?? null).slice(0, 300);
+      typeof e === 'string' ? e : typeof e?.message === 'string' ? e.message : preview(error ?? null, 300);
     return new ModelCallError(
       `The server at ${this.config.baseURL} answered with an error: ${message.slice(0, 500)}. See the server's logs; check the model name "${this.model}" and the request's size.`,
       { kind: 'server', status: 200, serverMessage: message.slice(0, 2000) },
@@ -450,8 +504,9 @@ function refusesKwargs(err: unknown): boolean {
 
 /**
  * Reads a response body as text lines, bounded: a read ends as soon as `signal` aborts (even if the
- * underlying fetch ignores it), and a line longer than the cap is an error, not a 10 MB buffer.
- * Lines are found with indexOf from where the last search stopped, so reading is linear in the body.
+ * underlying fetch ignores it), and a line longer than the cap, or a body longer than its cap, is an
+ * error, not a growing buffer. Lines are found with indexOf from where the last search stopped, so
+ * reading is linear in the body.
  */
 class ReplyReader {
   private readonly reader: ReadableStreamDefaultReader<Uint8Array> | null;
@@ -464,16 +519,22 @@ class ReplyReader {
   private partial: string[] = [];
   private partialChars = 0;
   private ended = false;
-  private readonly maxLine: number;
+  /** The longest line (and SSE event, and JSON body), characters. */
+  readonly maxLine: number;
+  /** The longest body, characters, and how much has been read. */
+  private readonly maxBody: number;
+  private bodyChars = 0;
 
   constructor(
     response: Response,
     private readonly signal: AbortSignal,
     maxReplyChars: number,
+    private readonly where: string,
     private readonly cause: () => StopCause,
   ) {
     this.reader = response.body?.getReader() ?? null;
     this.maxLine = maxReplyChars * LINE_CHARS_PER_REPLY_CHAR + LINE_SLACK_CHARS;
+    this.maxBody = maxReplyChars * BODY_CHARS_PER_REPLY_CHAR + LINE_SLACK_CHARS;
     this.aborted = new Promise<null>((resolve) => {
       if (signal.aborted) resolve(null);
       else signal.addEventListener('abort', () => resolve(null), { once: true });
@@ -486,11 +547,12 @@ class ReplyReader {
     if (this.ended || !this.reader) return null;
     const r = await Promise.race([this.reader.read(), this.aborted]);
     if (r === null || this.signal.aborted) return this.end();
-    if (r.done) {
-      this.ended = true;
-      return this.decoder.decode();
-    }
-    return this.decoder.decode(r.value, { stream: true });
+    const text = r.done ? this.decoder.decode() : this.decoder.decode(r.value, { stream: true });
+    if (r.done) this.ended = true;
+    this.bodyChars += text.length;
+    if (this.bodyChars > this.maxBody)
+      this.fail('body', `over ${this.maxBody} characters in one reply without finishing it`);
+    return text;
   }
 
   private end(): null {
@@ -500,18 +562,26 @@ class ReplyReader {
     throw abortError(this.signal, 'The model call was stopped.'); // time-outs and the caller's abort: mapped by the caller
   }
 
+  /** The next line if the last piece read holds it whole (no waiting), else undefined. */
+  buffered(): string | undefined {
+    const nl = this.buf.indexOf('\n', this.pos);
+    if (nl < 0) return undefined;
+    let whole = this.buf.slice(this.pos, nl);
+    if (this.partial.length) {
+      whole = this.partial.join('') + whole;
+      this.partial = [];
+      this.partialChars = 0;
+    }
+    this.pos = nl + 1;
+    if (whole.length > this.maxLine) this.tooLong();
+    return whole.charCodeAt(whole.length - 1) === 13 ? whole.slice(0, -1) : whole;
+  }
+
   /** The next line without its line break ("\n" or "\r\n"), or null at the end of the body. */
   async line(): Promise<string | null> {
     for (;;) {
-      const nl = this.buf.indexOf('\n', this.pos);
-      if (nl >= 0) {
-        const head = this.partial.length ? this.partial.join('') : '';
-        this.partial = [];
-        this.partialChars = 0;
-        const whole = head + this.buf.slice(this.pos, nl);
-        this.pos = nl + 1;
-        return whole.endsWith('\r') ? whole.slice(0, -1) : whole;
-      }
+      const whole = this.buffered();
+      if (whole !== undefined) return whole;
       // No line break in what is left: keep it aside (no re-scan) and read on.
       if (this.pos < this.buf.length) {
         const rest = this.buf.slice(this.pos);
@@ -550,10 +620,115 @@ class ReplyReader {
   }
 
   private tooLong(): never {
-    void this.reader?.cancel().catch(() => undefined);
-    throw new ModelCallError(
-      `The server sent over ${this.maxLine} characters without a line break (or as one JSON reply); the reply was dropped. Raise maxReplyChars if replies this long are expected.`,
-      { kind: 'too_large' },
-    );
+    this.fail('line', `over ${this.maxLine} characters without a line break (or as one JSON reply)`);
   }
+
+  private fail(limit: SizeLimit, what: string): never {
+    void this.reader?.cancel().catch(() => undefined);
+    throw tooLarge(this.where, limit, what);
+  }
+}
+
+/** A reply over one of its size bounds: what the server sent, and what to do. */
+function tooLarge(where: string, limit: SizeLimit, what: string): ModelCallError {
+  return new ModelCallError(
+    `The server at ${where} sent ${what}; the reply was dropped. Is the URL an OpenAI-compatible /v1 endpoint? Raise maxReplyChars if replies this long are expected (every size bound on a reply scales with it).`,
+    { kind: 'too_large', limit },
+  );
+}
+
+/** A field of the reply with a type the protocol does not allow, named as the server sent it. */
+function badField(where: string, field: string, value: unknown, expected: string): ModelCallError {
+  return new ModelCallError(
+    `The server at ${where} sent ${field} = ${preview(value, 80)}, where the chat-completions protocol has ${expected}; the reply was dropped. Is it an OpenAI-compatible server? See its logs.`,
+    { kind: 'bad_reply', field },
+  );
+}
+
+/** A value from JSON.parse as JSON, cut to `max` characters; one nested too deep to print is described instead. */
+function preview(value: unknown, max: number): string {
+  let s: string;
+  try {
+    s = JSON.stringify(value) ?? String(value);
+  } catch {
+    s = `(${Array.isArray(value) ? 'an array' : `a ${typeof value}`} nested too deep to print)`;
+  }
+  return s.length > max ? `${s.slice(0, max)}…` : s;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isAbsent = (v: unknown): v is null | undefined => v === null || v === undefined;
+
+/** What a call reads from choices[0] of one chunk or whole reply. */
+interface ReadChoice {
+  content: string;
+  finishReason: string | null;
+  logprobs: TokenLogprob[];
+}
+
+/**
+ * choices[0] of a chunk (`key` 'delta') or a whole reply ('message'), type-checked: absent or null is
+ * empty; any other wrong type is a ModelCallError naming the field. Log-probs are read only when wanted.
+ * Null when there is no choice (a usage-only chunk).
+ */
+function readChoice(
+  chunk: WireChunk,
+  key: 'delta' | 'message',
+  wantLogprobs: boolean,
+  where: string,
+): ReadChoice | null {
+  const choices = chunk.choices;
+  if (isAbsent(choices)) return null;
+  if (!Array.isArray(choices)) throw badField(where, 'choices', choices, 'an array');
+  const c: unknown = choices[0];
+  if (isAbsent(c)) return null;
+  if (!isRecord(c)) throw badField(where, 'choices[0]', c, 'an object');
+  const body = c[key];
+  if (!isAbsent(body) && !isRecord(body)) throw badField(where, `choices[0].${key}`, body, 'an object');
+  const content = body?.content;
+  if (!isAbsent(content) && typeof content !== 'string')
+    throw badField(where, `choices[0].${key}.content`, content, 'a string or null');
+  const finish = c.finish_reason;
+  if (!isAbsent(finish) && typeof finish !== 'string')
+    throw badField(where, 'choices[0].finish_reason', finish, 'a string or null');
+  return {
+    content: content ?? '',
+    finishReason: finish ?? null,
+    logprobs: wantLogprobs ? readLogprobs(c.logprobs, where) : [],
+  };
+}
+
+/** choices[0].logprobs.content as {token, logprob} entries (absent or null: none). */
+function readLogprobs(logprobs: unknown, where: string): TokenLogprob[] {
+  if (isAbsent(logprobs)) return [];
+  if (!isRecord(logprobs)) throw badField(where, 'choices[0].logprobs', logprobs, 'an object or null');
+  const content = logprobs.content;
+  if (isAbsent(content)) return [];
+  if (!Array.isArray(content)) throw badField(where, 'choices[0].logprobs.content', content, 'an array or null');
+  return content.map((lp: unknown, i) => {
+    const field = `choices[0].logprobs.content[${i}]`;
+    if (!isRecord(lp)) throw badField(where, field, lp, 'an object');
+    if (typeof lp.token !== 'string') throw badField(where, `${field}.token`, lp.token, 'a string');
+    if (typeof lp.logprob !== 'number') throw badField(where, `${field}.logprob`, lp.logprob, 'a number');
+    return { token: lp.token, logprob: lp.logprob };
+  });
+}
+
+/** The usage object (absent or null: null); a count that is not a whole number ≥ 0 is a ModelCallError. */
+function readUsage(usage: unknown, where: string): ChatResult['usage'] | null {
+  if (isAbsent(usage)) return null;
+  if (!isRecord(usage)) throw badField(where, 'usage', usage, 'an object or null');
+  const count = (key: 'prompt_tokens' | 'completion_tokens'): number => {
+    const v = usage[key];
+    if (isAbsent(v)) return 0;
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+      throw badField(where, `usage.${key}`, v, 'a whole number ≥ 0');
+    return v;
+  };
+  return { promptTokens: count('prompt_tokens'), completionTokens: count('completion_tokens') };
+}
+
+/** finish_reason in our terms; reasons we do not know (and names like "__proto__") are 'stop'. */
+function finishReason(reason: string): FinishReason {
+  return Object.hasOwn(FINISH, reason) ? FINISH[reason]! : 'stop';
 }

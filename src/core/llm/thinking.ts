@@ -17,20 +17,38 @@ export function isQwen3(modelId: string): boolean {
   return /qwen-?3/i.test(modelId);
 }
 
+const OPEN = '<think>';
+const CLOSE = '</think>';
+
 /**
  * The reply without its thinking: every `<think>...</think>` block is removed; an unclosed `<think>`
  * (the reply was cut off while thinking) removes everything after it; a `</think>` with no opening
  * tag (templates that open the block in the prompt, e.g. DeepSeek-R1 distills) removes everything
  * before it. Leading whitespace left behind is trimmed; text without think tags is returned as is.
+ * One forward scan with indexOf: linear in the reply, however its tags are arranged (a reply of
+ * thousands of unclosed `<think>` tags included).
  */
 export function stripThinking(text: string): string {
-  if (!text.includes('<think>') && !text.includes('</think>')) return text;
+  if (!text.includes(OPEN) && !text.includes(CLOSE)) return text;
   let t = text;
-  const firstClose = t.indexOf('</think>');
-  const firstOpen = t.indexOf('<think>');
-  if (firstClose >= 0 && (firstOpen < 0 || firstClose < firstOpen)) t = t.slice(firstClose + '</think>'.length);
-  t = t.replace(/<think>[\s\S]*?<\/think>/g, '');
-  const open = t.indexOf('<think>');
+  const firstClose = t.indexOf(CLOSE);
+  const firstOpen = t.indexOf(OPEN);
+  if (firstClose >= 0 && (firstOpen < 0 || firstClose < firstOpen)) t = t.slice(firstClose + CLOSE.length);
+  // Each block runs from a <think> to the first </think> after it. Once a <think> has no </think>
+  // after it, no later one has either: the rest stays, and is cut below.
+  const kept: string[] = [];
+  let from = 0;
+  for (;;) {
+    const open = t.indexOf(OPEN, from);
+    const close = open < 0 ? -1 : t.indexOf(CLOSE, open + OPEN.length);
+    if (close < 0) break;
+    kept.push(t.slice(from, open));
+    from = close + CLOSE.length;
+  }
+  kept.push(t.slice(from));
+  t = kept.join('');
+  // Removing blocks can join a "<thi" and a "nk>" around one: that tag counts as unclosed too.
+  const open = t.indexOf(OPEN);
   if (open >= 0) t = t.slice(0, open);
-  return t.replace(/^\s+/, '');
+  return t.trimStart();
 }
