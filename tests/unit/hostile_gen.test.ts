@@ -4,7 +4,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { SpadeError } from '../../src/core/errors.ts';
 import { DEFAULT_LIMITS } from '../../src/core/sandbox/limits.ts';
-import { FAKE_ENV } from '../../src/core/env/hostile.ts';
+import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 import { hostilePrograms } from '../helpers/hostile_gen.ts';
 
@@ -71,4 +71,71 @@ describe('hostile program generator', () => {
     expect(last?.[1]).toBe(1);
     await pool.dispose(good.id);
   }, 240_000);
+
+  // the environment classes of issue 19 (close() that hangs or throws, a length that changes
+  // between reads, async busy loops, info [] from step, memory hogs), each beside a good
+  // neighbour on the same worker, which must keep working
+  it('contains each issue 19 catalogue entry and memory-hogging neighbours; the good neighbour keeps working', async () => {
+    const solo = createNodeSandboxPool({ size: 1, graceMs: 700 });
+    const cases = HOSTILE.filter((h) => /^finding (1: close|3:|4:|8:)/.test(h.name));
+    expect(cases.length).toBe(8);
+    const problems: string[] = [];
+    let slowest = { ms: 0, name: '' };
+    let good = await solo.load(FAKE_ENV);
+    const goodStillWorks = async (after: string) => {
+      try {
+        await solo.reset(good.id, 1);
+        await solo.step(good.id, '\\boxed{10}');
+      } catch (err) {
+        problems.push(`the good neighbour failed after ${after}: ${(err as Error).message}`);
+      }
+    };
+    const hog = `class HogEnv { reset() { this.a = []; try { for (;;) this.a.push(new Uint8Array(1 << 20)); } catch (e) {} return [String(this.a.length), {}]; } }`;
+    const all = [
+      ...cases,
+      ...[1, 2, 3].map((i) => ({
+        name: `memory hog ${i} grabs the whole module`,
+        code: hog,
+        phase: 'reset',
+        error: 'SandboxMemoryError',
+        message: /memory limit/,
+        // filling a fresh 2 GiB heap takes seconds: give the memory check, not the watchdog, the stop
+        limits: { resetMs: 10_000 },
+      })),
+    ];
+    try {
+      for (const h of all) {
+        const t0 = performance.now();
+        let outcome: unknown = null;
+        let id: string | undefined;
+        try {
+          id = (await solo.load(h.code, 12, { ...LIMITS, ...h.limits })).id;
+          await solo.reset(id, 0);
+          if (h.phase !== 'reset') await solo.step(id, 'x');
+          const closing = id;
+          id = undefined;
+          await solo.dispose(closing);
+        } catch (err) {
+          outcome = err;
+        }
+        if (id) await solo.dispose(id).catch(() => undefined);
+        const ms = performance.now() - t0;
+        if (ms > slowest.ms) slowest = { ms, name: h.name };
+        const e = outcome as Error | null;
+        if (e?.name !== h.error || !h.message.test(e.message))
+          problems.push(`${h.name}: ended with ${e?.name}: ${e?.message}`);
+        if (ms > CONTAIN_MS) problems.push(`${h.name}: took ${ms.toFixed(0)} ms`);
+        // a neighbour lost to a watchdog kill is reloaded; any other failure of it is a problem
+        if (e instanceof SpadeError && e.data.killed === true) good = await solo.load(FAKE_ENV);
+        else await goodStillWorks(h.name);
+      }
+      console.log(
+        `issue 19 classes: tried ${all.length}, contained ${all.length - problems.length}, ` +
+          `slowest ${slowest.ms.toFixed(0)} ms (${slowest.name}); watchdog kills ${solo.kills}`,
+      );
+      expect(problems).toEqual([]);
+    } finally {
+      await solo.terminate();
+    }
+  }, 120_000);
 });

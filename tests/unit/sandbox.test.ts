@@ -100,7 +100,11 @@ describe.each(HOSTILE.filter((h) => !h.needsKill))('hostile: $name', (h) => {
       const env = await host.load(h.code, 12, { ...DEFAULT_LIMITS, ...h.limits });
       id = env.id;
       host.reset(env.id, 0);
-      if (h.phase === 'step') host.step(env.id, 'anything');
+      if (h.phase === 'step' || h.phase === 'close') host.step(env.id, 'anything');
+      if (h.phase === 'close') {
+        id = undefined;
+        host.dispose(env.id); // throws, naming the environment, after freeing it
+      }
     } catch (e) {
       err = e as Error;
     }

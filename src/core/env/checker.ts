@@ -30,6 +30,7 @@ export const CHECK_NAMES = [
   'not_solved_at_reset',
   'deterministic',
   'random_policy_ends',
+  'closes',
 ] as const;
 export type CheckName = (typeof CHECK_NAMES)[number];
 
@@ -220,7 +221,28 @@ async function checkRandomPolicyEnds(p: Probe, solutions: string[][], policySeed
   return null;
 }
 
-/** Run every check in order; a failure of loads, reset, step or a fatal garbage failure stops the rest. */
+/**
+ * 10. close() returns promptly and never throws, on every instance the checker opened (each is
+ * disposed, which calls close() under the step limit). Empties `open`.
+ */
+async function checkCloses(runner: EnvRunner, open: string[]): Promise<Problem> {
+  const problems: string[] = [];
+  for (const id of open.splice(0)) {
+    try {
+      await runner.dispose(id);
+    } catch (err) {
+      problems.push(errText(err));
+    }
+  }
+  if (problems.length === 0) return null;
+  return `${problems.join(' ')} Give close() nothing to do but drop state: no loops, no waiting, no throwing.`;
+}
+
+/**
+ * Run every check in order; a failure of loads, reset, step or a fatal garbage failure stops the
+ * rest. The instances opened are always closed: when the checks ran to the end `closes` is the
+ * last check, and when they stopped early a close() that failed is still reported as `closes`.
+ */
 export async function checkEnv(runner: EnvRunner, code: string, opts: CheckOptions = {}): Promise<CheckReport> {
   const t0 = performance.now();
   const maxTurns = opts.maxTurns ?? 12;
@@ -290,13 +312,14 @@ export async function checkEnv(runner: EnvRunner, code: string, opts: CheckOptio
       await checkRandomPolicyEnds(p, solutions, opts.policySeed ?? 12345),
       `random play ends within ${maxTurns} turns`,
     );
+    verdict('closes', await checkCloses(runner, open), 'close() returned promptly on every instance');
     return finish();
   } finally {
-    for (const id of open) {
-      try {
-        await runner.dispose(id);
-      } catch {
-        /* the env may already be gone */
+    if (open.length) {
+      const closes = await checkCloses(runner, open);
+      if (closes) {
+        verdict('closes', closes, '');
+        finish();
       }
     }
   }

@@ -10,6 +10,16 @@
  * own) all happen while the interrupt handler is armed. Text that QuickJS would parse
  * on the host's native stack (the code, an action) is bounded here first.
  *
+ * Once the interrupt has fired, the runtime's stack limit drops to nothing, so no async
+ * function, promise executor or callback can start and swallow the interrupt again: the guest
+ * unwinds to the host, and a call whose interrupt fired fails whatever the guest did with it.
+ *
+ * Memory: this QuickJS build cannot see allocation sizes (no malloc_usable_size in WASM), so
+ * the runtime's own memory limit counts 8 bytes per allocation and never stops a big one. The
+ * host measures each runtime itself (QuickJS's memory report) while the guest runs and after,
+ * and stops one over its limit; and a module (one WASM heap, 2 GiB at most) takes environments
+ * only while their limits fit MODULE_BUDGET_BYTES in all, so none can starve its neighbours.
+ *
  * Hangs that QuickJS's interrupt handler cannot stop (some allocation patterns
  * thrash the GC for seconds; a long native loop) are the pool's job: it terminates the worker.
  */
@@ -29,15 +39,23 @@ import {
   SandboxRuntimeError,
   SandboxTimeoutError,
   SpadeError,
+  deserializeError,
+  serializeError,
 } from '../errors.ts';
 import type { LoadedEnv, ResetResult, StepResult, ToolSchema } from '../env/contract.ts';
 import prelude from './prelude.guest.js?raw';
 
 export { DEFAULT_LIMITS, limitsFromConfig, type SandboxLimits } from './limits.ts';
-import { DEFAULT_LIMITS, MAX_NESTING, type SandboxLimits } from './limits.ts';
+import { DEFAULT_LIMITS, MAX_NESTING, MODULE_BUDGET_BYTES, type SandboxLimits } from './limits.ts';
 
 /** Time to read a thrown value (its getters, Proxy traps, toString) once the call itself has ended. */
 const READ_ERROR_MS = 100;
+/** While guest code runs, its memory is measured at most this often (a report costs ~0.1 ms). */
+const MEMORY_CHECK_MS = 10;
+/** After a run, memory is measured when the run took this long (allocating 10 MiB takes about 1 ms)... */
+const MEMORY_CHECK_RUN_MS = 1;
+/** ...or on every this many-th run of the environment. */
+const MEMORY_CHECK_EVERY = 8;
 
 interface LiveEnv {
   id: string;
@@ -51,6 +69,14 @@ interface LiveEnv {
   deadline: number;
   /** Set by the interrupt handler when it stops the guest: an unforgeable sign of a time-out. */
   interrupted: boolean;
+  /** Set when the host measured the runtime over its memory limit (the interrupt then stops it). */
+  overMemory: boolean;
+  /** When (ms) the interrupt handler next measures memory during the run in flight. */
+  nextMemoryCheck: number;
+  /** Guest runs so far (every MEMORY_CHECK_EVERY-th is measured after it ends). */
+  runs: number;
+  /** The WASM heap's size when the run in flight began: only this env runs, so growth is its own. */
+  heapAtStart: number;
   /** Set once the env hit a limit; later calls fail fast with this. */
   dead: SpadeError | null;
   generation: number;
@@ -253,6 +279,7 @@ export class SandboxHost {
     if (this.restarting) this.module = await this.restarting;
     this.restarting = null;
     const names = checkSource(code, limits);
+    this.checkRoom(limits);
     const partial = this.newLiveEnv(limits);
     const { context, id } = partial;
     try {
@@ -321,6 +348,24 @@ export class SandboxHost {
     }
   }
 
+  /** Memory that the live environments' limits reserve in the current module. */
+  reservedBytes(): number {
+    let n = 0;
+    for (const e of this.envs.values()) if (e.generation === this.generation) n += e.limits.memoryBytes;
+    return n;
+  }
+
+  /** Refuse a new environment whose limit does not fit the module's budget beside the live ones. */
+  private checkRoom(limits: SandboxLimits): void {
+    const reserved = this.reservedBytes();
+    if (reserved + limits.memoryBytes <= MODULE_BUDGET_BYTES) return;
+    const MiB = 2 ** 20;
+    throw new SandboxMemoryError(
+      `This sandbox worker is full: its ${this.liveCount()} live environments reserve ${Math.round(reserved / MiB)} MiB of its ${MODULE_BUDGET_BYTES / MiB} MiB, and this one needs ${limits.memoryBytes / MiB} MiB. Dispose environments no longer in use, load it in another worker, or lower sandboxMemoryMiB.`,
+      { workerFull: true, reservedBytes: reserved, budgetBytes: MODULE_BUDGET_BYTES, neededBytes: limits.memoryBytes },
+    );
+  }
+
   /** A fresh runtime and context with the limits set and the interrupt handler on the env's deadline. */
   private newLiveEnv(limits: SandboxLimits): LiveEnv {
     const runtime = this.module.newRuntime();
@@ -339,6 +384,10 @@ export class SandboxHost {
       generation: this.generation,
       deadline: Infinity,
       interrupted: false,
+      overMemory: false,
+      nextMemoryCheck: 0,
+      runs: 0,
+      heapAtStart: 0,
     } as unknown as LiveEnv; // api, fns and info are set by load() once the prelude has run
     runtime.setInterruptHandler(() => {
       // between calls the deadline is Infinity and no guest code may run (no dump, no getter, no
@@ -348,11 +397,59 @@ export class SandboxHost {
         env.interrupted = true;
         return true;
       }
-      if (Date.now() <= env.deadline) return false;
-      env.interrupted = true;
-      return true;
+      const now = Date.now();
+      if (now > env.deadline || this.heapGrewPastLimit(env)) return this.stop(env);
+      if (now >= env.nextMemoryCheck) {
+        env.nextMemoryCheck = now + MEMORY_CHECK_MS;
+        if (this.overMemoryLimit(env)) return this.stop(env);
+      }
+      return false;
     });
     return env;
+  }
+
+  /**
+   * Stop the guest for good: QuickJS turns the interrupt into a rejection inside an async
+   * function or a promise executor, so with a stack limit of one byte no new call (and so no new
+   * place to swallow it) can start; the guest unwinds and the run fails. The env is dead after.
+   */
+  private stop(env: LiveEnv): true {
+    if (!env.interrupted) {
+      env.interrupted = true;
+      env.runtime.setMaxStackSize(1);
+    }
+    return true;
+  }
+
+  /**
+   * Measure the runtime (QuickJS's own report of the objects it holds; it does not count strings)
+   * and flag it when over its limit.
+   */
+  private overMemoryLimit(env: LiveEnv): boolean {
+    if (this.usedBytes(env) > env.limits.memoryBytes) env.overMemory = true;
+    return env.overMemory;
+  }
+
+  /** Flag the env when the heap grew by more than its limit during its run (strings included). */
+  private heapGrewPastLimit(env: LiveEnv): boolean {
+    if (this.heapBytes() - env.heapAtStart > env.limits.memoryBytes) env.overMemory = true;
+    return env.overMemory;
+  }
+
+  /** Bytes the runtime holds, by QuickJS's memory report ("memory used"); 0 if it cannot be read. */
+  private usedBytes(env: LiveEnv): number {
+    try {
+      const used = /memory used\s+\d+\s+(\d+)/.exec(env.runtime.dumpMemoryUsage());
+      return used ? Number(used[1]) : 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** Size of the module's WASM heap (it only grows); 0 where the module does not show it. */
+  private heapBytes(): number {
+    const heap = (this.module as unknown as { module?: { HEAPU8?: Uint8Array } }).module?.HEAPU8;
+    return heap?.byteLength ?? 0;
   }
 
   reset(id: string, seed: number): ResetResult {
@@ -421,26 +518,35 @@ export class SandboxHost {
     return v as string[];
   }
 
+  /**
+   * Call the environment's close() (under the step limit, unless it already died of a limit),
+   * then free its runtime. The runtime is freed whatever close() did; a close() that threw, ran
+   * past its limit or broke the sandbox is then thrown, as the same error class naming the
+   * environment (data.envId) — never swallowed, so the environment is blamed, not its neighbours.
+   */
   dispose(id: string): void {
     const env = this.envs.get(id);
     if (!env) return;
     this.envs.delete(id);
     if (env.generation !== this.generation) return; // released with its module
+    let failed: unknown = null;
     if (!env.dead) {
       try {
         this.invoke(env, 'close', undefined, env.limits.stepMs);
-      } catch {
-        /* close() is best-effort */
+      } catch (err) {
+        failed = err;
       }
     }
-    if (env.generation !== this.generation) return; // close() faulted the module
-    try {
-      this.release(env);
-    } catch (err) {
-      // Freeing a runtime whose promise jobs were interrupted can abort the WASM module
-      // (a QuickJS assertion on leftover objects): start a fresh module, as for any host fault.
-      this.hostFault(env, err, 'close');
+    if (env.generation === this.generation) {
+      try {
+        this.release(env);
+      } catch (err) {
+        // Freeing a runtime whose promise jobs were interrupted can abort the WASM module
+        // (a QuickJS assertion on leftover objects): start a fresh module, as for any host fault.
+        this.hostFault(env, err, 'close');
+      }
     }
+    if (failed) throw closeFailure(id, failed);
   }
 
   // --- internals ------------------------------------------------------------------------
@@ -504,7 +610,18 @@ export class SandboxHost {
       return reply.value;
     } finally {
       // after a module fault the handles died with their runtime: disposing them would throw
-      if (env.generation === this.generation) for (const h of args) if (h.alive) h.dispose();
+      if (env.generation === this.generation) {
+        for (const h of args) if (h.alive) h.dispose();
+        // an env stopped over its memory limit gives the heap back now, not at dispose(): its
+        // neighbours in this module may run before it is disposed
+        if (env.dead instanceof SandboxMemoryError) {
+          try {
+            this.release(env);
+          } catch (err) {
+            this.hostFault(env, err, method);
+          }
+        }
+      }
     }
   }
 
@@ -587,7 +704,10 @@ export class SandboxHost {
     start: () => { value: QuickJSHandle; error?: undefined } | { error: QuickJSHandle; value?: undefined },
   ): QuickJSHandle | GuestFailure {
     env.interrupted = false;
-    env.deadline = Date.now() + ms;
+    const t0 = Date.now();
+    env.deadline = t0 + ms;
+    env.nextMemoryCheck = t0 + MEMORY_CHECK_MS;
+    env.heapAtStart = this.heapBytes();
     let result: ReturnType<typeof start> | undefined;
     let failure: GuestFailure | null = null;
     try {
@@ -595,6 +715,11 @@ export class SandboxHost {
       if (result.error) {
         failure = new GuestFailure(this.readThrown(env, result.error), method);
         result.error.dispose();
+      } else if (env.interrupted) {
+        // the interrupt fired inside an async function or a promise executor, which turned it
+        // into a rejection and carried on: the call still ran past its limit
+        result.value.dispose();
+        failure = new GuestFailure(this.stoppedError(env, 'interrupted inside an async function or a promise'), method);
       } else if (env.runtime.hasPendingJob()) {
         // the common case skips this: one cheap check per call
         const jobs = env.runtime.executePendingJobs(-1);
@@ -604,11 +729,21 @@ export class SandboxHost {
           jobs.error.dispose();
         }
         // an interrupted job can end quietly (its promise just rejects), so ask the handler too
-        if (!e && (env.interrupted || env.runtime.hasPendingJob())) e = interruptedError();
+        if (!e && (env.interrupted || env.runtime.hasPendingJob())) e = this.stoppedError(env);
         if (e) {
           result.value.dispose();
           failure = new GuestFailure(e, jobMethod);
         }
+      }
+      env.runs++;
+      if (
+        !failure &&
+        (this.heapGrewPastLimit(env) ||
+          ((env.runs % MEMORY_CHECK_EVERY === 0 || Date.now() - t0 >= MEMORY_CHECK_RUN_MS) &&
+            this.overMemoryLimit(env)))
+      ) {
+        result.value?.dispose();
+        failure = new GuestFailure(this.stoppedError(env), method);
       }
     } catch (err) {
       if (result?.value?.alive) result.value.dispose();
@@ -625,7 +760,7 @@ export class SandboxHost {
    * toString included) under READ_ERROR_MS, and the host reads back one string.
    */
   private readThrown(env: LiveEnv, h: QuickJSHandle): GuestError {
-    if (env.interrupted) return interruptedError();
+    if (env.interrupted) return this.stoppedError(env);
     const { context } = env;
     if (!env.fns?.describe?.alive) {
       // the prelude itself failed: read primitives only
@@ -637,7 +772,7 @@ export class SandboxHost {
     const r = context.callFunction(env.fns.describe, context.undefined, h);
     if (r.error) {
       r.error.dispose();
-      if (env.interrupted) return { ...interruptedError(), message: 'interrupted while reading the value it threw' };
+      if (env.interrupted) return this.stoppedError(env, 'interrupted while reading the value it threw');
       return { name: 'Error', message: 'an unreadable value was thrown', where: '', kind: 'memory' };
     }
     const text = context.typeof(r.value) === 'string' ? context.getString(r.value) : '';
@@ -656,15 +791,15 @@ export class SandboxHost {
     return e;
   }
 
-  /** True when the runtime's allocations are within a quarter of its limit (read from QuickJS's own report). */
+  /** True when the runtime holds more than three quarters of its limit (read from QuickJS's own report). */
   private nearMemoryLimit(env: LiveEnv): boolean {
-    try {
-      const report = env.runtime.dumpMemoryUsage();
-      const used = /memory allocated\s+\d+\s+(\d+)/.exec(report);
-      return used !== null && Number(used[1]) > env.limits.memoryBytes * 0.75;
-    } catch {
-      return false;
-    }
+    return this.usedBytes(env) > env.limits.memoryBytes * 0.75;
+  }
+
+  /** Why the host stopped the guest: over its memory limit, else out of time. */
+  private stoppedError(env: LiveEnv, message = 'interrupted'): GuestError {
+    if (env.overMemory) return { name: 'InternalError', message: 'out of memory', where: '', kind: 'memory' };
+    return { name: 'InternalError', message, where: '', kind: 'timeout' };
   }
 
   /** Map a guest exception to a typed error; limit errors also mark the env dead. */
@@ -729,6 +864,21 @@ export class SandboxHost {
   }
 }
 
+/**
+ * The error a failed close() of `id` becomes: the same class, its message led by the
+ * environment's id (the pool swaps in its own id), data.envId and data.method 'close'.
+ */
+export function closeFailure(id: string, err: unknown): SpadeError {
+  const e = serializeError(
+    err instanceof SpadeError ? err : new SandboxRuntimeError(String((err as Error)?.message ?? err)),
+  );
+  return deserializeError({
+    name: e.name,
+    message: `Environment ${id}: close() failed: ${e.message} close() must return promptly and never throw; the environment was released anyway.`,
+    data: { ...e.data, method: 'close', envId: id },
+  }) as SpadeError;
+}
+
 /** A guest failure on its way to becoming a typed error. */
 class GuestFailure {
   constructor(
@@ -736,13 +886,6 @@ class GuestFailure {
     readonly method: string,
   ) {}
 }
-
-const interruptedError = (): GuestError => ({
-  name: 'InternalError',
-  message: 'interrupted',
-  where: '',
-  kind: 'timeout',
-});
 
 /** "env.js:3:14" from a guest stack, or ''. */
 const whereIn = (stack: string | undefined): string =>

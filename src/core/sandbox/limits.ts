@@ -47,3 +47,10 @@ export function limitsFromConfig(
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = limitsFromConfig(DEFAULTS);
+
+/**
+ * What the memory limits of the environments in one QuickJS module (one WASM heap, which grows
+ * to 2 GiB at most) may add up to: the rest is left for the runtimes' own overhead and for
+ * overshoot between two measurements. A module refuses an environment that would pass it.
+ */
+export const MODULE_BUDGET_BYTES = 1536 * 2 ** 20;

@@ -1,17 +1,27 @@
 /**
  * A pool of sandbox workers with a kill switch. Calls are routed to the worker
- * that holds the environment (loads go to the least busy one). Each call races a
- * watchdog of its own limit plus a grace period: a worker that does not answer in
+ * that holds the environment (loads go to the least busy worker whose memory budget has
+ * room for the new environment's limit). A worker runs one call at a time, so the pool
+ * queues calls per worker and sends the next only when the last has answered; each call's
+ * watchdog (its own limit plus a grace period) starts when it is sent, so time spent waiting
+ * behind a neighbour never counts against it. A worker that does not answer in
  * time (a GC-thrashing allocation, a long native loop, a crashed worker) is terminated
  * and replaced, and the caller gets a typed error. Environments on other workers are
  * untouched; those on the replaced worker fail with an error that names the cause.
  * The checker runs here, call by call, so every one of its calls has that watchdog too.
  * Pure: the factory that makes workers comes from the platform (browser or Node).
  */
-import { SandboxTimeoutError, SpadeError, WorkerCrashedError } from '../errors.ts';
+import {
+  SandboxMemoryError,
+  SandboxTimeoutError,
+  SpadeError,
+  WorkerCrashedError,
+  deserializeError,
+  serializeError,
+} from '../errors.ts';
 import { checkEnv, type CheckOptions, type CheckReport, type EnvRunner } from '../env/checker.ts';
 import type { LoadedEnv, ResetResult, StepResult } from '../env/contract.ts';
-import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
+import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from './limits.ts';
 import type { SandboxWorkerApi } from './worker_api.ts';
 
 type Promised<T> = {
@@ -35,10 +45,14 @@ interface Slot {
   ended: Promise<never>;
   end: (err: Error) => void;
   generation: number;
-  /** Calls in flight. */
+  /** Calls queued or in flight. */
   busy: number;
+  /** Settles when the last call queued on this generation of the worker has answered. */
+  tail: Promise<unknown>;
   /** Environments loaded and not yet disposed. */
   live: number;
+  /** The memory limits of those environments, added up (a worker's budget is MODULE_BUDGET_BYTES). */
+  reserved: number;
 }
 
 interface PoolEnv {
@@ -99,19 +113,39 @@ export class SandboxPool implements EnvRunner {
     return this.slots.length;
   }
 
+  /**
+   * Load into the least busy worker with room for `limits.memoryBytes`; a worker that refuses
+   * for lack of room (SandboxMemoryError, data.workerFull) passes the load to the next. When no
+   * worker has room, the error says so.
+   */
   async load(code: string, maxTurns?: number, limits: SandboxLimits = DEFAULT_LIMITS): Promise<LoadedEnv> {
-    const slot = this.leastBusy();
-    const generation = this.slots[slot]!.generation;
-    const info = await this.guard(
-      slot,
-      (api) => api.load(code, maxTurns, limits),
-      limits.loadMs,
-      'loading the environment',
-    );
-    const id = `p${this.nextId++}`;
-    this.envs.set(id, { slot, generation, inner: info.id, limits });
-    if (this.slots[slot]!.generation === generation) this.slots[slot]!.live++;
-    return { ...info, id };
+    const tried = new Set<number>();
+    for (;;) {
+      const slot = this.leastBusy(limits.memoryBytes, tried);
+      const s = this.slots[slot]!;
+      const generation = s.generation;
+      // reserved from the moment the load is queued, so loads sent together spread out
+      s.reserved += limits.memoryBytes;
+      let info: LoadedEnv;
+      try {
+        info = await this.guard(
+          slot,
+          (api) => api.load(code, maxTurns, limits),
+          limits.loadMs,
+          'loading the environment',
+        );
+      } catch (err) {
+        if (s.generation === generation) s.reserved -= limits.memoryBytes;
+        tried.add(slot);
+        if (err instanceof SandboxMemoryError && err.data.workerFull === true && tried.size < this.slots.length)
+          continue;
+        throw err;
+      }
+      const id = `p${this.nextId++}`;
+      this.envs.set(id, { slot, generation, inner: info.id, limits });
+      if (s.generation === generation) s.live++;
+      return { ...info, id };
+    }
   }
 
   async reset(id: string, seed: number): Promise<ResetResult> {
@@ -129,13 +163,28 @@ export class SandboxPool implements EnvRunner {
     return this.guard(e.slot, (api) => api.solution(e.inner), e.limits.resetMs, `solution() of ${id}`);
   }
 
+  /**
+   * Close and free an environment. A close() that throws, runs past its limit or needs the
+   * watchdog rejects with that error, naming this environment (data.envId); it is never swallowed.
+   */
   async dispose(id: string): Promise<void> {
     const e = this.envs.get(id);
     if (!e) return;
     this.envs.delete(id);
-    if (this.closed || this.slots[e.slot]!.generation !== e.generation) return;
-    this.slots[e.slot]!.live--;
-    await this.guard(e.slot, (api) => api.dispose(e.inner), e.limits.stepMs, `close() of ${id}`);
+    const slot = this.slots[e.slot]!;
+    if (this.closed || slot.generation !== e.generation) return;
+    slot.live--;
+    slot.reserved -= e.limits.memoryBytes;
+    try {
+      await this.guard(e.slot, (api) => api.dispose(e.inner), e.limits.stepMs, `close() of ${id}`);
+    } catch (err) {
+      const s = serializeError(err);
+      throw deserializeError({
+        name: s.name,
+        message: s.message.replace(`Environment ${e.inner}:`, `Environment ${id}:`),
+        data: { ...s.data, envId: id, method: 'close' },
+      });
+    }
   }
 
   /**
@@ -173,7 +222,15 @@ export class SandboxPool implements EnvRunner {
       reset: guarded((id: string, seed: number) => this.reset(id, seed)),
       step: guarded((id: string, action: string) => this.step(id, action)),
       solution: guarded((id: string) => this.solution(id)),
-      dispose: (id: string) => this.dispose(id).catch(() => undefined),
+      // a failed close() is the checker's to report; one that needed the watchdog also ends the check
+      dispose: async (id: string) => {
+        try {
+          await this.dispose(id);
+        } catch (err) {
+          if (isSandboxLoss(err)) fatal ??= err;
+          throw err;
+        }
+      },
     };
     const report = await checkEnv(runner, code, opts);
     if (fatal) {
@@ -211,7 +268,9 @@ export class SandboxPool implements EnvRunner {
     slot.handle = handle;
     slot.generation = generation;
     slot.busy = 0;
+    slot.tail = Promise.resolve();
     slot.live = 0;
+    slot.reserved = 0;
     slot.ended = new Promise<never>((_, reject) => (slot.end = reject));
     slot.ended.catch(() => undefined); // raced by calls; not an unhandled rejection on its own
     const startedIn = new Promise<never>((_, reject) => {
@@ -249,12 +308,22 @@ export class SandboxPool implements EnvRunner {
     return e;
   }
 
-  /** The slot with the fewest calls in flight, then the fewest live environments. */
-  private leastBusy(): number {
+  /**
+   * The slot with the fewest calls queued or in flight, then the fewest live environments, among
+   * those not in `skip` with room for `bytes` more; when none has room, the one with the most room.
+   */
+  private leastBusy(bytes: number, skip: Set<number>): number {
     const load = (s: Slot) => s.busy * 1e6 + s.live;
-    let best = 0;
-    for (let i = 1; i < this.slots.length; i++) if (load(this.slots[i]!) < load(this.slots[best]!)) best = i;
-    return best;
+    let best = -1;
+    let roomiest = -1;
+    for (let i = 0; i < this.slots.length; i++) {
+      if (skip.has(i)) continue;
+      const s = this.slots[i]!;
+      if (roomiest < 0 || s.reserved < this.slots[roomiest]!.reserved) roomiest = i;
+      if (s.reserved + bytes > MODULE_BUDGET_BYTES) continue;
+      if (best < 0 || load(s) < load(this.slots[best]!)) best = i;
+    }
+    return best >= 0 ? best : roomiest;
   }
 
   private async guard<T>(
@@ -275,19 +344,26 @@ export class SandboxPool implements EnvRunner {
     }
     const budget = limitMs + this.graceMs;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const watchdog = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const err = new SandboxTimeoutError(
-          `${what} did not return within ${budget} ms, so its sandbox worker was stopped and replaced. ` +
-            'Look for endless loops, long loops inside built-ins, or allocations that keep growing.',
-          { limitMs, budgetMs: budget, killed: true },
-        );
-        reject(err);
-        this.replace(slotIndex, generation, `${what} did not return within ${budget} ms`);
-      }, budget);
-    });
+    // one call at a time per worker: wait for the calls queued before this one to answer
+    const before = slot.tail;
+    let done!: () => void;
+    slot.tail = new Promise<void>((resolve) => (done = resolve));
     slot.busy++;
     try {
+      await Promise.race([before, slot.ended]);
+      if (slot.generation !== generation)
+        throw new WorkerCrashedError(`${what} was lost: its sandbox worker was replaced.`, { lost: true });
+      const watchdog = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const err = new SandboxTimeoutError(
+            `${what} did not return within ${budget} ms, so its sandbox worker was stopped and replaced. ` +
+              'Look for endless loops, long loops inside built-ins, or allocations that keep growing.',
+            { limitMs, budgetMs: budget, killed: true },
+          );
+          reject(err);
+          this.replace(slotIndex, generation, `${what} did not return within ${budget} ms`);
+        }, budget);
+      });
       return await Promise.race([call(slot.handle.api), watchdog, slot.ended]);
     } catch (err) {
       // a sibling's watchdog (or a crash) ended this worker while the call was in flight
@@ -297,6 +373,7 @@ export class SandboxPool implements EnvRunner {
       throw err;
     } finally {
       clearTimeout(timer);
+      done();
       if (slot.generation === generation) slot.busy--;
     }
   }

@@ -561,7 +561,8 @@
           typeof v[2] === 'boolean' &&
           typeof v[3] === 'boolean' &&
           v[4] !== null &&
-          typeof v[4] === 'object'
+          typeof v[4] === 'object' &&
+          !isArray(v[4])
         ) {
           let info = '{}';
           for (const _k in v[4]) {
@@ -580,7 +581,11 @@
       return wrap(() => env.solution());
     },
     close() {
-      return wrap(() => (typeof env.close === 'function' ? env.close() : undefined));
+      // what close() returns is ignored: only a throw (or running past the limit) counts
+      return wrap(() => {
+        if (typeof env.close === 'function') env.close();
+        return null;
+      });
     },
     describe,
   };

@@ -188,17 +188,38 @@ export async function playEpisode(s: EpisodeSpec): Promise<Episode> {
 
 /**
  * Load `code` in a fresh instance (with the run's sandbox limits), play one episode, dispose the instance. An environment that
- * fails to load or play gives a failed episode; a stop (AbortError) is rethrown.
+ * fails to load or play gives a failed episode; a stop (AbortError) is rethrown. A dispose that fails (the environment's
+ * close() threw, hung or needed the watchdog) fails the episode with that error, which names the environment, unless the
+ * episode had already failed on its own.
  */
 export async function playFresh(code: string, s: Omit<EpisodeSpec, 'envId'>, limits?: SandboxLimits): Promise<Episode> {
   let id: string | null = null;
+  let ep: Episode;
   try {
     id = (await s.runner.load(code, s.maxTurns, limits)).id;
-    return await playEpisode({ ...s, envId: id });
+    ep = await playEpisode({ ...s, envId: id });
   } catch (err) {
-    if (s.signal?.aborted || (err as Error)?.name === 'AbortError') throw err;
-    return failedEpisode(s.seed, Boolean(s.hint), err);
-  } finally {
-    if (id) await Promise.resolve(s.runner.dispose(id)).catch(() => undefined);
+    if (s.signal?.aborted || (err as Error)?.name === 'AbortError') {
+      if (id) await Promise.resolve(s.runner.dispose(id)).catch(() => undefined); // the stop is what is reported
+      throw err;
+    }
+    ep = failedEpisode(s.seed, Boolean(s.hint), err);
   }
+  if (id) {
+    try {
+      await s.runner.dispose(id);
+    } catch (err) {
+      // the turns stay for the record; the episode scores 0 and is not trained on
+      if (!ep.error)
+        return {
+          ...ep,
+          ...failedEpisode(s.seed, Boolean(s.hint), err),
+          firstObservation: ep.firstObservation,
+          turns: ep.turns,
+          tokens: ep.tokens,
+          trace: null,
+        };
+    }
+  }
+  return ep;
 }

@@ -1,0 +1,212 @@
+// Hardening round 3 of the sandbox: a close() that hangs or throws is blamed on its environment
+// (host, pool, checker, plays); watchdogs time a call from when its worker starts it, so a good
+// environment queued behind a slow legal neighbour succeeds; an interrupt swallowed by an async
+// function or a promise executor still stops the call, by QuickJS's own deadline; a memory hog
+// cannot starve its neighbours, and a full worker passes new environments to another.
+import { afterAll, describe, expect, it } from 'vitest';
+import { SandboxMemoryError, SandboxRuntimeError, SandboxTimeoutError, SpadeError } from '../../src/core/errors.ts';
+import { DEFAULT_LIMITS, SandboxHost } from '../../src/core/sandbox/host.ts';
+import { MODULE_BUDGET_BYTES } from '../../src/core/sandbox/limits.ts';
+import { checkEnv } from '../../src/core/env/checker.ts';
+import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
+import { playFresh } from '../../src/core/spade/agent.ts';
+import { ScriptedChatModel } from '../../src/core/llm/doubles.ts';
+import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
+
+const MiB = 2 ** 20;
+const hostile = (prefix: string) => HOSTILE.find((h) => h.name.startsWith(prefix))!;
+/** FAKE_ENV with extra methods spliced into its class. */
+const fakeWith = (methods: string) => FAKE_ENV.replace(/\n}$/, `\n  ${methods}\n}`);
+
+describe('finding 1: close() is called, and its failures are attributed', () => {
+  it('the host frees the env and throws a typed error naming it when close() hangs or throws', async () => {
+    const h = await SandboxHost.create();
+    for (const [prefix, cls] of [
+      ['finding 1: close() that hangs', SandboxTimeoutError],
+      ['finding 1: close() that throws', SandboxRuntimeError],
+    ] as const) {
+      const env = await h.load(hostile(prefix).code);
+      h.reset(env.id, 0);
+      const err = (() => {
+        try {
+          h.dispose(env.id);
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(err).toBeInstanceOf(cls);
+      expect((err as SpadeError).message).toMatch(new RegExp(`^Environment ${env.id}: close\\(\\) failed`));
+      expect((err as SpadeError).data).toMatchObject({ envId: env.id, method: 'close' });
+      expect(h.liveCount()).toBe(0);
+    }
+    expect(h.moduleRestarts).toBe(0);
+  });
+
+  it('the checker fails a close() that hangs or throws; a good close() passes', async () => {
+    const h = await SandboxHost.create();
+    const hang = await checkEnv(h, fakeWith('close() { for (;;) {} }'));
+    expect(hang.ok).toBe(false);
+    expect(hang.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['closes']);
+    expect(hang.checks.at(-1)!.message).toMatch(
+      /SandboxTimeoutError: Environment env\d+: close\(\) failed: close ran past/,
+    );
+    const thrown = await checkEnv(h, fakeWith(`close() { throw new Error('nope'); }`));
+    expect(thrown.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['closes']);
+    const good = await checkEnv(h, fakeWith('close() { this.n = 0; return { ignored: true }; }'));
+    expect(good.ok).toBe(true);
+    expect(h.liveCount()).toBe(0);
+  });
+
+  const pool = createNodeSandboxPool({ size: 1, graceMs: 400 });
+  afterAll(() => pool.terminate());
+
+  it('through the pool: a hanging close() fails the check; a native one ends it, blamed on the environment', async () => {
+    const limits = { ...DEFAULT_LIMITS, stepMs: 150 };
+    const report = await pool.check(fakeWith('close() { for (;;) {} }'), { limits });
+    expect(report.checks.find((c) => c.name === 'closes')).toMatchObject({ ok: false });
+    const native = await pool.check(hostile('finding 1: close() joins').code, { limits }).catch((e: unknown) => e);
+    expect(native).toBeInstanceOf(SandboxTimeoutError);
+    expect((native as SpadeError).message).toMatch(/close\(\) of p\d+ did not return within 550 ms/);
+    expect((native as SpadeError).data).toMatchObject({ killed: true, method: 'close' });
+    expect((await pool.check(FAKE_ENV)).ok).toBe(true);
+  });
+
+  it('a play whose close() throws ends as an env error naming the environment', async () => {
+    const model = new ScriptedChatModel('a', () => '\\boxed{10}');
+    const ep = await playFresh(fakeWith(`close() { throw new Error('nope'); }`), {
+      runner: pool,
+      setting: 'games',
+      model,
+      seed: 1,
+      hint: null,
+      maxTurns: 2,
+      tokenBudget: 4096,
+      temperature: 0,
+      sampleSeed: 1,
+    });
+    expect(ep.end).toBe('env_error');
+    expect(ep.error?.message).toMatch(/^Environment p\d+: close\(\) failed: close\(\) threw Error: nope/);
+    expect(ep.turns.length).toBeGreaterThan(0);
+  });
+});
+
+describe('finding 2: a watchdog times a call from when its worker starts it', () => {
+  const pool = createNodeSandboxPool({ size: 1, graceMs: 300 });
+  afterAll(() => pool.terminate());
+
+  it('a good environment queued behind a slow, legal reset of its neighbour succeeds', async () => {
+    // the neighbour's reset spins ~600 ms of its 2,000 ms limit (Date is fixed in the sandbox, so a
+    // counted loop, calibrated first); the good step's own budget is 250 + 300 ms
+    const spin = `class SlowEnv { reset() { let x = 0; for (let i = 0; i < N; i++) x += i; return ['slow ' + (x > 0), {}]; }
+      step() { return ['o', 0, true, false, {}]; } }`;
+    const probe = await pool.load(spin.replace('N', '2e6'), 12, { ...DEFAULT_LIMITS, resetMs: 1000 });
+    const t0 = performance.now();
+    await pool.reset(probe.id, 0);
+    const perIter = (performance.now() - t0) / 2e6;
+    await pool.dispose(probe.id);
+    const n = Math.round(600 / Math.max(perIter, 1e-6));
+    const slow = await pool.load(spin.replace('N', String(n)), 12, { ...DEFAULT_LIMITS, resetMs: 2000 });
+    const good = await pool.load(FAKE_ENV);
+    await pool.reset(good.id, 3);
+    const killsBefore = pool.kills;
+    const t1 = performance.now();
+    const [slowReset, goodStep] = await Promise.all([pool.reset(slow.id, 0), pool.step(good.id, '\\boxed{10}')]);
+    const waited = performance.now() - t1;
+    expect(slowReset[0]).toBe('slow true');
+    expect(goodStep[0]).toMatch(/Found it!|Higher\.|Lower\./);
+    expect(pool.kills).toBe(killsBefore);
+    expect(waited).toBeGreaterThan(550); // the good step did wait longer than its own budget
+    await pool.dispose(slow.id);
+    await pool.dispose(good.id);
+  });
+});
+
+describe('finding 3: an interrupt cannot be swallowed', () => {
+  it('in-process: a step whose async function busy-loops fails with SandboxTimeoutError at its limit', async () => {
+    const h = await SandboxHost.create();
+    const limits = { ...DEFAULT_LIMITS, stepMs: 100 };
+    for (const prefix of [
+      'finding 3: an async function',
+      'finding 3: a loop of promise executors',
+      'finding 3: promise callbacks',
+    ]) {
+      const env = await h.load(hostile(prefix).code, 12, limits);
+      h.reset(env.id, 0);
+      const t0 = performance.now();
+      expect(() => h.step(env.id, 'x'), prefix).toThrow(SandboxTimeoutError);
+      expect(performance.now() - t0, prefix).toBeLessThan(1000);
+      h.dispose(env.id);
+    }
+  });
+
+  it('through the pool: endless loops in promise executors are stopped by QuickJS, not the watchdog', async () => {
+    const pool = createNodeSandboxPool({ size: 1, graceMs: 1500 });
+    try {
+      const env = await pool.load(hostile('finding 3: a loop of promise executors').code, 12, {
+        ...DEFAULT_LIMITS,
+        stepMs: 100,
+      });
+      await pool.reset(env.id, 0);
+      const err = await pool.step(env.id, 'x').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(SandboxTimeoutError);
+      expect((err as SpadeError).data.killed).toBeUndefined();
+      expect(pool.kills).toBe(0);
+      await pool.dispose(env.id);
+    } finally {
+      await pool.terminate();
+    }
+  });
+});
+
+describe('finding 8: one environment cannot starve its neighbours of memory', () => {
+  it('a hog that grabs the whole module is stopped, and a good environment beside it still loads', async () => {
+    const h = await SandboxHost.create();
+    const sibling = await h.load(FAKE_ENV);
+    const hog = await h.load(
+      `class HogEnv { reset() { this.a = []; try { for (;;) this.a.push(new Uint8Array(1 << 20)); } catch (e) {} return [String(this.a.length), {}]; } }`,
+    );
+    expect(() => h.reset(hog.id, 0)).toThrow(SandboxMemoryError);
+    const good = await h.load(FAKE_ENV); // before the hog is disposed
+    expect(h.reset(good.id, 1)[0]).toContain('Find my number');
+    expect(h.reset(sibling.id, 2)[0]).toContain('Find my number');
+    for (const e of [hog, good, sibling]) h.dispose(e.id);
+    expect(h.moduleRestarts).toBe(0);
+  }, 30_000);
+
+  it('a module refuses an environment its budget has no room for, with a typed error', async () => {
+    const h = await SandboxHost.create();
+    const big = { ...DEFAULT_LIMITS, memoryBytes: 512 * MiB };
+    const ids: string[] = [];
+    for (let i = 0; i < MODULE_BUDGET_BYTES / big.memoryBytes; i++) ids.push((await h.load(FAKE_ENV, 12, big)).id);
+    const err = await h.load(FAKE_ENV, 12, big).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxMemoryError);
+    expect((err as SpadeError).data.workerFull).toBe(true);
+    expect((err as Error).message).toMatch(/This sandbox worker is full: its 3 live environments reserve 1536 MiB/);
+    for (const id of ids) h.dispose(id);
+    expect((await h.load(FAKE_ENV, 12, big)).className).toBe('FakeHuntEnv');
+  });
+
+  it('the pool passes a new environment to a worker with room', async () => {
+    const pool = createNodeSandboxPool({ size: 2 });
+    try {
+      const big = { ...DEFAULT_LIMITS, memoryBytes: 512 * MiB };
+      const small = { ...DEFAULT_LIMITS, memoryBytes: 4 * MiB };
+      // worker A fills with three big environments, worker B holds three small ones
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        ids.push((await pool.load(FAKE_ENV, 12, big)).id);
+        ids.push((await pool.load(FAKE_ENV, 12, small)).id);
+      }
+      const more = await pool.load(FAKE_ENV, 12, big);
+      expect((await pool.reset(more.id, 0))[0]).toContain('Find my number');
+      ids.push((await pool.load(FAKE_ENV, 12, big)).id); // B: 3 × 4 + 2 × 512 MiB of its 1536
+      // now neither has room for a big one: the error says so
+      const full = await pool.load(FAKE_ENV, 12, big).catch((e: unknown) => e);
+      expect(full).toBeInstanceOf(SandboxMemoryError);
+      expect((full as SpadeError).data.workerFull).toBe(true);
+      for (const id of [...ids, more.id]) await pool.dispose(id);
+    } finally {
+      await pool.terminate();
+    }
+  });
+});
