@@ -3,7 +3,9 @@
  *
  *   spade run --backend openai --base-url http://127.0.0.1:8000/v1 --model M [--api-key K]
  *             --iterations N --out DIR [--resume] [--record FILE] [--corpus default|none|FILE]
- *             [--skills a,b,c] [--config FILE.json] [--set key=value ...] [--memory env_memory.json] [--json]
+ *             [--skills a,b,c] [--preset laptop|paper] [--config FILE.json] [--set key=value ...]
+ *             [--memory env_memory.json] [--json]
+ *             (--preset: a named set of values, docs/loop.md; --config/--set override any key after it)
  *   spade run --backend replay --replay FILE --iterations N --out DIR
  *   spade run export DIR --out FILE [--gzip]     (one run file for the app's review mode)
  *   spade run --backend local --model-dir DIR [--adapter DIR] [--device gpu|cpu] [--train] --iterations N --out DIR
@@ -13,20 +15,29 @@
  * for --resume), with a progress bar on stderr.
  */
 import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { DEFAULTS, parseConfig, type Config } from '../core/config.ts';
-import { UsageError } from '../core/errors.ts';
+import { RunFileError, StorageError, UsageError } from '../core/errors.ts';
 import { modelLimits, type ChatModel } from '../core/llm/chat_model.ts';
 import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import { importMemory, type SpadeMemoryEntry } from '../core/spade/memory.ts';
-import { checkRunFileSize, makeRunFile, parseRunFile, runFileToGzip, runFileToJson } from '../core/spade/run_file.ts';
+import {
+  checkRunFileSize,
+  makeRunFile,
+  MAX_RUN_FILE_BYTES,
+  parseRunFileJson,
+  RunFileScanner,
+  runFileToGzip,
+  runFileToJson,
+} from '../core/spade/run_file.ts';
 import type { RunSpec } from '../core/spade/run_store.ts';
 import { loadCorpus } from '../platform/node/corpus.ts';
-import { DirRunStore, repairJsonlTail } from '../platform/node/run_dir.ts';
+import { DirRunStore, readBounded, repairJsonlTail, type RunDirFile } from '../platform/node/run_dir.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
 import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
+import { configLayers } from './cmd_config.ts';
 import { modelFromFlags } from './model_flags.ts';
 import { attachTraining } from './run_training.ts';
 
@@ -36,23 +47,9 @@ async function localDecodeStats(model: ChatModel) {
   return model instanceof LocalChatModel ? schedulerFor(model.llm).stats() : undefined;
 }
 
+/** The run's config: defaults < --preset (or the --link's) < --link < --config, --set, --seed. */
 async function configFromFlags(a: Args): Promise<Config> {
-  let base: Record<string, unknown> = {};
-  const file = flag(a, 'config');
-  if (file) base = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
-  for (const kv of a.flags.get('set') ?? []) {
-    const eq = kv.indexOf('=');
-    if (eq < 0) throw new UsageError(`--set takes key=value; got "${kv}"`);
-    const k = kv.slice(0, eq);
-    const v = kv.slice(eq + 1);
-    base[k] = /^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v;
-  }
-  if (a.flags.has('seed')) base.seed = intFlag(a, 'seed', 1);
-  try {
-    return parseConfig(base);
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  return (await configLayers(a)).config;
 }
 
 /** A one-line progress bar on stderr (redrawn in place on a terminal, one line per cycle otherwise). */
@@ -111,9 +108,24 @@ function progress(io: Io, iterations: number, perCycle: number) {
 }
 
 /**
+ * The most `run export` reads of each file of a run directory, checked before reading. The run
+ * file holds at most MAX_RUN_FILE_BYTES; archive and rollouts may be larger on disk, since the
+ * training token ids they carry are left out of it.
+ */
+export const EXPORT_READ_LIMITS: Record<RunDirFile | 'memory.json', number> = {
+  'config.json': 2 ** 20,
+  'state.json': MAX_RUN_FILE_BYTES,
+  'memory.json': MAX_RUN_FILE_BYTES,
+  'metrics.jsonl': MAX_RUN_FILE_BYTES,
+  'archive.jsonl': 4 * MAX_RUN_FILE_BYTES,
+  'rollouts.jsonl': 4 * MAX_RUN_FILE_BYTES,
+};
+
+/**
  * `spade run export DIR --out FILE [--gzip] [--json]`: the run directory as one run file (the
- * format the app opens; core/spade/run_file.ts). It is validated before it is written, so the app
- * never gets a file from the CLI that it would refuse.
+ * format the app opens; core/spade/run_file.ts). Every file is read within EXPORT_READ_LIMITS, and
+ * the result is validated (with the app's limits) before it is written, so the app never gets a
+ * file from the CLI that it would refuse. FILE's folder is created when missing.
  */
 async function exportRun(argv: string[], io: Io): Promise<number> {
   const a = parseArgs(argv, ['json', 'gzip'], []);
@@ -122,28 +134,49 @@ async function exportRun(argv: string[], io: Io): Promise<number> {
   if (!dir || a.positional.length > 1)
     throw new UsageError('run export takes one run directory: spade run export DIR --out FILE');
   if (!out) throw new UsageError('run export needs --out FILE');
-  const store = new DirRunStore(dir, { onWarning: (m) => io.err(`warning: ${m}`) });
+  const store = new DirRunStore(dir, { onWarning: (m) => io.err(`warning: ${m}`), maxBytes: EXPORT_READ_LIMITS });
   const spec = await store.readSpec();
   if (!spec) throw new UsageError(`${dir} holds no run (no config.json)`);
   const memoryPath = join(dir, 'memory.json');
-  const memory = existsSync(memoryPath) ? (JSON.parse(await readFile(memoryPath, 'utf8')) as SpadeMemoryEntry[]) : null;
-  const file = parseRunFile(
-    JSON.parse(
-      runFileToJson(
-        makeRunFile({
-          spec,
-          archive: await store.readArchive(),
-          rollouts: await store.readRollouts(),
-          metrics: await store.readMetrics(),
-          memory,
-          state: await store.readState(),
-        }),
-      ),
-    ),
-  );
+  const memoryText = await readBounded(memoryPath, EXPORT_READ_LIMITS['memory.json']);
+  let memory: SpadeMemoryEntry[] | null = null;
+  if (memoryText !== null) {
+    // the same structural limits as a run file (nesting, list length, value count) before parsing
+    try {
+      new RunFileScanner().push(new TextEncoder().encode(memoryText));
+    } catch (err) {
+      const e = err as RunFileError;
+      throw new RunFileError(`${memoryPath}: ${e.message}`, { ...e.data, file: memoryPath });
+    }
+    try {
+      memory = JSON.parse(memoryText) as SpadeMemoryEntry[];
+    } catch (err) {
+      throw new StorageError(`${memoryPath} is not valid JSON (${(err as Error).message.slice(0, 120)})`, {
+        path: memoryPath,
+      });
+    }
+  }
+  const made = makeRunFile({
+    spec,
+    archive: await store.readArchive(),
+    rollouts: await store.readRollouts(),
+    metrics: await store.readMetrics(),
+    memory,
+    state: await store.readState(),
+  });
+  let text: string;
+  try {
+    text = runFileToJson(made);
+  } catch (err) {
+    // past V8's longest string: far over the run file cap
+    if (err instanceof RangeError) throw tooBigForRunFile(dir);
+    throw err;
+  }
+  const file = parseRunFileJson(text);
   const bytes = a.flags.has('gzip') ? runFileToGzip(file) : new TextEncoder().encode(runFileToJson(file));
   checkRunFileSize(bytes.length, `The run file for ${dir}`);
-  writeFileSync(out, bytes);
+  await mkdir(dirname(resolve(out)), { recursive: true });
+  await writeFile(out, bytes);
   const summary = {
     ok: true,
     out,
@@ -154,6 +187,13 @@ async function exportRun(argv: string[], io: Io): Promise<number> {
   if (a.flags.has('json')) io.out(JSON.stringify(summary));
   else io.out(`wrote ${out}: ${summary.cycles} cycles, ${summary.environments} environments, ${summary.bytes} bytes`);
   return 0;
+}
+
+function tooBigForRunFile(dir: string): RunFileError {
+  return new RunFileError(
+    `The run in ${dir} is far larger than a run file may be (${MAX_RUN_FILE_BYTES / 2 ** 20} MiB); export a run of fewer cycles.`,
+    { limit: MAX_RUN_FILE_BYTES },
+  );
 }
 
 /** The run a transcript's header describes, when it is a valid spec (a transcript may predate the field). */

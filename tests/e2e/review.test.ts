@@ -200,6 +200,7 @@ describe('watching, reviewing and sharing runs', () => {
     await page.goto(`${app.url}#run=e2e-hostile.spade-run.json`);
     await expect.poll(() => page.getByTestId('open-error').count(), { timeout: 30_000 }).toBe(1);
     expect(await text(page, 'open-error')).toContain('has a key "__proto__"');
+    expect(page.url()).toContain('run=e2e-hostile.spade-run.json'); // the failed link stays, to correct or retry
     expect(await page.evaluate(() => ({}) as Record<string, unknown>)).not.toHaveProperty('polluted');
     const wrong = resultPath('wrong-version.spade-run.json');
     writeFileSync(wrong, runFileText.replace('"version":1', '"version":99'));
@@ -208,7 +209,7 @@ describe('watching, reviewing and sharing runs', () => {
     const typed = resultPath('wrong-type.spade-run.json');
     writeFileSync(typed, runFileText.replace(/"regret":[-\d.e]+/, '"regret":"<img src=x onerror=alert(1)>"'));
     await page.getByTestId('open-run-file').setInputFiles(typed);
-    await expect.poll(() => text(page, 'open-error')).toMatch(/stats\.regret must be a finite number/);
+    await expect.poll(() => text(page, 'open-error')).toMatch(/stats\.regret must be a number from -2 to 2/);
     expect(await page.getByTestId('opened-run').count()).toBe(0);
     await page.screenshot({ path: resultPath('review-hostile.png') });
     await context.close();

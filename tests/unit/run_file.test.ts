@@ -1,12 +1,15 @@
 // Run files (core/spade/run_file.ts): a real run round-trips through JSON and gzip unchanged (minus
 // training tokens); hostile files — wrong types, prototype-polluting keys, huge strings, deep nesting,
 // gzip bombs, unknown versions — are refused with a RunFileError naming the problem; and
-// `spade run export DIR --out FILE` writes the same format from a run directory.
-import { mkdtemp, readFile } from 'node:fs/promises';
+// `spade run export DIR --out FILE` writes the same format from a run directory, reading each file
+// within a bound and creating FILE's folder.
+import { existsSync } from 'node:fs';
+import { cp, mkdtemp, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync, strToU8 } from 'fflate';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { EXPORT_READ_LIMITS } from '../../src/cli/cmd_run.ts';
 import { main } from '../../src/cli/spade.ts';
 import { DEFAULTS, type Config } from '../../src/core/config.ts';
 import { RunFileError } from '../../src/core/errors.ts';
@@ -17,6 +20,7 @@ import {
   makeRunFile,
   MAX_RUN_DEPTH,
   MAX_RUN_FILE_BYTES,
+  MAX_RUN_LIST,
   MAX_RUN_STRING,
   parseRunFile,
   parseRunFileBytes,
@@ -110,7 +114,7 @@ describe('run files', () => {
 
   it('checks field types, naming the path of the first wrong one', () => {
     expect(refusal(mutate((d) => (d.archive[1].stats.regret = 'high')))).toBe(
-      'archive[1].stats.regret must be a finite number.',
+      'archive[1].stats.regret must be a number from -2 to 2.',
     );
     expect(refusal(mutate((d) => (d.rollouts[0].turns[0].action = { evil: 1 })))).toBe(
       'rollouts[0].turns[0].action must be a string.',
@@ -176,5 +180,36 @@ describe('spade run export', () => {
     expect(err.at(-1)).toContain('run export needs --out FILE');
     expect(await main(['run', 'export', join(dir, 'nowhere'), '--out', plain], io)).toBe(2);
     expect(err.at(-1)).toContain('holds no run');
+  });
+
+  it('creates the output folder, and bounds what it reads, naming the file and the limit', async () => {
+    const io = { out: () => undefined, err: (l: string) => err.push(l) };
+    const err: string[] = [];
+    const nested = join(dir, 'new', 'folder', 'run.json');
+    expect(await main(['run', 'export', dir, '--out', nested], io), err.join('\n')).toBe(0);
+    expect(parseRunFileJson(await readFile(nested, 'utf8')).archive).toHaveLength(file.archive.length);
+
+    const copy = await mkdtemp(join(tmpdir(), 'spade-export-'));
+    await cp(dir, copy, { recursive: true });
+    const out = join(copy, 'out.json');
+    // a memory.json of 16 MB of tiny values: refused at the list limit before it is parsed
+    await writeFile(join(copy, 'memory.json'), `[${'0,'.repeat(8_000_000)}0]`);
+    const t = performance.now();
+    expect(await main(['run', 'export', copy, '--out', out], io)).toBe(1);
+    expect(performance.now() - t).toBeLessThan(5000);
+    expect(err.at(-1)).toBe(
+      `spade run: RunFileError: ${join(copy, 'memory.json')}: $ is a list of more than ${MAX_RUN_LIST} items; a run file's lists hold at most ${MAX_RUN_LIST}. It was rejected.`,
+    );
+    // files over their read limit are refused unread (sparse files: nothing is written or read)
+    await truncate(join(copy, 'memory.json'), EXPORT_READ_LIMITS['memory.json'] + 1);
+    expect(await main(['run', 'export', copy, '--out', out], io)).toBe(1);
+    expect(err.at(-1)).toBe(
+      `spade run: StorageError: ${join(copy, 'memory.json')} is 64.0 MiB; at most 64 MiB of it is read. Check that it is the run's own file, or trim the run (fewer cycles).`,
+    );
+    await rm(join(copy, 'memory.json'));
+    await truncate(join(copy, 'rollouts.jsonl'), EXPORT_READ_LIMITS['rollouts.jsonl'] + 1);
+    expect(await main(['run', 'export', copy, '--out', out], io)).toBe(1);
+    expect(err.at(-1)).toMatch(/rollouts\.jsonl is 256\.0 MiB; at most 256 MiB of it is read/);
+    expect(existsSync(out)).toBe(false);
   });
 });

@@ -112,6 +112,14 @@ describe('run review', () => {
     expect(review[1]!.envs[0]!.plays).toEqual([]);
   });
 
+  it('keys stay unique when a store repeats an environment or a play (the view keys lists by them)', () => {
+    const archive = [rec(0, 0), rec(0, 1), rec(0, 0)];
+    const rollouts = [roll(0, 0, 0, false, 1), roll(0, 0, 0, false, 0), roll(0, 0, 0, true, 1)];
+    const [cycle] = buildReview('r', archive, rollouts, []);
+    expect(cycle!.envs.map((e) => e.key)).toEqual(['c0:0', 'c0:0#2', 'c0:1']);
+    expect(cycle!.envs[0]!.plays.map((p) => p.key)).toEqual(['u0', 'u0#2', 'h0']);
+  });
+
   it('the same program designed twice is two environments with two play ids', () => {
     const review = buildReview('run-a', [rec(0, 0), rec(0, 1)], [], []);
     const ids = review[0]!.envs.map((e) => e.playId);

@@ -3,15 +3,18 @@
  * metrics, memory, and the resume state), shared by `spade run export` and the app's Export /
  * Open / `#run=URL`. Optionally gzip-compressed (fflate; detected by its magic bytes).
  *
- * A run file is untrusted input: parsing checks every field the app reads, type by type, caps the
- * file's size (also after gunzip: no gzip bombs), every string's length and the nesting depth, and
- * refuses prototype-polluting keys ("__proto__", "constructor", "prototype"). It throws nothing
- * but RunFileError, whose message names the first problem's path. Nothing in a run file is ever
+ * A run file is untrusted input: parsing caps the file's size (also while it is unpacked: no gzip
+ * bombs), and scans its bytes for nesting depth, list lengths and value counts before JSON.parse
+ * (RunFileScanner), stopping at the first limit; then checks every string's length, refuses
+ * prototype-polluting keys ("__proto__", "constructor", "prototype"), and checks every field the
+ * app reads, type and range (cycles and indices bounded whole numbers, returns, regrets and rewards
+ * finite and in their ranges), and that no (cycle, index) or play repeats. It throws nothing but
+ * RunFileError, whose message names the first problem's path and, for a limit, the limit. Nothing in a run file is ever
  * executed here: environment code runs only in the sandbox, when the user plays it.
  */
 import { gzipSync, strFromU8, strToU8 } from 'fflate';
 import { decompressCapped } from '../bytes.ts';
-import { CONFIG_KEYS, validateConfig } from '../config.ts';
+import { CONFIG_KEYS, CONFIG_SCHEMA, validateConfig } from '../config.ts';
 import { RunFileError } from '../errors.ts';
 import { addRecord, emptyMemory, exportMemory, type Memory, type SpadeMemoryEntry } from './memory.ts';
 import type {
@@ -38,6 +41,29 @@ export const MAX_RUN_FILE_BYTES = 64 * 2 ** 20;
 export const MAX_RUN_STRING = 2 ** 20;
 /** Deepest nesting accepted: the format itself is at most 6 levels deep; 32 leaves room for reports. */
 export const MAX_RUN_DEPTH = 32;
+/**
+ * Most items in one list (or keys in one object): the largest legitimate list is the rollouts, and
+ * 64 MiB holds at most ~300 000 of them (a rollout is ≥ 200 bytes).
+ */
+export const MAX_RUN_LIST = 1_000_000;
+/**
+ * Most JSON values (objects, lists, strings, numbers, literals) in a whole run file: a real run
+ * spends ≥ 16 bytes a value, so 64 MiB is ≤ 4 M; the cap bounds what parsing may allocate.
+ */
+export const MAX_RUN_VALUES = 4_000_000;
+/**
+ * Most objects and lists in a whole run file (the costly values to build): a real run has one per
+ * ≥ 5 values (a turn is an object of 6), so ≤ 800 000 within MAX_RUN_VALUES.
+ */
+export const MAX_RUN_CONTAINERS = 1_000_000;
+/** Largest cycle number accepted (a run of 100 000 cycles is far past any real one). */
+export const MAX_RUN_CYCLE = 100_000;
+/** Largest task index and play number accepted (a cycle has at most 6 × 16 tasks of 16 plays). */
+export const MAX_RUN_INDEX = 10_000;
+/** Largest count (tokens, calls, milliseconds, …) accepted: beyond it a number is not a real measurement. */
+export const MAX_RUN_COUNT = 2 ** 40;
+/** Largest reward magnitude an environment's step may report in a run file. */
+export const MAX_RUN_REWARD = 1e9;
 
 export interface RunFile {
   format: typeof RUN_FILE_FORMAT;
@@ -101,61 +127,263 @@ export function checkRunFileSize(bytes: number, what?: string): void {
 
 const isGzip = (b: Uint8Array) => b.length >= 2 && b[0] === 0x1f && b[1] === 0x8b;
 
-function gunzipCapped(data: Uint8Array): Uint8Array {
-  return decompressCapped('gzip', data, MAX_RUN_FILE_BYTES, {
-    tooBig: (n) => tooBig(n, 'The run file, unpacked,'),
-    damaged: () => new RunFileError('The run file is damaged: it starts like gzip but does not decompress.'),
-  });
+const ARRAY = 1;
+const OBJECT = 2;
+const KEY_DECODER = new TextDecoder();
+
+function tooManyContainers(path: string): RunFileError {
+  return new RunFileError(
+    `The run file holds more than ${MAX_RUN_CONTAINERS} objects and lists (the limit was reached at ${path}); it was rejected. Export fewer cycles.`,
+    { limit: MAX_RUN_CONTAINERS, path },
+  );
 }
 
-/** Parse a run file's bytes (JSON, or gzip-compressed JSON). */
+/**
+ * A single pass over a run file's JSON bytes, fed in pieces (as they are unpacked), that stops at
+ * the first limit passed — nesting past MAX_RUN_DEPTH, a list or object past MAX_RUN_LIST items,
+ * more than MAX_RUN_VALUES values or MAX_RUN_CONTAINERS objects and lists in all — before
+ * JSON.parse allocates anything. It reads only the
+ * structure (brackets, commas, quotes, keys) and leaves syntax errors to JSON.parse.
+ */
+export class RunFileScanner {
+  private depth = 0;
+  private readonly kinds = new Uint8Array(MAX_RUN_DEPTH + 1);
+  private readonly counts: number[] = [];
+  /** The current key's first bytes at each depth, decoded only for a message. */
+  private readonly keys: number[][] = [];
+  private values = 0;
+  private containers = 0;
+  private inString = false;
+  private escaped = false;
+  private isKey = false;
+  private keyBytes: number[] = [];
+  private inScalar = false;
+  private expectKey = false;
+
+  /** Where the scan stands, as a path like `$.rollouts[12].turns`. */
+  private path(levels = this.depth): string {
+    let p = '$';
+    for (let d = 1; d <= levels; d++)
+      p +=
+        this.kinds[d] === ARRAY
+          ? `[${Math.max(0, this.counts[d]! - 1)}]`
+          : `.${KEY_DECODER.decode(new Uint8Array(this.keys[d] ?? []))}`;
+    return p;
+  }
+
+  private value(): void {
+    if (++this.values > MAX_RUN_VALUES)
+      throw new RunFileError(
+        `The run file holds more than ${MAX_RUN_VALUES} values (the limit was reached at ${this.path()}); it was rejected. Export fewer cycles.`,
+        { limit: MAX_RUN_VALUES, path: this.path() },
+      );
+    if (this.kinds[this.depth] === ARRAY) this.item();
+  }
+
+  /** One more item in the list (or key in the object) open at this depth. */
+  private item(): void {
+    const n = (this.counts[this.depth] = this.counts[this.depth]! + 1);
+    if (n > MAX_RUN_LIST) {
+      const where = this.path(this.depth - 1);
+      throw new RunFileError(
+        `${where} is ${this.kinds[this.depth] === ARRAY ? 'a list' : 'an object'} of more than ${MAX_RUN_LIST} items; a run file's lists hold at most ${MAX_RUN_LIST}. It was rejected.`,
+        { limit: MAX_RUN_LIST, path: where },
+      );
+    }
+  }
+
+  private endKey(): void {
+    this.keys[this.depth] = this.keyBytes;
+    this.item();
+  }
+
+  /** Scan the next piece of the file; throws RunFileError at the first limit passed. */
+  push(b: Uint8Array): void {
+    const n = b.length;
+    let backslash = -2; // the next backslash at or after i in this piece (-1: none, -2: not looked for)
+    let i = 0;
+    while (i < n) {
+      if (this.inString) {
+        if (this.escaped) {
+          this.escaped = false;
+          if (this.isKey && this.keyBytes.length < 64) this.keyBytes.push(b[i]!);
+          i++;
+          continue;
+        }
+        const q = b.indexOf(0x22, i);
+        if (backslash !== -1 && backslash < i) backslash = b.indexOf(0x5c, i);
+        const stop = backslash >= 0 && (q < 0 || backslash < q) ? backslash : q;
+        const to = stop < 0 ? n : stop;
+        if (this.isKey) for (let k = i; k < to && this.keyBytes.length < 64; k++) this.keyBytes.push(b[k]!);
+        if (stop < 0) return;
+        if (stop === backslash) this.escaped = true;
+        else {
+          this.inString = false;
+          if (this.isKey) this.endKey();
+        }
+        i = stop + 1;
+        continue;
+      }
+      const c = b[i++]!;
+      switch (c) {
+        case 0x20:
+        case 0x09:
+        case 0x0a:
+        case 0x0d:
+        case 0x3a: // :
+          this.inScalar = false;
+          break;
+        case 0x2c: // ,
+          this.inScalar = false;
+          this.expectKey = this.kinds[this.depth] === OBJECT;
+          break;
+        case 0x22: // "
+          this.inScalar = false;
+          this.inString = true;
+          this.isKey = this.expectKey && this.kinds[this.depth] === OBJECT;
+          this.expectKey = false;
+          if (this.isKey) this.keyBytes = [];
+          else this.value();
+          break;
+        case 0x5b: // [
+        case 0x7b: // {
+          this.inScalar = false;
+          this.value();
+          if (++this.containers > MAX_RUN_CONTAINERS) throw tooManyContainers(this.path());
+          if (this.depth >= MAX_RUN_DEPTH)
+            throw new RunFileError(
+              `The run file nests deeper than ${MAX_RUN_DEPTH} levels (at ${this.path()}); it was rejected.`,
+              { limit: MAX_RUN_DEPTH, path: this.path() },
+            );
+          this.depth++;
+          this.kinds[this.depth] = c === 0x5b ? ARRAY : OBJECT;
+          this.counts[this.depth] = 0;
+          this.keys[this.depth] = [];
+          this.expectKey = c === 0x7b;
+          break;
+        case 0x5d: // ]
+        case 0x7d: // }
+          this.inScalar = false;
+          this.expectKey = false;
+          if (this.depth > 0) this.depth--;
+          break;
+        default:
+          if (!this.inScalar) {
+            this.inScalar = true;
+            this.value();
+          }
+      }
+    }
+  }
+}
+function gunzipScanned(data: Uint8Array, scan: RunFileScanner): Uint8Array {
+  return decompressCapped(
+    'gzip',
+    data,
+    MAX_RUN_FILE_BYTES,
+    {
+      tooBig: (n) => tooBig(n, 'The run file, unpacked,'),
+      damaged: () => new RunFileError('The run file is damaged: it starts like gzip but does not decompress.'),
+    },
+    (chunk) => scan.push(chunk),
+  );
+}
+
+/**
+ * Parse a run file's bytes (JSON, or gzip-compressed JSON): size, nesting and counts are checked
+ * while the bytes are unpacked and scanned, so a hostile file stops at its first limit.
+ */
 export function parseRunFileBytes(bytes: Uint8Array): RunFile {
   checkRunFileSize(bytes.length);
-  const raw = isGzip(bytes) ? gunzipCapped(bytes) : bytes;
-  return parseRunFileJson(strFromU8(raw));
+  const scan = new RunFileScanner();
+  let raw = bytes;
+  if (isGzip(bytes)) raw = gunzipScanned(bytes, scan);
+  else scan.push(bytes);
+  return parseScanned(strFromU8(raw));
 }
 
 /** Parse a run file's JSON text. */
 export function parseRunFileJson(text: string): RunFile {
   // a JS string's length never exceeds its UTF-8 size by more than 3×; check the cheap bound first
   if (text.length > MAX_RUN_FILE_BYTES) throw tooBig(text.length);
-  checkRunFileSize(new TextEncoder().encode(text).length);
+  const bytes = new TextEncoder().encode(text);
+  checkRunFileSize(bytes.length);
+  new RunFileScanner().push(bytes);
+  return parseScanned(text);
+}
+
+/** JSON.parse of text that passed the scanner's limits, then the field checks. */
+function parseScanned(text: string): RunFile {
   let data: unknown;
   try {
     data = JSON.parse(text);
   } catch (err) {
-    // a hostile nesting depth can overflow the parser's stack: a RangeError, reported the same way
     throw new RunFileError(`The run file is not valid JSON (${(err as Error).message.slice(0, 120)}).`);
   }
   return parseRunFile(data);
 }
 
 /**
- * Walk untrusted JSON data without recursion: refuse depth past MAX_RUN_DEPTH, strings past
- * MAX_RUN_STRING and prototype-polluting keys, before any field is read.
+ * Walk untrusted JSON data (recursion bounded by MAX_RUN_DEPTH) and refuse, at the first one met:
+ * nesting past MAX_RUN_DEPTH, lists past MAX_RUN_LIST, more than MAX_RUN_VALUES values or
+ * MAX_RUN_CONTAINERS objects and lists, strings
+ * past MAX_RUN_STRING and prototype-polluting keys — before any field is read. The path is built
+ * only for the message.
  */
 function screen(data: unknown): void {
-  const stack: [unknown, number, string][] = [[data, 0, '$']];
-  while (stack.length) {
-    const [v, depth, path] = stack.pop()!;
+  const at: (string | number)[] = [];
+  const path = () => '$' + at.map((k) => (typeof k === 'number' ? `[${k}]` : `.${k}`)).join('');
+  let values = 0;
+  let containers = 0;
+  const walk = (v: unknown): void => {
+    if (++values > MAX_RUN_VALUES)
+      throw new RunFileError(
+        `The run file holds more than ${MAX_RUN_VALUES} values (the limit was reached at ${path()}); it was rejected. Export fewer cycles.`,
+        { limit: MAX_RUN_VALUES, path: path() },
+      );
     if (typeof v === 'string') {
       if (v.length > MAX_RUN_STRING)
-        throw new RunFileError(`${path} is a string of ${v.length} characters; the limit is ${MAX_RUN_STRING}.`);
-      continue;
+        throw new RunFileError(`${path()} is a string of ${v.length} characters; the limit is ${MAX_RUN_STRING}.`, {
+          limit: MAX_RUN_STRING,
+          path: path(),
+        });
+      return;
     }
-    if (typeof v !== 'object' || v === null) continue;
-    if (depth >= MAX_RUN_DEPTH)
-      throw new RunFileError(`The run file nests deeper than ${MAX_RUN_DEPTH} levels (at ${path}); it was rejected.`);
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) stack.push([v[i], depth + 1, `${path}[${i}]`]);
-    } else {
-      for (const k of Object.keys(v)) {
-        if (FORBIDDEN_KEYS.has(k))
-          throw new RunFileError(`${path} has a key "${k}", which a run file never has; it was rejected.`);
-        stack.push([(v as Record<string, unknown>)[k], depth + 1, `${path}.${k}`]);
+    if (typeof v !== 'object' || v === null) return;
+    if (++containers > MAX_RUN_CONTAINERS) throw tooManyContainers(path());
+    if (at.length >= MAX_RUN_DEPTH)
+      throw new RunFileError(
+        `The run file nests deeper than ${MAX_RUN_DEPTH} levels (at ${path()}); it was rejected.`,
+        {
+          limit: MAX_RUN_DEPTH,
+          path: path(),
+        },
+      );
+    const keys = Array.isArray(v) ? null : Object.keys(v);
+    const n = keys ? keys.length : (v as unknown[]).length;
+    if (n > MAX_RUN_LIST)
+      throw new RunFileError(
+        `${path()} is ${keys ? 'an object' : 'a list'} of ${n} items; a run file's lists hold at most ${MAX_RUN_LIST}. It was rejected.`,
+        { limit: MAX_RUN_LIST, path: path() },
+      );
+    if (!keys) {
+      const list = v as unknown[];
+      for (let i = 0; i < n; i++) {
+        at.push(i);
+        walk(list[i]);
+        at.pop();
       }
+      return;
     }
-  }
+    for (const k of keys) {
+      if (FORBIDDEN_KEYS.has(k))
+        throw new RunFileError(`${path()} has a key "${k}", which a run file never has; it was rejected.`);
+      at.push(k);
+      walk((v as Record<string, unknown>)[k]);
+      at.pop();
+    }
+  };
+  walk(data);
 }
 
 type Obj = Record<string, unknown>;
@@ -177,21 +405,25 @@ function fields(o: unknown, path: string) {
       const v = o[k];
       return v === null || v === undefined ? null : typeof v === 'string' ? v : fail(k, 'a string or null');
     },
-    num(k: string): number {
+    /** A finite number in [lo, hi]. */
+    num(k: string, lo: number, hi: number): number {
       const v = o[k];
-      return typeof v === 'number' && Number.isFinite(v) ? v : fail(k, 'a finite number');
+      return typeof v === 'number' && v >= lo && v <= hi ? v : fail(k, `a number from ${lo} to ${hi}`);
     },
-    int(k: string): number {
+    /** A whole number in [0, max]. */
+    int(k: string, max: number): number {
       const v = o[k];
-      return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : fail(k, 'a whole number ≥ 0');
+      return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= max
+        ? v
+        : fail(k, `a whole number from 0 to ${max}`);
     },
-    numOrNull(k: string): number | null {
+    numOrNull(k: string, lo: number, hi: number): number | null {
       const v = o[k];
       return v === null || v === undefined
         ? null
-        : typeof v === 'number' && Number.isFinite(v)
+        : typeof v === 'number' && v >= lo && v <= hi
           ? v
-          : fail(k, 'a finite number or null');
+          : fail(k, `a number from ${lo} to ${hi}, or null`);
     },
     bool(k: string): boolean {
       const v = o[k];
@@ -207,10 +439,10 @@ function fields(o: unknown, path: string) {
       if (!Array.isArray(v) || !v.every((x) => typeof x === 'string')) return fail(k, 'a list of strings');
       return v as string[];
     },
-    nums(k: string): number[] {
+    nums(k: string, lo: number, hi: number): number[] {
       const v = o[k];
-      if (!Array.isArray(v) || !v.every((x) => typeof x === 'number' && Number.isFinite(x)))
-        return fail(k, 'a list of finite numbers');
+      if (!Array.isArray(v) || !v.every((x) => typeof x === 'number' && x >= lo && x <= hi))
+        return fail(k, `a list of numbers from ${lo} to ${hi}`);
       return v as number[];
     },
     list(k: string): unknown[] {
@@ -228,6 +460,18 @@ function fields(o: unknown, path: string) {
 }
 
 const SETTINGS = ['games', 'tool_use'] as const;
+/** Episode returns are clipped to [-1, 1]; a regret (hinted − unhinted mean) is in [-2, 2]. */
+const RETURN = [-1, 1] as const;
+const REGRET = [-2, 2] as const;
+/** Raw designer rewards (every estimator, the time-out penalty) lie in [-2, 2]. */
+const RAW = [-2, 2] as const;
+/** The env-reward scale: fixed, or computed and capped (the cap is at most 1000). */
+const SCALE = [0, 1000] as const;
+/** Centred designer rewards: a raw difference (≤ 4) times the env-reward scale. */
+const ADVANTAGE = [-4 * SCALE[1], 4 * SCALE[1]] as const;
+const SHARE = [0, 1] as const;
+const COUNT = [0, MAX_RUN_COUNT] as const;
+const SEED = 2 ** 32;
 
 export function parseRunSpec(data: unknown, path = 'spec'): RunSpec {
   const f = fields(data, path);
@@ -276,10 +520,10 @@ function parseCall(data: unknown, path: string): CallBudget {
   const f = fields(data, path);
   return {
     role: f.oneOf('role', ROLES),
-    promptTokens: f.num('promptTokens'),
+    promptTokens: f.num('promptTokens', ...COUNT),
     exact: f.bool('exact'),
-    window: f.num('window'),
-    maxTokens: f.num('maxTokens'),
+    window: f.num('window', ...COUNT),
+    maxTokens: f.num('maxTokens', ...COUNT),
     clamped: f.bool('clamped'),
     shrunk: f.strs('shrunk'),
     skipped: f.bool('skipped'),
@@ -302,13 +546,13 @@ function parseArchiveRecord(data: unknown, path: string): ArchiveRecord {
   if (f.o.stats !== null && f.o.stats !== undefined) {
     const s = fields(f.o.stats, `${path}.stats`);
     stats = {
-      noHint: s.nums('noHint'),
-      withHint: s.nums('withHint'),
-      winRate: s.num('winRate'),
-      winRateHinted: s.num('winRateHinted'),
-      regret: s.num('regret'),
-      raw: s.numOrNull('raw'),
-      designerReward: s.numOrNull('designerReward'),
+      noHint: s.nums('noHint', ...RETURN),
+      withHint: s.nums('withHint', ...RETURN),
+      winRate: s.num('winRate', ...SHARE),
+      winRateHinted: s.num('winRateHinted', ...SHARE),
+      regret: s.num('regret', ...REGRET),
+      raw: s.numOrNull('raw', ...RAW),
+      designerReward: s.numOrNull('designerReward', ...ADVANTAGE),
       timedOut: s.bool('timedOut'),
       blacklisted: s.bool('blacklisted'),
     };
@@ -320,8 +564,8 @@ function parseArchiveRecord(data: unknown, path: string): ArchiveRecord {
   }
   const crashed = f.optBool('firstAttemptCrashed');
   return {
-    cycle: f.int('cycle'),
-    index: f.int('index'),
+    cycle: f.int('cycle', MAX_RUN_CYCLE),
+    index: f.int('index', MAX_RUN_INDEX),
     skill: f.str('skill'),
     setting: f.oneOf('setting', SETTINGS),
     difficulty: f.str('difficulty'),
@@ -338,8 +582,9 @@ function parseArchiveRecord(data: unknown, path: string): ArchiveRecord {
     stats,
     leak,
     error: parseFailure(f.o.error, `${path}.error`),
-    rawReward: f.numOrNull('rawReward'),
-    designerAdvantage: f.numOrNull('designerAdvantage'),
+    ...(f.o.hintError !== undefined ? { hintError: parseFailure(f.o.hintError, `${path}.hintError`) } : {}),
+    rawReward: f.numOrNull('rawReward', ...RAW),
+    designerAdvantage: f.numOrNull('designerAdvantage', ...ADVANTAGE),
     ...(f.o.calls !== undefined ? { calls: f.list('calls').map((c, i) => parseCall(c, `${path}.calls[${i}]`)) } : {}),
   };
 }
@@ -359,7 +604,7 @@ function parseTurn(data: unknown, path: string): Turn {
   return {
     action: f.str('action'),
     observation: f.str('observation'),
-    reward: f.num('reward'),
+    reward: f.num('reward', -MAX_RUN_REWARD, MAX_RUN_REWARD),
     terminated: f.bool('terminated'),
     truncated: f.bool('truncated'),
     formatError: f.optBool('formatError') ?? false,
@@ -374,21 +619,21 @@ function parseRollout(data: unknown, path: string): RolloutRecord {
     error = { name: e.str('name'), message: e.str('message') };
   }
   return {
-    cycle: f.int('cycle'),
-    index: f.int('index'),
+    cycle: f.int('cycle', MAX_RUN_CYCLE),
+    index: f.int('index', MAX_RUN_INDEX),
     skill: f.str('skill'),
     envId: f.str('envId'),
-    play: f.int('play'),
-    seed: f.num('seed'),
+    play: f.int('play', MAX_RUN_INDEX),
+    seed: f.int('seed', SEED),
     hinted: f.bool('hinted'),
     firstObservation: f.str('firstObservation'),
     turns: f.list('turns').map((t, i) => parseTurn(t, `${path}.turns[${i}]`)),
-    return: f.num('return'),
+    return: f.num('return', ...RETURN),
     end: f.oneOf('end', ENDS),
     ...(error ? { error } : {}),
-    tokens: f.num('tokens'),
-    ...(f.o.maxPromptTokens !== undefined ? { maxPromptTokens: f.num('maxPromptTokens') } : {}),
-    ...(f.o.droppedTurns !== undefined ? { droppedTurns: f.num('droppedTurns') } : {}),
+    tokens: f.num('tokens', ...COUNT),
+    ...(f.o.maxPromptTokens !== undefined ? { maxPromptTokens: f.num('maxPromptTokens', ...COUNT) } : {}),
+    ...(f.o.droppedTurns !== undefined ? { droppedTurns: f.num('droppedTurns', ...COUNT) } : {}),
     // token traces train a local model; a reviewed run never trains, so they are left out
   };
 }
@@ -397,39 +642,54 @@ function parseBudget(data: unknown, path: string): MetricsRecord['budget'] {
   if (data === undefined || data === null) return undefined;
   const f = fields(data, path);
   return {
-    calls: f.num('calls'),
-    maxPromptTokens: f.num('maxPromptTokens'),
-    window: f.numOrNull('window'),
-    clamped: f.num('clamped'),
-    shrunk: f.num('shrunk'),
-    skipped: f.num('skipped'),
-    agentTurnsDropped: f.num('agentTurnsDropped'),
-    contextFullPlays: f.num('contextFullPlays'),
+    calls: f.num('calls', ...COUNT),
+    maxPromptTokens: f.num('maxPromptTokens', ...COUNT),
+    window: f.numOrNull('window', ...COUNT),
+    clamped: f.num('clamped', ...COUNT),
+    shrunk: f.num('shrunk', ...COUNT),
+    skipped: f.num('skipped', ...COUNT),
+    agentTurnsDropped: f.num('agentTurnsDropped', ...COUNT),
+    contextFullPlays: f.num('contextFullPlays', ...COUNT),
+  };
+}
+
+function parseDesignerWindow(data: unknown, path: string): MetricsRecord['designerWindow'] {
+  if (data === undefined || data === null) return undefined;
+  const f = fields(data, path);
+  return {
+    lag: f.int('lag', MAX_RUN_CYCLE),
+    designsOf: f.o.designsOf === null ? null : f.int('designsOf', MAX_RUN_CYCLE),
+    rounds: f.int('rounds', MAX_RUN_COUNT),
+    designs: f.int('designs', MAX_RUN_COUNT),
+    plays: f.int('plays', MAX_RUN_COUNT),
   };
 }
 
 function parseMetrics(data: unknown, path: string): MetricsRecord {
   const f = fields(data, path);
   const budget = parseBudget(f.o.budget, `${path}.budget`);
+  const designerWindow = parseDesignerWindow(f.o.designerWindow, `${path}.designerWindow`);
   return {
-    cycle: f.int('cycle'),
+    cycle: f.int('cycle', MAX_RUN_CYCLE),
     skills: f.strs('skills'),
-    envs: f.num('envs'),
-    valid: f.num('valid'),
-    validityRate: f.num('validityRate'),
-    firstAttemptValidityRate: f.num('firstAttemptValidityRate'),
-    meanRegret: f.numOrNull('meanRegret'),
-    meanWinRate: f.numOrNull('meanWinRate'),
-    meanWinRateHinted: f.numOrNull('meanWinRateHinted'),
-    meanDesignerReward: f.numOrNull('meanDesignerReward'),
-    meanDesignerAdvantage: f.numOrNull('meanDesignerAdvantage'),
-    inBandShare: f.numOrNull('inBandShare'),
-    timeouts: f.num('timeouts'),
-    leaks: f.num('leaks'),
-    errors: f.o.errors === undefined ? 0 : f.num('errors'),
+    envs: f.num('envs', ...COUNT),
+    valid: f.num('valid', ...COUNT),
+    validityRate: f.num('validityRate', ...SHARE),
+    firstAttemptValidityRate: f.num('firstAttemptValidityRate', ...SHARE),
+    meanRegret: f.numOrNull('meanRegret', ...REGRET),
+    meanWinRate: f.numOrNull('meanWinRate', ...SHARE),
+    meanWinRateHinted: f.numOrNull('meanWinRateHinted', ...SHARE),
+    meanDesignerReward: f.numOrNull('meanDesignerReward', ...RAW),
+    meanDesignerAdvantage: f.numOrNull('meanDesignerAdvantage', ...ADVANTAGE),
+    inBandShare: f.numOrNull('inBandShare', ...SHARE),
+    timeouts: f.num('timeouts', ...COUNT),
+    leaks: f.num('leaks', ...COUNT),
+    errors: f.o.errors === undefined ? 0 : f.num('errors', ...COUNT),
     ...(budget ? { budget } : {}),
-    ms: f.num('ms'),
-    modelMs: f.num('modelMs'),
+    ...(f.o.envRewardScale !== undefined ? { envRewardScale: f.num('envRewardScale', ...SCALE) } : {}),
+    ...(designerWindow ? { designerWindow } : {}),
+    ms: f.num('ms', ...COUNT),
+    modelMs: f.num('modelMs', ...COUNT),
   };
 }
 
@@ -442,8 +702,8 @@ function parseMemoryEntries(data: unknown, path: string): SpadeMemoryEntry[] {
     return {
       skill: f.str('skill'),
       code: f.str('code'),
-      win_rate: f.numOrNull('win_rate'),
-      regret: f.numOrNull('regret'),
+      win_rate: f.numOrNull('win_rate', ...SHARE),
+      regret: f.numOrNull('regret', ...REGRET),
       ...(title !== null ? { title } : {}),
       ...(setting !== null ? { setting } : {}),
     };
@@ -454,7 +714,7 @@ function parseState(data: unknown, path: string): RunState {
   const f = fields(data, path);
   if (f.o.version !== 1) throw new RunFileError(`${path}.version must be 1.`);
   const m = fields(f.o.memory, `${path}.memory`);
-  let memory: Memory = emptyMemory(m.int('capacity') || 1);
+  let memory: Memory = emptyMemory(m.int('capacity', CONFIG_SCHEMA.memoryCapacity.max) || 1);
   m.list('records').forEach((r, i) => {
     const g = fields(r, `${path}.memory.records[${i}]`);
     memory = addRecord(memory, {
@@ -463,9 +723,10 @@ function parseState(data: unknown, path: string): RunState {
       setting: g.oneOf('setting', SETTINGS),
       title: g.str('title'),
       code: g.str('code'),
-      winRate: g.numOrNull('winRate'),
-      regret: g.numOrNull('regret'),
-      cycle: typeof g.o.cycle === 'number' && Number.isInteger(g.o.cycle) ? g.o.cycle : -1,
+      winRate: g.numOrNull('winRate', ...SHARE),
+      regret: g.numOrNull('regret', ...REGRET),
+      // -1 marks a seed-library record; a record without a cycle is read as one
+      cycle: g.o.cycle === undefined || g.o.cycle === -1 ? -1 : g.int('cycle', MAX_RUN_CYCLE),
       ...(g.optBool('cut') ? { cut: true } : {}),
     });
   });
@@ -473,18 +734,18 @@ function parseState(data: unknown, path: string): RunState {
     const v = f.o[k];
     if (v === undefined) return {};
     const r = fields(v, `${path}.${k}`);
-    return Object.fromEntries(Object.keys(r.o).map((key) => [key, r.num(key)]));
+    return Object.fromEntries(Object.keys(r.o).map((key) => [key, r.num(key, ...RAW)]));
   };
   return {
     version: 1,
-    cycle: f.int('cycle'),
+    cycle: f.int('cycle', MAX_RUN_CYCLE),
     memory,
     ema: numRecord('ema'),
     blacklist: f.strs('blacklist', true),
     // a half-finished cycle's tasks are not carried: a run resumed from a file restarts that cycle
     pending: [],
     rewardBaseline: numRecord('rewardBaseline'),
-    consecutiveErrors: typeof f.o.consecutiveErrors === 'number' ? f.int('consecutiveErrors') : 0,
+    consecutiveErrors: typeof f.o.consecutiveErrors === 'number' ? f.int('consecutiveErrors', MAX_RUN_COUNT) : 0,
   };
 }
 
@@ -514,5 +775,26 @@ export function parseRunFile(data: unknown): RunFile {
     memory: data.memory === null || data.memory === undefined ? null : parseMemoryEntries(data.memory, 'memory'),
   };
   if (data.state !== undefined && data.state !== null) file.state = parseState(data.state, 'state');
+  unique(file.archive, 'archive', (a) => [`${a.cycle}:${a.index}`, `cycle ${a.cycle}, task ${a.index}`]);
+  unique(file.rollouts, 'rollouts', (r) => [
+    `${r.cycle}:${r.index}:${r.hinted}:${r.play}`,
+    `cycle ${r.cycle}, task ${r.index}, play ${r.play} ${r.hinted ? 'with' : 'without'} the hint`,
+  ]);
+  unique(file.metrics, 'metrics', (m) => [String(m.cycle), `cycle ${m.cycle}`]);
   return file;
+}
+
+/** Refuse a list in which two records say they are the same one (the review keys them by it). */
+function unique<T>(list: readonly T[], name: string, keyOf: (x: T) => [key: string, words: string]): void {
+  const seen = new Map<string, number>();
+  list.forEach((x, i) => {
+    const [key, words] = keyOf(x);
+    const first = seen.get(key);
+    if (first !== undefined)
+      throw new RunFileError(
+        `${name}[${i}] repeats ${name}[${first}] (${words}); each appears once in a run file. It was rejected.`,
+        { path: `${name}[${i}]` },
+      );
+    seen.set(key, i);
+  });
 }

@@ -17,6 +17,8 @@ export interface ReviewTurn {
 }
 
 export interface ReviewPlay {
+  /** Unique among its environment's plays (the view's key). */
+  key: string;
   play: number;
   hinted: boolean;
   seed: number;
@@ -50,7 +52,7 @@ export interface ScoreLine {
 }
 
 export interface ReviewEnv {
-  /** "c{cycle}:{index}": unique within a run. */
+  /** "c{cycle}:{index}", with "#2", "#3", … on records that repeat one: unique within a run. */
   key: string;
   cycle: number;
   index: number;
@@ -97,10 +99,25 @@ export function noSignalReason(a: ArchiveRecord): string | null {
   return null;
 }
 
+/**
+ * `key`, or `key#2`, `key#3`, … when it was given before: the view keys lists by these, and a
+ * record repeated in a store or a file must not break it (Svelte refuses duplicate keys).
+ */
+function uniqueKeys(): (key: string) => string {
+  const seen = new Map<string, number>();
+  return (key) => {
+    const n = (seen.get(key) ?? 0) + 1;
+    seen.set(key, n);
+    return n === 1 ? key : `${key}#${n}`;
+  };
+}
+
 function playsOf(rollouts: readonly RolloutRecord[]): ReviewPlay[] {
+  const keyOf = uniqueKeys();
   return [...rollouts]
     .sort((a, b) => Number(a.hinted) - Number(b.hinted) || a.play - b.play)
     .map((r) => ({
+      key: keyOf(`${r.hinted ? 'h' : 'u'}${r.play}`),
       play: r.play,
       hinted: r.hinted,
       seed: r.seed,
@@ -178,7 +195,12 @@ export function buildReview(
     return rc;
   };
   for (const m of metrics) cycleOf(m.cycle).metrics = m;
-  for (const a of archive) cycleOf(a.cycle).envs.push(reviewEnv(runId, a, byTask.get(`${a.cycle}:${a.index}`) ?? []));
+  const keyOf = uniqueKeys();
+  for (const a of archive) {
+    const env = reviewEnv(runId, a, byTask.get(`${a.cycle}:${a.index}`) ?? []);
+    env.key = keyOf(env.key);
+    cycleOf(a.cycle).envs.push(env);
+  }
   const out = [...cycles.values()].sort((a, b) => a.cycle - b.cycle);
   for (const c of out) c.envs.sort((a, b) => a.index - b.index);
   return out;

@@ -74,6 +74,8 @@ export interface ArchiveRecord {
   leak: { values: string[]; suspicious: boolean; reasons?: string[] } | null;
   /** Set when the task ended early; the run went on. */
   error?: TaskFailure | null;
+  /** The hint call failed: only the unhinted plays ran and the regret scored 0 (the task went on). */
+  hintError?: TaskFailure | null;
   /** The designer's raw reward entering the centring (estimator value, 0 invalid, −0.5 time-out); null: no part. */
   rawReward?: number | null;
   /** (raw − its skill's centre) × envRewardScale: what trains the designer's first attempt. */
@@ -121,6 +123,14 @@ export interface MetricsRecord {
     agentTurnsDropped: number;
     contextFullPlays: number;
   };
+  /** The scale the cycle's centred designer rewards were multiplied by (fixed, or computed as the reference does). */
+  envRewardScale?: number;
+  /**
+   * The designer's window: the designs of cycle `designsOf` (this cycle − designerLag; null before
+   * the first) train at this cycle, on a reward recomputed over `plays` unhinted plays of their
+   * environments recorded so far (their cycle's; the envReuse rounds' replays join when training).
+   */
+  designerWindow?: { lag: number; designsOf: number | null; rounds: number; designs: number; plays: number };
   ms: number;
   modelMs: number;
 }

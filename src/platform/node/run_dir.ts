@@ -11,6 +11,9 @@
  * lines stay; a warning names the file and line) so nothing is ever appended to a torn line; any
  * other line that is not JSON fails with a StorageError naming the file and line. Reads skip a torn
  * last line with the same warning.
+ *
+ * Reads can be bounded per file (options.maxBytes; `spade run export` bounds every file): a file
+ * over its bound is refused before it is read, with a StorageError naming the file and the bound.
  */
 import { existsSync } from 'node:fs';
 import { appendFile, mkdir, open, readFile, rename, stat, truncate, writeFile } from 'node:fs/promises';
@@ -35,10 +38,26 @@ async function writeJson(path: string, value: unknown): Promise<void> {
   await rename(tmp, path);
 }
 
-async function readJson<T>(path: string): Promise<T | null> {
+/**
+ * A file's text, or null when it is absent; a file over `limit` bytes is refused unread with a
+ * StorageError naming it and the limit (a run directory may come from anyone).
+ */
+export async function readBounded(path: string, limit = Infinity): Promise<string | null> {
   if (!existsSync(path)) return null;
+  const bytes = (await stat(path)).size;
+  if (bytes > limit)
+    throw new StorageError(
+      `${path} is ${(bytes / 2 ** 20).toFixed(1)} MiB; at most ${(limit / 2 ** 20).toFixed(0)} MiB of it is read. Check that it is the run's own file, or trim the run (fewer cycles).`,
+      { path, bytes, limit },
+    );
+  return readFile(path, 'utf8');
+}
+
+async function readJson<T>(path: string, limit?: number): Promise<T | null> {
+  const text = await readBounded(path, limit);
+  if (text === null) return null;
   try {
-    return JSON.parse(await readFile(path, 'utf8')) as T;
+    return JSON.parse(text) as T;
   } catch (err) {
     throw new StorageError(`${path} is unreadable (${(err as Error).message}); fix or delete it to start over`, {
       path,
@@ -94,16 +113,22 @@ export async function repairJsonlTail(path: string): Promise<string | null> {
 }
 
 /** Every record of a .jsonl; a torn last line is skipped (and reported), a corrupt line throws a StorageError. */
-async function readJsonl<T>(path: string, warn: (message: string) => void): Promise<T[]> {
-  if (!existsSync(path)) return [];
-  const { records, torn } = parseJsonl<T>(await readFile(path, 'utf8'), path);
+async function readJsonl<T>(path: string, warn: (message: string) => void, limit?: number): Promise<T[]> {
+  const text = await readBounded(path, limit);
+  if (text === null) return [];
+  const { records, torn } = parseJsonl<T>(text, path);
   if (torn) warn(tornMessage(path, torn.line, `${torn.chars} characters`, 'skipped it'));
   return records;
 }
 
+/** The files a run directory's reads may be bounded for. */
+export type RunDirFile = 'config.json' | 'state.json' | (typeof FILES)[number];
+
 export interface DirRunStoreOptions {
   /** Told about repaired or skipped torn lines (they are also kept in `warnings`). */
   onWarning?: (message: string) => void;
+  /** The most bytes read of each file (checked before reading; a larger one is a StorageError). Unbounded when unset. */
+  maxBytes?: Partial<Record<RunDirFile, number>>;
 }
 
 export class DirRunStore implements RunStore {
@@ -151,14 +176,14 @@ export class DirRunStore implements RunStore {
   }
 
   readSpec() {
-    return readJson<RunSpec>(this.p('config.json'));
+    return readJson<RunSpec>(this.p('config.json'), this.options.maxBytes?.['config.json']);
   }
   async writeSpec(spec: RunSpec) {
     await this.init();
     await writeJson(this.p('config.json'), spec);
   }
   readState() {
-    return readJson<RunState>(this.p('state.json'));
+    return readJson<RunState>(this.p('state.json'), this.options.maxBytes?.['state.json']);
   }
   writeState(state: RunState) {
     return writeJson(this.p('state.json'), state);
@@ -185,12 +210,12 @@ export class DirRunStore implements RunStore {
     return writeJson(this.p('memory.json'), exportMemory(memory));
   }
   readArchive() {
-    return readJsonl<ArchiveRecord>(this.p('archive.jsonl'), this.warn);
+    return readJsonl<ArchiveRecord>(this.p('archive.jsonl'), this.warn, this.options.maxBytes?.['archive.jsonl']);
   }
   readMetrics() {
-    return readJsonl<MetricsRecord>(this.p('metrics.jsonl'), this.warn);
+    return readJsonl<MetricsRecord>(this.p('metrics.jsonl'), this.warn, this.options.maxBytes?.['metrics.jsonl']);
   }
   readRollouts() {
-    return readJsonl<RolloutRecord>(this.p('rollouts.jsonl'), this.warn);
+    return readJsonl<RolloutRecord>(this.p('rollouts.jsonl'), this.warn, this.options.maxBytes?.['rollouts.jsonl']);
   }
 }
