@@ -51,6 +51,8 @@ export class SafetensorsError extends ModelLoadError {
     return String(this.data.code);
   }
 }
+/** A model's forward pass gave NaN or infinite logits (broken weights, adapter or config); data.row, data.id say where. */
+export class NonFiniteLogitsError extends SpadeError {}
 /** A model call failed (server error, bad reply, timeout) after any retries. */
 export class ModelCallError extends SpadeError {}
 /** A prompt cannot fit the model's context window with room for a useful reply: the call was not sent. */
@@ -78,6 +80,7 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   ActionRejectedError,
   ModelLoadError,
   SafetensorsError,
+  NonFiniteLogitsError,
   ModelCallError,
   ContextBudgetError,
   ReplayMismatchError,

@@ -19,7 +19,9 @@
  *   Then walk the kept prefix in order: the first id where the running mass reaches u × its total.
  * (HF transformers' warper order: temperature, top-k, top-p, min-p.) With top-p alone this is
  * exactly the sampler the engine had before top-k and min-p existed, bit for bit.
+ * A row holding NaN or ±Infinity has no distribution: every path throws NonFiniteLogitsError.
  */
+import { NonFiniteLogitsError } from '../core/errors.ts';
 
 export interface SampleOptions {
   temperature: number;
@@ -48,14 +50,30 @@ export function filtersActive(o: SampleOptions, vocab: number): boolean {
   return (k >= 1 && k < vocab) || (o.topP ?? 1) < 1 || (o.minP ?? 0) > 0;
 }
 
-/** Lowest id of the largest logit. */
+/** A NonFiniteLogitsError for the first NaN or ±Infinity in the row, if any. */
+export function checkFiniteLogits(logits: Float32Array, row = 0): void {
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i]!;
+    if (v - v !== 0)
+      throw new NonFiniteLogitsError(
+        `The model produced a non-finite logit (${v} for token ${i}${row ? ` in row ${row}` : ''}), so no token can be sampled. ` +
+          'Check the checkpoint (its weights may hold NaN/Inf or overflow this weight format: try --weights f32), ' +
+          "the LoRA adapter's factors, and config.json's rope_scaling, rope_theta and rms_norm_eps.",
+        { row, id: i, value: String(v) },
+      );
+  }
+}
+
+/** Lowest id of the largest logit; NonFiniteLogitsError when the row holds NaN or ±Infinity. */
 export function argmax(logits: Float32Array): number {
+  checkFiniteLogits(logits);
   let best = 0;
   for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
   return best;
 }
 
 function unnormalised(logits: Float32Array, t: number): Float64Array {
+  checkFiniteLogits(logits);
   let max = -Infinity;
   for (const v of logits) if (v > max) max = v;
   const probs = new Float64Array(logits.length);

@@ -817,12 +817,14 @@ describe('PEFT LoRA adapters', () => {
     );
     expect(() => importPeft({ ...adapterConfig, r: 3 }, weights)).toThrow(/A must be \(r=3, in\)/);
     expect(() => importPeft(adapterConfig, weights, tinyConfig('llama'))).toThrow(
-      'Invalid LoRA adapter: 0.q_proj.B: shape [64,2], the model needs [32,2]; 1.q_proj.B: shape [64,2], the model needs [32,2]',
+      'Invalid LoRA adapter (adapter_model.safetensors with adapter_config.json): base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight: shape [64,2], the model needs [32,2]; base_model.model.model.layers.1.self_attn.q_proj.lora_B.weight: shape [64,2], the model needs [32,2]',
     );
     const lonely = writeSafetensors({
       [peftTensorName(0, 'q_proj', 'A')]: { dtype: 'F32', shape: [2, 32], data: randomF32(64, 1) },
     });
-    expect(() => importPeft(adapterConfig, lonely)).toThrow(/its B factor is missing/);
+    expect(() => importPeft(adapterConfig, lonely)).toThrow(
+      /missing base_model\.model\.model\.layers\.0\.self_attn\.q_proj\.lora_B\.weight/,
+    );
     const extra = writeSafetensors({
       'base_model.model.lm_head.lora_A.weight': { dtype: 'F32', shape: [2, 32], data: randomF32(64, 1) },
     });

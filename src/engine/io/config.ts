@@ -8,7 +8,8 @@
  *          RoPE, explicit head_dim (often != hidden/heads), no biases unless attention_bias
  *
  * Everything else (MoE, sliding-window attention, other RoPE scalings, non-SiLU MLPs, ...) is
- * rejected with a ModelLoadError whose data.issues lists each problem.
+ * rejected with a ModelLoadError whose data.issues lists each problem, as are sizes and RoPE
+ * values out of range (LIMITS: a hostile config.json must not size a loop or a table).
  *
  * Both config styles are read: `rope_theta` + `rope_scaling` (transformers 4.x) and
  * `rope_parameters` (transformers 5).
@@ -72,6 +73,37 @@ export interface ModelConfig {
 
 type Json = Record<string, unknown>;
 
+/**
+ * Largest value accepted per config.json field. Each is several times the largest released model
+ * (Llama 3.1 405B: 126 layers, hidden 16384, intermediate 53248, 128 heads; vocabularies up to
+ * ~256k; contexts up to 10M), small enough that no loop or table sized by them can run away.
+ */
+const LIMITS: Record<string, number> = {
+  vocab_size: 1 << 22,
+  hidden_size: 1 << 16,
+  intermediate_size: 1 << 18,
+  num_hidden_layers: 1024,
+  num_attention_heads: 1024,
+  num_key_value_heads: 1024,
+  head_dim: 1024,
+  max_position_embeddings: 1 << 26,
+  original_max_position_embeddings: 1 << 26,
+  rms_norm_eps: 0.1,
+  rope_theta: 1e12,
+  factor: 1024,
+  low_freq_factor: 1000,
+  high_freq_factor: 1000,
+};
+/** Smallest value accepted (the rest only need to be positive). */
+const LIMITS_MIN = {
+  rms_norm_eps: 1e-12,
+  // llama3 scaling divides long wavelengths by factor (< 1 would stretch them) and divides
+  // original_max_position_embeddings by both frequency factors
+  factor: 1,
+  low_freq_factor: 1e-3,
+  high_freq_factor: 1e-3,
+};
+
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Which supported architecture a config.json describes, or a ModelLoadError saying why none. */
@@ -111,19 +143,31 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
   const j = json as Json;
   const issues: string[] = [];
 
+  // Integers in [1, max]; an out-of-range value reads as 1 so later checks stay cheap.
   const int = (key: string, fallback?: number): number => {
     const v = j[key] ?? fallback;
+    const max = LIMITS[key] ?? Number.MAX_SAFE_INTEGER;
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {
       issues.push(`${key} must be a positive integer, got ${JSON.stringify(v ?? null)}`);
       return 1;
     }
+    if (v > max) {
+      issues.push(`${key} is ${v}, above the largest this engine accepts (${max})`);
+      return 1;
+    }
     return v;
   };
-  const num = (obj: Json, key: string, fallback?: number, where = ''): number => {
+  // Finite numbers in (0, max], or [min, max] when min is given; NaN (failing every later comparison) when not.
+  const num = (obj: Json, key: string, fallback?: number, where = '', min?: number): number => {
     const v = obj[key] ?? fallback;
+    const max = LIMITS[key] ?? Number.MAX_VALUE;
     if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {
       issues.push(`${where}${key} must be a positive number, got ${JSON.stringify(v ?? null)}`);
-      return 1;
+      return NaN;
+    }
+    if ((min !== undefined && v < min) || v > max) {
+      issues.push(`${where}${key} is ${v}, outside [${min ?? 0}, ${max}]`);
+      return NaN;
     }
     return v;
   };
@@ -144,7 +188,9 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
   const numLayers = int('num_hidden_layers');
   const numHeads = int('num_attention_heads');
   const numKvHeads = int('num_key_value_heads', numHeads);
-  if (numHeads % numKvHeads !== 0)
+  if (numKvHeads > numHeads)
+    issues.push(`num_key_value_heads (${numKvHeads}) must not exceed num_attention_heads (${numHeads})`);
+  else if (numHeads % numKvHeads !== 0)
     issues.push(`num_attention_heads (${numHeads}) must be a multiple of num_key_value_heads (${numKvHeads})`);
   let headDim: number;
   if (j.head_dim !== undefined && j.head_dim !== null) headDim = int('head_dim');
@@ -157,7 +203,7 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
       );
   }
   if (headDim % 2 !== 0) issues.push(`head_dim (${headDim}) must be even for RoPE`);
-  const rmsNormEps = num(j, 'rms_norm_eps', 1e-6);
+  const rmsNormEps = num(j, 'rms_norm_eps', 1e-6, '', LIMITS_MIN.rms_norm_eps);
   const maxPositionEmbeddings = int('max_position_embeddings', 2048);
 
   const act = j.hidden_act ?? j.hidden_activation ?? 'silu';
@@ -171,6 +217,8 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
   const rp = isObj(j.rope_parameters) ? j.rope_parameters : null;
   const ropeTheta =
     rp && rp.rope_theta !== undefined ? num(rp, 'rope_theta', 10000, 'rope_parameters.') : num(j, 'rope_theta', 10000);
+  // theta ≤ 1 gives frequencies ≥ 1 that do not fall with the dimension (kernels/rope.ts refuses it)
+  if (ropeTheta <= 1) issues.push(`rope_theta must be greater than 1, got ${ropeTheta}`);
   let ropeScaling: Llama3RopeScaling | null = null;
   const rs = rp ?? (isObj(j.rope_scaling) ? j.rope_scaling : null);
   if (j.rope_scaling !== undefined && j.rope_scaling !== null && !isObj(j.rope_scaling))
@@ -181,13 +229,16 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
     if (type === 'llama3') {
       ropeScaling = {
         type: 'llama3',
-        factor: num(rs, 'factor', undefined, where),
-        lowFreqFactor: num(rs, 'low_freq_factor', undefined, where),
-        highFreqFactor: num(rs, 'high_freq_factor', undefined, where),
+        factor: num(rs, 'factor', undefined, where, LIMITS_MIN.factor),
+        lowFreqFactor: num(rs, 'low_freq_factor', undefined, where, LIMITS_MIN.low_freq_factor),
+        highFreqFactor: num(rs, 'high_freq_factor', undefined, where, LIMITS_MIN.high_freq_factor),
         originalMaxPositionEmbeddings: num(rs, 'original_max_position_embeddings', undefined, where),
       };
       if (ropeScaling.highFreqFactor <= ropeScaling.lowFreqFactor)
         issues.push(`${where}high_freq_factor must be greater than low_freq_factor`);
+      const orig = ropeScaling.originalMaxPositionEmbeddings;
+      if (Number.isFinite(orig) && !Number.isSafeInteger(orig))
+        issues.push(`${where}original_max_position_embeddings must be a whole number of positions`);
     } else if (type !== 'default') {
       issues.push(`RoPE scaling type ${JSON.stringify(type)} is not supported (only llama3 or none)`);
     }
@@ -428,7 +479,24 @@ export function checkCheckpointTensors(c: ModelConfig, shapes: Map<string, reado
     issues.push(`unexpected tensor ${name}`);
   }
   if (issues.length) {
-    const shown = issues.slice(0, 8).join('; ') + (issues.length > 8 ? `; and ${issues.length - 8} more` : '');
-    throw new ModelLoadError(`The checkpoint does not match its config.json: ${shown}`, { issues });
+    const listed = capIssues(issues);
+    throw new ModelLoadError(`The checkpoint does not match its config.json: ${listed.join('; ')}`, {
+      issues: listed,
+      issueCount: issues.length,
+    });
   }
+}
+
+/** How many issues an error lists (message and data.issues); a hostile file can have millions. */
+export const MAX_LISTED_ISSUES = 10;
+
+/** Longest issue kept whole (a tensor name can be as long as the file's header). */
+const MAX_ISSUE_CHARS = 300;
+
+/** The first MAX_LISTED_ISSUES issues, each cut to MAX_ISSUE_CHARS, then "… and N more" when there are more. */
+export function capIssues(issues: readonly string[]): string[] {
+  const cut = (t: string) => (t.length > MAX_ISSUE_CHARS ? `${t.slice(0, MAX_ISSUE_CHARS)}…` : t);
+  const shown = issues.slice(0, MAX_LISTED_ISSUES).map(cut);
+  if (issues.length > MAX_LISTED_ISSUES) shown.push(`… and ${issues.length - MAX_LISTED_ISSUES} more`);
+  return shown;
 }

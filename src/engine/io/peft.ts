@@ -16,7 +16,7 @@
  * `loraKey(layer, module, 'A' | 'B')` = "{layer}.{module}.{A|B}", e.g. "3.q_proj.A".
  */
 import { ModelLoadError } from '../../core/errors.ts';
-import type { ModelConfig } from './config.ts';
+import { capIssues, type ModelConfig } from './config.ts';
 import {
   parseSafetensors,
   tensorF32,
@@ -96,16 +96,19 @@ export function loraModuleDims(c: ModelConfig, module: LoraModule): { in: number
 
 /**
  * Check an adapter's internal consistency (and its widths against a model config when given):
- * every A has its B, A is (r, in), B is (out, r), only configured targets appear, data lengths match.
- * Throws ModelLoadError listing the issues.
+ * only configured targets appear; every target has its A and B in every layer (every layer of
+ * the model when given, else every layer the adapter has factors for), A is (r, in), B is
+ * (out, r), data lengths match, every value is finite. Throws ModelLoadError listing the issues
+ * by PEFT tensor name; `source` says where the adapter came from (file names) in the message.
  */
-export function validateLoraAdapter(adapter: LoraAdapter, model?: ModelConfig): void {
+export function validateLoraAdapter(adapter: LoraAdapter, model?: ModelConfig, source?: string): void {
   const issues: string[] = [];
   const { r, alpha, targets } = adapter.config;
   if (!Number.isSafeInteger(r) || r < 1) issues.push(`r must be a positive integer, got ${r}`);
   if (!Number.isFinite(alpha) || alpha <= 0) issues.push(`alpha must be a positive number, got ${alpha}`);
   for (const t of targets)
     if (!(LORA_MODULES as readonly string[]).includes(t)) issues.push(`unsupported target module ${t}`);
+  const layers = new Set<number>();
   for (const [key, t] of adapter.tensors) {
     let k;
     try {
@@ -114,26 +117,41 @@ export function validateLoraAdapter(adapter: LoraAdapter, model?: ModelConfig): 
       issues.push((err as Error).message);
       continue;
     }
-    if (!targets.includes(k.module)) issues.push(`${key}: ${k.module} is not in the target modules`);
+    layers.add(k.layer);
+    const name = peftTensorName(k.layer, k.module, k.side);
+    if (!targets.includes(k.module)) issues.push(`${name}: ${k.module} is not in the target modules`);
     if (t.shape.length !== 2 || t.data.length !== t.shape[0]! * t.shape[1]!)
-      issues.push(`${key}: shape ${JSON.stringify(t.shape)} does not match ${t.data.length} values`);
+      issues.push(`${name}: shape ${JSON.stringify(t.shape)} does not match ${t.data.length} values`);
     else if (k.side === 'A' && t.shape[0] !== r)
-      issues.push(`${key}: A must be (r=${r}, in), got ${JSON.stringify(t.shape)}`);
+      issues.push(`${name}: A must be (r=${r}, in), got ${JSON.stringify(t.shape)}`);
     else if (k.side === 'B' && t.shape[1] !== r)
-      issues.push(`${key}: B must be (out, r=${r}), got ${JSON.stringify(t.shape)}`);
-    const other = adapter.tensors.get(loraKey(k.layer, k.module, k.side === 'A' ? 'B' : 'A'));
-    if (!other) issues.push(`${key}: its ${k.side === 'A' ? 'B' : 'A'} factor is missing`);
+      issues.push(`${name}: B must be (out, r=${r}), got ${JSON.stringify(t.shape)}`);
+    for (let i = 0; i < t.data.length; i++)
+      if (!Number.isFinite(t.data[i]!)) {
+        issues.push(`${name}: value ${i} is ${t.data[i]} (every factor value must be finite)`);
+        break;
+      }
     if (model) {
-      if (k.layer >= model.numLayers) issues.push(`${key}: the model has ${model.numLayers} layers`);
+      if (k.layer >= model.numLayers) issues.push(`${name}: the model has ${model.numLayers} layers`);
       const d = loraModuleDims(model, k.module);
       const want = k.side === 'A' ? [r, d.in] : [d.out, r];
       if (t.shape[0] !== want[0] || t.shape[1] !== want[1])
-        issues.push(`${key}: shape ${JSON.stringify(t.shape)}, the model needs ${JSON.stringify(want)}`);
+        issues.push(`${name}: shape ${JSON.stringify(t.shape)}, the model needs ${JSON.stringify(want)}`);
     }
   }
+  if (targets.length > 0 && adapter.tensors.size === 0)
+    issues.push(`the target modules are ${targets.join(', ')} but there are no LoRA factors`);
+  const claimed = model ? Array.from({ length: model.numLayers }, (_, i) => i) : [...layers].sort((a, b) => a - b);
+  for (const layer of claimed)
+    for (const m of targets)
+      for (const side of ['A', 'B'] as const)
+        if (!adapter.tensors.has(loraKey(layer, m, side))) issues.push(`missing ${peftTensorName(layer, m, side)}`);
   if (issues.length) {
-    const shown = issues.slice(0, 8).join('; ') + (issues.length > 8 ? `; and ${issues.length - 8} more` : '');
-    throw new ModelLoadError(`Invalid LoRA adapter: ${shown}`, { issues });
+    const listed = capIssues(issues);
+    throw new ModelLoadError(`Invalid LoRA adapter${source ? ` (${source})` : ''}: ${listed.join('; ')}`, {
+      issues: listed,
+      issueCount: issues.length,
+    });
   }
 }
 
@@ -235,7 +253,7 @@ export function importPeft(
   const alpha = cfg.lora_alpha ?? r;
   if (typeof r !== 'number' || !Number.isSafeInteger(r) || r < 1)
     issues.push(`r must be a positive integer, got ${JSON.stringify(r)}`);
-  if (typeof alpha !== 'number' || !(alpha > 0))
+  if (typeof alpha !== 'number' || !(alpha > 0) || !Number.isFinite(alpha))
     issues.push(`lora_alpha must be a positive number, got ${JSON.stringify(alpha)}`);
   let targets: LoraModule[] = [];
   const tm = cfg.target_modules;
@@ -247,7 +265,10 @@ export function importPeft(
       } else issues.push(`target module ${JSON.stringify(t)} is not supported (only ${LORA_MODULES.join(', ')})`);
     }
   } else if (tm !== undefined && tm !== null && typeof tm !== 'string') issues.push('target_modules must be a list');
-  if (issues.length) throw new ModelLoadError(`Cannot import this PEFT adapter: ${issues.join('; ')}`, { issues });
+  if (issues.length)
+    throw new ModelLoadError(`Cannot import this PEFT adapter (${ADAPTER_CONFIG_FILE}): ${issues.join('; ')}`, {
+      issues,
+    });
 
   const file = parseSafetensors(weights);
   const tensors = new Map<string, LoraTensor>();
@@ -273,6 +294,6 @@ export function importPeft(
   if (!Array.isArray(tm)) targets = LORA_MODULES.filter((x) => found.has(x));
   const alphaEff = cfg.use_rslora === true ? (alpha as number) * Math.sqrt(r as number) : (alpha as number);
   const adapter: LoraAdapter = { config: { r: r as number, alpha: alphaEff, targets }, tensors };
-  validateLoraAdapter(adapter, model);
+  validateLoraAdapter(adapter, model, `${ADAPTER_WEIGHTS_FILE} with ${ADAPTER_CONFIG_FILE}`);
   return adapter;
 }

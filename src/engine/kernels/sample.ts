@@ -7,7 +7,7 @@
  */
 import { isSoftwareAdapter } from '../device.ts';
 import { uniforms, type Engine, type Tensor } from '../runtime.ts';
-import { filtersActive, sampleTokenU, type SampleOptions } from '../sample.ts';
+import { checkFiniteLogits, filtersActive, sampleTokenU, type SampleOptions } from '../sample.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './sample.wgsl?raw';
 
@@ -17,10 +17,14 @@ import shader from './sample.wgsl?raw';
  */
 const wgFor = (e: Engine) => (isSoftwareAdapter(e.ctx.report) ? 64 : 256);
 
-/** CPU reference. logits: (B, V) flattened, u: (B,) → ids (B,). */
+/** CPU reference. logits: (B, V) flattened, u: (B,) → ids (B,). NonFiniteLogitsError (naming the row) on NaN/Inf. */
 export function sampleCpu(logits: Float32Array, v: number, o: SampleOptions, u: ArrayLike<number>): number[] {
   const rows = logits.length / v;
-  return Array.from({ length: rows }, (_, r) => sampleTokenU(logits.subarray(r * v, (r + 1) * v), o, u[r]!));
+  return Array.from({ length: rows }, (_, r) => {
+    const row = logits.subarray(r * v, (r + 1) * v);
+    checkFiniteLogits(row, r);
+    return sampleTokenU(row, o, u[r]!);
+  });
 }
 
 /**
