@@ -7,8 +7,13 @@
  *   adapter_config.json, adapter_model.safetensors   the adapter (PEFT format)
  *   optimizer.safetensors                            AdamW's moments and step
  *   state.json                                       updates done, the last cycle trained
- *   updates.jsonl                                    one line per optimiser step (loss, clip fraction, KL, grad norm, tokens/s)
+ *   updates.jsonl                                    one line per optimiser step (loss, clip fraction, KL, grad norm, tokens/s,
+ *                                                    and the TIS figures tisMean, tisMax, tisTruncated of its tokens)
  *   probe.jsonl                                      the probe set's return before training and every probeEvery updates
+ *
+ * Each training round first recomputes π_old with the current adapter (one no-grad forward over the
+ * round's samples, before its first step); the ratio is taken against it and truncated importance
+ * sampling weighs each token by min(π_old / π_sampler, tisCap) (docs/training.md).
  *
  * The training order of a cycle derives from (seed, cycle), so `--resume` — which reloads the
  * adapter and the optimiser — continues with the same losses as a run that never stopped.
@@ -19,11 +24,12 @@ import { join } from 'node:path';
 import type { Config } from '../core/config.ts';
 import { UsageError } from '../core/errors.ts';
 import type { ChatModel } from '../core/llm/chat_model.ts';
-import { createRng, hashSeed } from '../core/rng.ts';
+import { createRng, hashSeed, type Rng } from '../core/rng.ts';
 import type { CheckingRunner } from '../core/spade/phases.ts';
 import { evaluateProbe, type ProbeResult } from '../core/spade/probe.ts';
 import { replayUnhinted } from '../core/spade/reuse.ts';
 import type { ArchiveRecord, MetricsRecord, RolloutRecord } from '../core/spade/run_store.ts';
+import { mergeTisStats, roundLearnerLogprobs, type TisStats, type TokenSample } from '../core/train/grpo.ts';
 import {
   closedLoopProblems,
   cycleBatch,
@@ -98,13 +104,13 @@ export async function attachTraining(o: {
       ),
     );
   } else if (!llm.lora) llm.initLora(DEFAULT_LORA.r, DEFAULT_LORA.alpha, DEFAULT_LORA.targets, cfg.seed);
-  const trainer = new LoraTrainer(llm, trainerOptions(cfg));
+  const trainer = new LoraTrainer(llm, { ...trainerOptions(cfg), tisCap: cfg.tisCap });
   if (existsSync(file('optimizer.safetensors')))
     trainer.importState(decodeTrainerState(await readFile(file('optimizer.safetensors'))));
   const meta: TrainMeta = existsSync(file('state.json'))
     ? (JSON.parse(await readFile(file('state.json'), 'utf8')) as TrainMeta)
     : { updates: 0, trainedThrough: -1 };
-  const history = new Map<number, { archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>();
+  const history = new Map<number, { archive: ArchiveRecord[]; rollouts: RolloutRecord[]; reuse: RolloutRecord[] }>();
 
   const probe = async (label: string): Promise<ProbeResult> => {
     const r = await evaluateProbe(o.runner, local, cfg, o.signal);
@@ -131,37 +137,56 @@ export async function attachTraining(o: {
   };
   const perSecond = (s: UpdateStats) => (s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0);
 
+  /**
+   * One training round: π_old recomputed by the current adapter for every sample (before the
+   * round's first step), then the round's steps on the samples with those log-probs. Returns the
+   * steps and the round's TIS figures (null: TIS off or nothing to train).
+   */
+  const roundOf = async (
+    batch: { agent: TokenSample[]; designer: TokenSample[] },
+    rng: Rng,
+    line: object,
+  ): Promise<{ steps: UpdateStats[]; tis: TisStats | null }> => {
+    const { learner, tis } = await roundLearnerLogprobs([...batch.agent, ...batch.designer], cfg.tisCap, (ss) =>
+      trainer.learnerLogprobs(ss.map((s) => trainerSample(s, cfg))),
+    );
+    const steps = await trainRound(
+      {
+        step: (mb) => trainer.trainStep(mb.map((s) => ({ ...trainerSample(s, cfg), learnerLogprobs: learner.get(s) }))),
+      },
+      batch,
+      cfg,
+      rng,
+      (s) => logStep({ ...line, update: meta.updates, ...s, tokensPerSecond: perSecond(s) }),
+    );
+    return { steps, tis };
+  };
+
   const trainCycle = async (cycle: number) => {
     const batch = cycleBatch(
       [...history].map(([c, d]) => ({ cycle: c, ...d })),
       cycle,
       cfg.designerLag,
-    );
-    const rng = createRng(hashSeed(`${cfg.seed}:train:${cycle}`));
-    releaseDecodeMemory(llm); // the KV cache is stale after the step, and the step needs the memory
-    const steps: UpdateStats[] = await trainRound(
-      { step: (mb) => trainer.trainStep(mb.map((s) => trainerSample(s, cfg))) },
-      batch,
       cfg,
-      rng,
-      (s) => logStep({ cycle, update: meta.updates, ...s, tokensPerSecond: perSecond(s) }),
     );
+    releaseDecodeMemory(llm); // the KV cache is stale after the step, and the step needs the memory
+    const first = await roundOf(batch, createRng(hashSeed(`${cfg.seed}:train:${cycle}`)), { cycle });
+    const steps = first.steps;
+    const tisRounds = [first.tis];
     // envReuse: the same environments, replayed unhinted by the updated agent, for more agent updates
     const cycleArchive = history.get(cycle)?.archive ?? [];
     for (let round = 1; round < cfg.envReuse; round++) {
       const replayed = await replayUnhinted(o.runner, local, cycleArchive, cfg, round, o.signal);
+      // the replays join the designer's window of this cycle (its lagged reward reads them)
+      history.get(cycle)?.reuse.push(...replayed);
       const more = cycleBatch([{ cycle, archive: [], rollouts: replayed }], cycle, 0).agent;
-      steps.push(
-        ...(await trainRound(
-          { step: (mb) => trainer.trainStep(mb.map((s) => trainerSample(s, cfg))) },
-          { agent: more, designer: [] },
-          cfg,
-          createRng(hashSeed(`${cfg.seed}:train:${cycle}:${round}`)),
-          (s) => logStep({ cycle, round, update: meta.updates, ...s, tokensPerSecond: perSecond(s) }),
-        )),
-      );
+      const rng = createRng(hashSeed(`${cfg.seed}:train:${cycle}:${round}`));
+      const r = await roundOf({ agent: more, designer: [] }, rng, { cycle, round });
+      steps.push(...r.steps);
+      tisRounds.push(r.tis);
     }
     await logged;
+    const tis = steps.length ? mergeTisStats(tisRounds) : null;
     if (steps.length) meta.updates++;
     meta.trainedThrough = cycle;
     await save();
@@ -169,6 +194,9 @@ export async function attachTraining(o: {
     io.err(
       `trained after cycle ${cycle + 1}: ${batch.agent.length} agent and ${batch.designer.length} designer samples, ${steps.length} steps` +
         (agent.length ? `, agent loss ${agent[agent.length - 1]!.loss.toFixed(4)}` : '') +
+        (tis
+          ? `, TIS ratio mean ${tis.tisMean.toFixed(3)} max ${tis.tisMax.toFixed(3)}, ${(100 * tis.tisTruncated).toFixed(1)}% truncated at ${cfg.tisCap}`
+          : '') +
         (steps.length === 0 ? ' (no training signal: every play of each environment scored the same)' : ''),
     );
     for (const c of history.keys()) if (c < cycle - cfg.designerLag) history.delete(c);
@@ -182,11 +210,11 @@ export async function attachTraining(o: {
     },
     async catchUp(cycles, read) {
       for (let c = Math.max(0, meta.trainedThrough + 1 - cfg.designerLag); c < cycles; c++)
-        history.set(c, await read(c));
+        history.set(c, { ...(await read(c)), reuse: [] });
       for (let c = meta.trainedThrough + 1; c < cycles; c++) await trainCycle(c);
     },
     async afterCycle(c) {
-      history.set(c.cycle, { archive: c.archive, rollouts: c.rollouts });
+      history.set(c.cycle, { archive: c.archive, rollouts: c.rollouts, reuse: [] });
       if (c.cycle > meta.trainedThrough) await trainCycle(c.cycle);
     },
   };

@@ -19,7 +19,10 @@ Usage:
                                              read a share link back into an env set
   spade bench sandbox [--json]               sandbox speed: QuickJS vs native V8 vs call floor, checker time
   spade run --backend openai|replay|local ... --iterations N --out DIR [--resume] [--record FILE]
+            [--preset laptop|paper] [--set key=value ...]
                                              headless self-play into a run directory (see docs/loop.md)
+  spade config show [--preset NAME] [--set key=value ...] [--link HASH] [--json]
+                                             the resolved settings: each key's value and source (default, preset, link, flag)
   spade run export DIR --out FILE [--gzip] [--json]
                                              one run file from a run directory (the app opens it to review)
   spade models [--json]                      the WebLLM model catalog and the other backends
@@ -54,6 +57,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   play: async () => (await import('./cmd_env.ts')).play,
   share: async () => (await import('./cmd_share.ts')).share,
   run: async () => (await import('./cmd_run.ts')).run,
+  config: async () => (await import('./cmd_config.ts')).config,
   chat: async () => (await import('./cmd_models.ts')).chat,
   models: async () => (await import('./cmd_models.ts')).models,
   engine: async () => (await import('./cmd_engine.ts')).engine,

@@ -23,6 +23,8 @@ export const ESTIMATORS = [
   'paired',
 ] as const;
 export type Estimator = (typeof ESTIMATORS)[number];
+export const PRESET_NAMES = ['laptop', 'paper'] as const;
+export type PresetName = (typeof PRESET_NAMES)[number];
 
 interface NumberField {
   kind: 'int' | 'number';
@@ -45,6 +47,13 @@ type Field = NumberField | EnumField;
 
 /** The schema table. Order here is the order shown in Settings. */
 export const CONFIG_SCHEMA = {
+  preset: {
+    kind: 'enum',
+    values: PRESET_NAMES,
+    default: 'laptop',
+    why: 'the named set of values the others start from (PRESETS below): laptop keeps a browser cycle short, paper is the reference recipe; every key stays overridable',
+    url: true,
+  },
   seed: {
     kind: 'int',
     min: 0,
@@ -90,12 +99,25 @@ export const CONFIG_SCHEMA = {
     default: 2,
     why: 'paper: 8 per skill; the designer reward is centred within a skill, so 2 is the fewest that gives a signal in every cycle',
   },
+  envRewardScaleMode: {
+    kind: 'enum',
+    values: ['fixed', 'computed'],
+    default: 'fixed',
+    why: "fixed: envRewardScale; computed: the reference's min(cap, agent plays per step ÷ designs × envReuse), which gives the designer's few samples the weight of the agent plays they cost",
+  },
   envRewardScale: {
     kind: 'number',
     min: 0,
     max: 10,
     default: 1,
-    why: "fixed scale of the centred designer reward (the reference's env-reward scale); 1 keeps it on the agent's return scale",
+    why: "scale of the centred designer reward when envRewardScaleMode is fixed; 1 keeps it on the agent's return scale",
+  },
+  envRewardScaleCap: {
+    kind: 'number',
+    min: 1,
+    max: 1000,
+    default: 50,
+    why: "the reference's cap on the computed scale (about 50 at paper settings): larger weights destabilise training",
   },
   checks: {
     kind: 'enum',
@@ -137,7 +159,7 @@ export const CONFIG_SCHEMA = {
   designerMaxTokens: {
     kind: 'int',
     min: 500,
-    max: 16000,
+    max: 32768,
     default: 3000,
     why: 'paper: 16k; a seed environment is ~1.5k tokens',
   },
@@ -260,6 +282,19 @@ export const CONFIG_SCHEMA = {
     default: 0,
     why: 'paper: 0 for games (the default setting); use 0.005 for tool use, as the paper does',
   },
+  tisCap: {
+    kind: 'number',
+    min: 0,
+    max: 100,
+    default: 2,
+    why: "reference: truncated importance sampling, each token weighted by min(π_learner / π_sampler, 2) (slime's --tis-clip default); 0 turns it off (ratio against the sampler's log-probs)",
+  },
+  trainSteps: {
+    kind: 'enum',
+    values: ['minibatches', 'batch'],
+    default: 'minibatches',
+    why: 'minibatches: one optimiser step per minibatch of minibatchTokens per epoch; batch: one step per role per rollout batch, as the reference does (trainEpochs and minibatchTokens then unused)',
+  },
   trainEpochs: {
     kind: 'int',
     min: 1,
@@ -287,7 +322,7 @@ export const CONFIG_SCHEMA = {
     min: 0,
     max: 8,
     default: 1,
-    why: "the paper lets the designer's update lag the agent's; 1 trains the designer on the previous cycle's designs",
+    why: "cycles (regenerations) the designer's update waits: its designs then earn a reward recomputed over every play of the window (envReuse rounds included), as the reference's delay of one regeneration interval does; 0 trains on the cycle's own plays at once",
   },
   probeEvery: {
     kind: 'int',
@@ -358,4 +393,116 @@ export function parseConfig(input: unknown): Config {
   const r = validateConfig(input);
   if (!r.ok) throw new ConfigError(`Invalid config: ${r.issues.join('; ')}`, { issues: r.issues });
   return r.config;
+}
+
+/** A preset's value for one key: one value, or one per setting (the reference differs between them). */
+type PresetValue<K extends ConfigKey> = Config[K] | { games: Config[K]; tool_use: Config[K] };
+export interface PresetEntry<K extends ConfigKey = ConfigKey> {
+  value: PresetValue<K>;
+  why: string;
+}
+type PresetTable = { [K in ConfigKey]?: PresetEntry<K> };
+
+/**
+ * Named presets: the values a preset sets over DEFAULTS, each with its reason. `laptop` is the
+ * schema's defaults (small, for a browser), named so a run can say which it used; `paper` is the
+ * reference recipe (SPADE's public training scripts; docs/loop.md has the table with sources).
+ */
+export const PRESETS: Record<PresetName, PresetTable> = {
+  laptop: {},
+  paper: {
+    envsPerSkill: { value: 8, why: 'reference: 24 games per regeneration over 3 skills' },
+    playsPerEnv: { value: 16, why: 'reference: 16 plays per game, and 16 hinted plays for the regret' },
+    maxTurns: { value: 25, why: 'reference: up to 25 turns' },
+    agentTokenBudget: { value: 8192, why: "reference: the actor's 8k tokens" },
+    designerMaxTokens: { value: 16384, why: "reference: the proposer's 16k tokens" },
+    excerptWords: {
+      value: { games: 6000, tool_use: 4000 },
+      why: 'reference: documents cut to 6,000 (games) or 4,000 (tool use)',
+    },
+    envReuse: {
+      value: { games: 4, tool_use: 8 },
+      why: 'reference: a generation of games serves 4 steps (games) or 8 (the tool-use blend run) before regeneration',
+    },
+    designerLag: {
+      value: 1,
+      why: "reference: the proposer's update waits one regeneration interval, so its reward covers every play of the window",
+    },
+    envRewardScaleMode: { value: 'computed', why: 'reference: the scale is computed from the batch (auto-compute on)' },
+    envRewardScaleCap: { value: 50, why: 'reference: max env-reward scale 50' },
+    klCoef: {
+      value: { games: 0, tool_use: 0.005 },
+      why: 'reference: no KL for games, 0.005 (low-variance k3) for tool use',
+    },
+    trainSteps: { value: 'batch', why: 'reference: one optimiser step per rollout batch' },
+    tisCap: { value: 2, why: "reference: truncated importance sampling on, ratio capped at 2 (slime's default)" },
+    trainEpochs: { value: 1, why: 'reference: each rollout batch is passed over once' },
+  },
+};
+
+/** Where a resolved value came from, in increasing precedence. */
+export type ConfigSource = 'default' | 'preset' | 'link' | 'flag';
+
+/** A preset's values for a setting (the keys it sets, nothing else). */
+export function presetValues(name: PresetName, setting: Setting): Partial<Config> {
+  const out: Record<string, unknown> = {};
+  for (const [k, e] of Object.entries(PRESETS[name]) as [ConfigKey, PresetEntry][]) {
+    const v = e.value;
+    out[k] = typeof v === 'object' && v !== null ? (v as Record<Setting, unknown>)[setting] : v;
+  }
+  return out as Partial<Config>;
+}
+
+/** `config` with a preset's values applied (for its setting) and `preset` set to its name. */
+export function applyPreset(config: Config, name: PresetName): Config {
+  return { ...config, ...presetValues(name, config.setting), preset: name };
+}
+
+/**
+ * `config` switched to another setting: a key the preset sets per setting (excerptWords, envReuse,
+ * klCoef under `paper`) follows the new setting, unless the user had changed it from the preset's value.
+ */
+export function changeSetting(config: Config, setting: Setting): Config {
+  const before = presetValues(config.preset, config.setting) as Record<string, unknown>;
+  const after = presetValues(config.preset, setting) as Record<string, unknown>;
+  const out: Record<string, unknown> = { ...config, setting };
+  for (const k of Object.keys(after)) if (config[k as ConfigKey] === before[k]) out[k] = after[k];
+  return out as Config;
+}
+
+export interface ResolvedConfig {
+  config: Config;
+  source: Record<ConfigKey, ConfigSource>;
+}
+
+/**
+ * The configuration from its layers: defaults, the preset (named by the flags, else the link,
+ * else the default), the link's fields, then the flags' — each later layer overrides the one
+ * before, so any key stays overridable after a preset. The preset's per-setting values follow the
+ * setting the upper layers choose. Throws a ConfigError listing every invalid value.
+ */
+export function resolveConfig(layers: {
+  link?: Record<string, unknown>;
+  flags?: Record<string, unknown>;
+}): ResolvedConfig {
+  const link = layers.link ?? {};
+  const flags = layers.flags ?? {};
+  const checked = parseConfig({ ...link, ...flags }); // every layer's values are valid
+  const preset = (flags.preset ?? link.preset ?? DEFAULTS.preset) as PresetName;
+  const setting = checked.setting;
+  const fromPreset = presetValues(preset, setting);
+  const config = { ...DEFAULTS, ...fromPreset, ...link, ...flags, preset } as Config;
+  const source = Object.fromEntries(
+    CONFIG_KEYS.map((k): [ConfigKey, ConfigSource] => [
+      k,
+      k in flags
+        ? 'flag'
+        : k in link
+          ? 'link'
+          : k in fromPreset || (k === 'preset' && preset !== DEFAULTS.preset)
+            ? 'preset'
+            : 'default',
+    ]),
+  ) as Record<ConfigKey, ConfigSource>;
+  return { config, source };
 }

@@ -7,7 +7,7 @@
  * (state/app.svelte.ts) applies the fields and writes the hash with history.replaceState only when
  * its text changes.
  */
-import { CONFIG_KEYS, CONFIG_SCHEMA, checkField, DEFAULTS, type Config } from './config.ts';
+import { applyPreset, CONFIG_KEYS, CONFIG_SCHEMA, checkField, DEFAULTS, type Config } from './config.ts';
 
 export const PANELS = ['run', 'environments', 'memory', 'training', 'lab', 'models', 'settings'] as const;
 export type Panel = (typeof PANELS)[number];
@@ -89,6 +89,17 @@ export function applyUrlFields(current: UrlState, fields: UrlFields): UrlState {
     config: { ...current.config, ...fields.config },
     set: fields.set ?? null,
   };
+}
+
+/**
+ * The full config after a link: a link naming a preset applies that preset's values first (they
+ * include keys a link does not list), then the link's own fields over it — so `preset=paper&seed=3`
+ * is the paper recipe with seed 3. A link without a preset changes only the fields it sets.
+ */
+export function configFromLink(current: Config, fields: UrlFields): Config {
+  const withLink = { ...current, ...fields.config };
+  if (!fields.config.preset) return withLink;
+  return { ...applyPreset(withLink, fields.config.preset), ...fields.config };
 }
 
 /** Serialize to a hash without "#"; fields equal to their default are left out. */

@@ -228,6 +228,19 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       return trainer.trainStep(samples);
     },
 
+    /**
+     * log π_old of each sample's trained tokens under the current adapter (no gradient): a training
+     * round takes them before its first trainGrpo step and sends them back as learnerLogprobs (TIS).
+     */
+    async learnerLogprobs(samples: GrpoSample[], o: TrainOptions = {}): Promise<number[][]> {
+      const m = need();
+      if (!m.llm.lora) throw new Error('Start an adapter ("New adapter") before training.');
+      releaseDecodeMemory(m.llm); // the forward needs the memory the idle KV cache holds
+      trainer ??= new LoraTrainer(m.llm, o);
+      Object.assign(trainer.opts, o);
+      return trainer.learnerLogprobs(samples);
+    },
+
     /** AdamW's moments and step as one safetensors file (train.ts encodeTrainerState); null before any step. */
     async exportState(): Promise<Uint8Array | null> {
       return trainer ? encodeTrainerState(await trainer.exportState()) : null;

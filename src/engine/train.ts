@@ -3,15 +3,20 @@
  *
  * A sample is one token sequence — a whole episode, or one design — with the tokens the policy
  * sampled marked (spans or a 0/1 mask), their log-probs under the sampling policy at sampling time
- * (π_old) and one advantage A. For every marked token t of a minibatch, with
+ * (log π_sampler), the same tokens' log-probs recomputed by the learner at the start of the
+ * training round (log π_old: `learnerLogprobs`, before the round's first update) and one
+ * advantage A. For every marked token t of a minibatch, with
  *   log π_θ(t) = log_softmax((logits + bias) / T)[token]   (policy.ts: the same π as sampling)
  *   r_t = exp(log π_θ(t) − log π_old(t))
- *   ℓ_t = −min(r_t·A, clip(r_t, 1 − ε_low, 1 + ε_high)·A) + β·k3_t,
+ *   c_t = min(exp(log π_old(t) − log π_sampler(t)), C)     (truncated importance sampling, no gradient)
+ *   ℓ_t = −c_t·min(r_t·A, clip(r_t, 1 − ε_low, 1 + ε_high)·A) + β·k3_t,
  *   k3_t = exp(δ_t) − δ_t − 1,  δ_t = log π_base(t) − log π_θ(t)   (base = adapter off; β = klCoef)
  * the loss is the token-level mean  L = Σ_t ℓ_t / N  over the N marked tokens of the minibatch.
+ * C = tisCap; 0 turns TIS off: c_t = 1 and π_old is the sampler's log-prob (a sample without
+ * learner log-probs is trained that way too).
  *
  * The gradient is a weighted NLL: one forward per sample gives log π_θ (ops.nll), the backend
- * computes the weight of each token, w_t = −∂L/∂log π_θ(t) = (A·r_t·[not clipped] − β·(1 − exp δ_t)) / N
+ * computes the weight of each token, w_t = −∂L/∂log π_θ(t) = (c_t·A·r_t·[not clipped] − β·(1 − exp δ_t)) / N
  * (ops.grpoWeights, with the per-token loss terms), and ops.nllBackward with those weights gives
  * ∂L/∂logits (then through 1/T and the model's backward into the adapter). Gradients are summed over
  * the minibatch, clipped by global norm and applied with AdamW.
@@ -21,11 +26,14 @@
  * read-back per sample: the loss terms of the whole minibatch are read once at the end), and the
  * forward keeps only each layer's input (per-layer activation checkpointing; the backward recomputes
  * the layer, the same values). Both are options (`checkpoint`, `headChunkRows`) for measuring. `train()` splits a batch into minibatches of at most `minibatchTokens`
- * tokens and makes one optimiser step per minibatch, `epochs` times over the batch.
+ * tokens and makes one optimiser step per minibatch, `epochs` times over the batch, after one
+ * no-grad forward over the batch for the learner's π_old (`learnerLogprobs`, also called by the
+ * closed loop before each training round).
  * State (AdamW's m, v and the step) exports and imports, so a resumed run repeats the same losses.
  */
 import type { LlamaModel } from './model.ts';
 import type { GrpoWeightOptions } from './kernels/grpo_weights.ts';
+import { tisRatios, tisStats, tisWeight, type TisStats } from '../core/train/grpo.ts';
 import { gradClipScale } from './kernels/adamw.ts';
 import { allowedTokenBias, policyTemperature } from './policy.ts';
 import { parseSafetensors, tensorF32, writeSafetensors, type TensorToWrite } from './io/safetensors.ts';
@@ -39,10 +47,17 @@ export interface GrpoSample {
   /** Or: ids[promptLen..] is one completion (one span to the end). */
   promptLen?: number;
   /**
-   * log π_old of each trained token in order (the sampler's ChatResult.tokens.logprobs). Absent:
-   * on-policy — taken from the current adapter before the batch's first update (ratio 1).
+   * log π_sampler of each trained token in order (the sampler's ChatResult.tokens.logprobs): π_old
+   * when TIS is off or there are no learnerLogprobs. Absent: on-policy — π_old is taken from the
+   * current adapter (`train()`: before the batch's first update; ratio 1).
    */
   oldLogprobs?: number[];
+  /**
+   * log π_old of each trained token recomputed by the learner at the start of the training round
+   * (`LoraTrainer.learnerLogprobs`, before the round's first update). With tisCap > 0 the ratio is
+   * taken against these and each token is weighted by min(exp(learner − sampler), tisCap).
+   */
+  learnerLogprobs?: number[];
   advantage: number;
   /** Sampling temperature of this sample (default: TrainOptions.temperature). */
   temperature?: number;
@@ -76,6 +91,11 @@ export interface TrainOptions {
   /** The policy's vocabulary constraint (the LocalChatModel's allowedTokens). */
   allowedTokens?: number[];
   /**
+   * Truncation C of the sampler/learner importance weight min(exp(log π_old − log π_sampler), C)
+   * (default 2, the reference's; 0: TIS off — the ratio is taken against the sampler's log-probs).
+   */
+  tisCap?: number;
+  /**
    * Per-layer activation checkpointing (default true: a 1k-token step on a 0.5B model keeps one
    * layer's activations instead of 24, for about a third more compute in the backward).
    */
@@ -84,7 +104,11 @@ export interface TrainOptions {
   headChunkRows?: number;
 }
 
-export interface StepStats {
+/**
+ * One step's figures; tisMean, tisMax, tisTruncated and tisTokens (core/train/grpo.ts TisStats):
+ * the sampler/learner ratios of the minibatch's TIS-weighted tokens, present when it had any.
+ */
+export interface StepStats extends Partial<TisStats> {
   /** The minibatch's objective L (before the update). */
   loss: number;
   /** Share of trained tokens whose ratio was clipped (no gradient). */
@@ -116,7 +140,10 @@ interface Prepared {
   targets: number[];
   /** Target positions (indices into targets) that are trained. */
   positions: number[];
+  /** log π_old of the trained tokens (the ratio's reference); undefined: on-policy. */
   old: number[] | undefined;
+  /** Sampler/learner ratios of the trained tokens before truncation (TIS on, both log-probs given). */
+  tis: number[] | undefined;
   advantage: number;
   temperature: number;
 }
@@ -133,6 +160,7 @@ const DEFAULTS = {
   minibatchTokens: 4096,
   epochs: 1,
   temperature: 1,
+  tisCap: 2,
 };
 
 const MAX_LOG_RATIO = 20;
@@ -159,6 +187,8 @@ export function trainedPositions(s: GrpoSample): number[] {
   }
   if (s.oldLogprobs && s.oldLogprobs.length !== out.length)
     throw new RangeError(`${s.oldLogprobs.length} old log-probs for ${out.length} trained tokens`);
+  if (s.learnerLogprobs && s.learnerLogprobs.length !== out.length)
+    throw new RangeError(`${s.learnerLogprobs.length} learner log-probs for ${out.length} trained tokens`);
   return out;
 }
 
@@ -198,11 +228,14 @@ export class LoraTrainer<X> {
 
   private prepare(s: GrpoSample): Prepared {
     const positions = trainedPositions(s);
+    const tisOn = this.o('tisCap') > 0;
+    const learner = s.learnerLogprobs;
     return {
       input: s.ids.slice(0, -1),
       targets: s.ids.slice(1),
       positions,
-      old: s.oldLogprobs,
+      old: tisOn ? (learner ?? s.oldLogprobs) : (s.oldLogprobs ?? learner),
+      tis: tisOn && learner && s.oldLogprobs ? tisRatios(learner, s.oldLogprobs) : undefined,
       advantage: s.advantage,
       temperature: policyTemperature(s.temperature ?? this.o('temperature')),
     };
@@ -268,36 +301,54 @@ export class LoraTrainer<X> {
     }
   }
 
-  /** log π of the targets under the current adapter (or the base model with `base`), read back. */
-  private async logprobsOf(p: Prepared, base = false): Promise<Float32Array> {
+  /**
+   * log π_old of each sample's trained tokens under the current adapter, the learner's (no
+   * gradient; one forward per sample, one read for the batch). A training round takes them before
+   * its first update and passes them as the samples' learnerLogprobs.
+   */
+  async learnerLogprobs(samples: GrpoSample[]): Promise<number[][]> {
     const ops = this.model.ops;
-    const t = this.logprobsTensor(p, base);
-    const lp = Float32Array.from(await ops.read(t));
-    ops.free(t);
+    const batch = samples.map((s) => this.prepare(s));
+    const used = batch.filter((p) => p.positions.length > 0);
+    if (!used.length) return batch.map(() => []);
+    let all = ops.zeros([used.reduce((a, p) => a + p.input.length, 0)]);
+    let row = 0;
+    for (const p of used) {
+      const t = this.logprobsTensor(p);
+      all = ops.appendRows(all, row, t);
+      ops.free(t);
+      row += p.input.length;
+      ops.flush(); // a submit: the next sample is recorded while this one runs
+    }
+    const lp = await ops.read(all);
+    ops.free(all);
     ops.flush();
-    return lp;
+    row = 0;
+    return batch.map((p) => {
+      if (!p.positions.length) return [];
+      const out = p.positions.map((t) => lp[row + t]!);
+      row += p.input.length;
+      return out;
+    });
   }
 
   /**
    * Loss, statistics and summed gradients of one minibatch at the current adapter (no update).
    * Samples without old log-probs count as on-policy (ratio 1).
    */
-  async gradients(samples: GrpoSample[]): Promise<{
-    grads: Map<string, X>;
-    loss: number;
-    tokens: number;
-    trainedTokens: number;
-    clipFraction: number;
-    approxKl: number;
-    klToBase?: number;
-  }> {
+  async gradients(
+    samples: GrpoSample[],
+  ): Promise<Omit<StepStats, 'gradNorm' | 'samples' | 'ms'> & { grads: Map<string, X> }> {
     return this.gradientsOf(samples.map((s) => this.prepare(s)));
   }
 
-  private async gradientsOf(batch: Prepared[]) {
+  private async gradientsOf(
+    batch: Prepared[],
+  ): Promise<Omit<StepStats, 'gradNorm' | 'samples' | 'ms'> & { grads: Map<string, X> }> {
     const { model } = this;
     const ops = model.ops;
     const beta = this.o('klCoef');
+    const cap = this.o('tisCap');
     const C = model.cfg.hiddenSize;
     const used = batch.filter((p) => p.positions.length > 0);
     const N = used.reduce((a, p) => a + p.positions.length, 0);
@@ -311,12 +362,13 @@ export class LoraTrainer<X> {
     for (const p of used) {
       const L = p.input.length;
       const base = beta > 0 ? this.logprobsTensor(p, true) : undefined; // (L,) log π_base
-      const info = new Float32Array(2 * L); // (L, 2): trained 0/1, log π_old
+      const info = new Float32Array(3 * L); // (L, 3): trained 0/1, log π_old, TIS weight
       p.positions.forEach((t, j) => {
-        info[2 * t] = 1;
-        info[2 * t + 1] = p.old ? p.old[j]! : 0;
+        info[3 * t] = 1;
+        info[3 * t + 1] = p.old ? p.old[j]! : 0;
+        info[3 * t + 2] = p.tis ? tisWeight(p.tis[j]!, cap) : 1;
       });
-      const infoT = ops.upload([L, 2], info);
+      const infoT = ops.upload([L, 3], info);
       const w: GrpoWeightOptions = {
         advantage: p.advantage,
         invN: 1 / N,
@@ -376,6 +428,10 @@ export class LoraTrainer<X> {
       kl += st[4 * i + 2]!;
       k3sum += st[4 * i + 3]!;
     }
+    const tis = tisStats(
+      used.flatMap((p) => (p.tis ? [p.tis] : [])),
+      cap,
+    );
     return {
       grads,
       loss: N ? loss / N : 0,
@@ -384,6 +440,7 @@ export class LoraTrainer<X> {
       clipFraction: N ? clipped / N : 0,
       approxKl: N ? kl / N : 0,
       ...(beta > 0 ? { klToBase: N ? k3sum / N : 0 } : {}),
+      ...tis,
     };
   }
 
@@ -417,17 +474,17 @@ export class LoraTrainer<X> {
   }
 
   /**
-   * GRPO on a batch: π_old filled in where a sample has none (before any update), then `epochs`
-   * passes, each one optimiser step per minibatch of at most `minibatchTokens` tokens (in the
-   * given order; a sample longer than the budget is a minibatch of its own). One entry per step.
+   * GRPO on a batch as one training round: the learner's π_old computed before any update where a
+   * sample needs it (no old log-probs, or TIS on and no learner log-probs), then `epochs` passes,
+   * each one optimiser step per minibatch of at most `minibatchTokens` tokens (in the given order; a
+   * sample longer than the budget is a minibatch of its own). One entry per step.
    */
   async train(samples: GrpoSample[]): Promise<StepStats[]> {
-    const batch = samples.map((s) => this.prepare(s)).filter((p) => p.positions.length > 0);
-    for (const p of batch)
-      if (!p.old) {
-        const lp = await this.logprobsOf(p);
-        p.old = p.positions.map((t) => lp[t]!);
-      }
+    const given = samples.filter((s) => trainedPositions(s).length > 0);
+    const needs = given.filter((s) => !s.oldLogprobs || (this.o('tisCap') > 0 && !s.learnerLogprobs));
+    const lps = await this.learnerLogprobs(needs);
+    const learner = new Map(needs.map((s, i) => [s, lps[i]!]));
+    const batch = given.map((s) => this.prepare(learner.has(s) ? { ...s, learnerLogprobs: learner.get(s) } : s));
     const budget = this.o('minibatchTokens');
     const minibatches: Prepared[][] = [];
     let cur: Prepared[] = [];

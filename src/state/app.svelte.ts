@@ -7,6 +7,7 @@
 import { DEFAULTS, validateConfig, type Config } from '../core/config.ts';
 import {
   applyUrlFields,
+  configFromLink,
   formatUrlState,
   parseUrlState,
   URL_CONFIG_KEYS,
@@ -53,7 +54,7 @@ export class AppState {
     const next = applyUrlFields(this.urlState(), fields);
     this.panel = next.panel;
     this.theme = next.theme;
-    Object.assign(this.config, next.config);
+    Object.assign(this.config, configFromLink($state.snapshot(this.config), fields));
     this.sharedSet = next.set;
   }
 

@@ -28,7 +28,7 @@ import { replayUnhinted } from '../core/spade/reuse.ts';
 import type { ArchiveRecord, RolloutRecord } from '../core/spade/run_store.ts';
 import type { Store } from '../core/store.ts';
 import type { StepRecord } from '../core/train/evidence.ts';
-import type { TokenSample } from '../core/train/grpo.ts';
+import { mergeTisStats, roundLearnerLogprobs, type TisStats, type TokenSample } from '../core/train/grpo.ts';
 import {
   cycleBatch,
   trainerOptions,
@@ -166,7 +166,10 @@ export class TrainingState {
   private api: Remote | null = null;
   private worker: Worker | null = null;
   /** The current run's recent cycles (the designer trains designerLag cycles behind the agent). */
-  private readonly cycles = new Map<number, { archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>();
+  private readonly cycles = new Map<
+    number,
+    { archive: ArchiveRecord[]; rollouts: RolloutRecord[]; reuse?: RolloutRecord[] }
+  >();
 
   constructor(private readonly store: Store | null = null) {}
 
@@ -367,31 +370,53 @@ export class TrainingState {
       this.cycles.set(at, d);
       history.push({ cycle: at, ...d });
     }
-    const batch = cycleBatch(history, k, cfg.designerLag);
+    const batch = cycleBatch(history, k, cfg.designerLag, cfg);
     const update = this.trained.updates + 1;
-    const opts = trainerOptions(cfg);
+    const opts = { ...trainerOptions(cfg), tisCap: cfg.tisCap };
     const api = this.remote();
+    // as spade run --train: each round's π_old recomputed by the current adapter before its first step (TIS)
+    let learner = new Map<TokenSample, number[]>();
+    const tisRounds: (TisStats | null)[] = [];
+    const relearn = async (b: { agent: TokenSample[]; designer: TokenSample[] }) => {
+      const r = await roundLearnerLogprobs([...b.agent, ...b.designer], cfg.tisCap, (ss) =>
+        api.learnerLogprobs(
+          ss.map((s) => trainerSample(s, cfg)),
+          opts,
+        ),
+      );
+      learner = r.learner;
+      tisRounds.push(r.tis);
+    };
     const trainer = {
       step: (mb: TokenSample[]) =>
         api.trainGrpo(
-          mb.map((s) => trainerSample(s, cfg)),
+          mb.map((s) => ({ ...trainerSample(s, cfg), learnerLogprobs: learner.get(s) })),
           opts,
         ),
     };
     const record = (s: UpdateStats) => (this.steps = [...this.steps, { ...s, cycle: k, update }]);
     // as spade run --train: the order derives from (seed, cycle), so a resumed round repeats it
+    await relearn(batch);
     const stats = await trainRound(trainer, batch, cfg, createRng(hashSeed(`${cfg.seed}:train:${k}`)), record);
     // envReuse: the cycle's environments replayed unhinted by the updated agent, for more agent updates
     const archive = history.find((h) => h.cycle === k)?.archive ?? [];
     for (let round = 1; round < cfg.envReuse && this.chatModel; round++) {
       const replayed = await replayUnhinted(sandboxPool(), this.chatModel, archive, cfg, round);
+      // the replays join the designer's window of cycle k (its lagged reward reads them)
+      const entry = this.cycles.get(k);
+      if (entry) entry.reuse = [...(entry.reuse ?? []), ...replayed];
       const more = cycleBatch([{ cycle: k, archive: [], rollouts: replayed }], k, 0).agent;
       const rng = createRng(hashSeed(`${cfg.seed}:train:${k}:${round}`));
+      await relearn({ agent: more, designer: [] });
       stats.push(...(await trainRound(trainer, { agent: more, designer: [] }, cfg, rng, record)));
     }
     this.trained = { ...this.trained, updates: this.trained.updates + (stats.length ? 1 : 0), trainedThrough: k };
+    const tis = mergeTisStats(tisRounds);
     this.lastRound = stats.length
-      ? `cycle ${k + 1}: ${batch.agent.length} agent and ${batch.designer.length} designer samples, ${stats.length} optimiser steps`
+      ? `cycle ${k + 1}: ${batch.agent.length} agent and ${batch.designer.length} designer samples, ${stats.length} optimiser steps` +
+        (tis
+          ? `; π_old/π_sampler ratio mean ${tis.tisMean.toFixed(3)}, max ${tis.tisMax.toFixed(3)}, ${(100 * tis.tisTruncated).toFixed(1)}% truncated at ${cfg.tisCap}`
+          : '')
       : `cycle ${k + 1}: no training signal (every play of each environment scored the same, and every design of a skill earned the same reward)`;
     for (const at of this.cycles.keys()) if (at < k - cfg.designerLag) this.cycles.delete(at);
     await this.save();

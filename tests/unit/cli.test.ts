@@ -302,4 +302,36 @@ describe('spade chat --backend local', () => {
     expect(bad.code).toBe(2);
     expect(bad.err.join('\n')).toContain('--model-dir DIR');
   });
+
+  it('config show: every key with its value and source; --json last line; a bad preset is a usage error', async () => {
+    const r = await spade(
+      'config',
+      'show',
+      '--preset',
+      'paper',
+      '--set',
+      'playsPerEnv=2',
+      '--link',
+      '#seed=5',
+      '--json',
+    );
+    expect(r.code, r.err.join('\n')).toBe(0);
+    const j = r.json();
+    expect(j).toMatchObject({ ok: true, preset: 'paper' });
+    expect(j.config).toMatchObject({ envsPerSkill: 8, playsPerEnv: 2, seed: 5, envRewardScaleMode: 'computed' });
+    expect(j.source).toMatchObject({
+      preset: 'flag',
+      envsPerSkill: 'preset',
+      playsPerEnv: 'flag',
+      seed: 'link',
+      difficulty: 'default',
+    });
+    const text = await spade('config', 'show');
+    expect(text.code).toBe(0);
+    expect(text.out[0]).toContain('preset laptop');
+    expect(text.out.find((l) => l.startsWith('envsPerSkill'))).toMatch(/envsPerSkill\s+2\s+default/);
+    const bad = await spade('config', 'show', '--preset', 'huge', '--json');
+    expect(bad.code).toBe(2);
+    expect(bad.err.join('\n')).toContain('preset must be one of laptop, paper');
+  });
 });

@@ -81,12 +81,15 @@ describe('GRPO samples', () => {
     expect(s.every((x) => x.role === 'agent')).toBe(true);
     expect(s[1]!.ids).toEqual([1, 2, 1]);
   });
-  it('agent: a group with a play cut short by a failed model call is not trained', () => {
+  it('agent: a play cut short by a failed model call or sandbox stays in its group at −1', () => {
     const failed = { ...ep(0, 2, 0), end: 'model_error' as const };
-    expect(agentTokenSamples([ep(0, 0, 1), ep(0, 1, 0), failed, ep(1, 0, 1), ep(1, 1, 0)]).map((x) => x.key)).toEqual([
-      '0:1:0',
-      '0:1:1',
-    ]);
+    const broken = { ...ep(1, 2, 0), end: 'env_error' as const };
+    const s = agentTokenSamples([ep(0, 0, 1), ep(0, 1, 0), failed, ep(1, 0, 1), ep(1, 1, 1), broken]);
+    // env 0 returns [1, 0, −1]: mean 0 (the play at 0 carries no signal), std sqrt(2/3);
+    // env 1 [1, 1, −1]: mean 1/3, std sqrt(8/9)
+    expect(s.map((x) => x.key)).toEqual(['0:0:0', '0:0:2', '0:1:0', '0:1:1', '0:1:2']);
+    expect(s[1]!.advantage).toBeCloseTo(-1 / Math.sqrt(2 / 3), 4);
+    expect(s[4]!.advantage).toBeCloseTo(-(4 / 3) / Math.sqrt(8 / 9), 4);
   });
   it('agent: an episode without a trace is left out, the rest of its group still trains', () => {
     const s = agentTokenSamples([ep(0, 0, 1, false, false), ep(0, 1, 0)]);

@@ -85,7 +85,7 @@ describe('GRPO weights (CPU reference)', () => {
   it('gives w = A·r/N inside the clip, 0 where the clipped term is the minimum, and the loss terms', () => {
     const logp = Float32Array.from([-1, -1, -2, -3]);
     // rows: r = e^0.1 (inside), r = e (clipped for A > 0), untrained, r = e^-1
-    const info = Float32Array.from([1, -1.1, 1, -2, 0, -9, 1, -2]);
+    const info = Float32Array.from([1, -1.1, 1, 1, -2, 1, 0, -9, 1, 1, -2, 1]); // (trained, old, TIS weight 1)
     const { w, stats } = grpoWeightsCpu(logp, info, undefined, o);
     const r0 = Math.exp(0.1);
     expect(w[0]).toBeCloseTo((r0 * 1) / 2, 6);
@@ -103,7 +103,7 @@ describe('GRPO weights (CPU reference)', () => {
 
   it('is on-policy without old log-probs (ratio 1) and adds the k3 KL to the base', () => {
     const logp = Float32Array.from([-1.5]);
-    const info = Float32Array.from([1, 123]); // the old value is ignored on-policy
+    const info = Float32Array.from([1, 123, 1]); // the old value is ignored on-policy
     const base = Float32Array.from([-1.2]);
     const { w, stats } = grpoWeightsCpu(logp, info, base, { ...o, onPolicy: true, beta: 0.5, advantage: 0.8 });
     const d = -1.2 - -1.5;

@@ -1,9 +1,10 @@
 // URL state: the schema's `url` column decides which config fields a link carries; parsing keeps
 // only fields present and valid, so a rejected value never replaces what the app holds.
 import { describe, expect, it } from 'vitest';
-import { CONFIG_SCHEMA } from '../../src/core/config.ts';
+import { CONFIG_SCHEMA, DEFAULTS } from '../../src/core/config.ts';
 import {
   applyUrlFields,
+  configFromLink,
   formatUrlState,
   parseUrlState,
   URL_CONFIG_KEYS,
@@ -13,7 +14,7 @@ import {
 
 describe('url state', () => {
   it('lists exactly the schema entries marked url: true', () => {
-    expect(URL_CONFIG_KEYS).toEqual(['seed', 'setting', 'difficulty', 'playsPerEnv', 'estimator']);
+    expect(URL_CONFIG_KEYS).toEqual(['preset', 'seed', 'setting', 'difficulty', 'playsPerEnv', 'estimator']);
     for (const [k, field] of Object.entries(CONFIG_SCHEMA))
       expect(URL_CONFIG_KEYS.includes(k as never), k).toBe((field as { url?: boolean }).url === true);
   });
@@ -66,5 +67,26 @@ describe('url state', () => {
     const withSet = applyUrlFields(URL_DEFAULTS, parseUrlState('#panel=environments&set=1.abc').fields);
     expect(withSet.set).toBe('1.abc');
     expect(applyUrlFields(withSet, parseUrlState('#panel=environments').fields).set).toBeNull();
+  });
+
+  it("carries the preset: a link naming one applies its values, then the link's own fields", () => {
+    const paperAt3 = { ...URL_DEFAULTS, config: { ...URL_DEFAULTS.config, preset: 'paper' as const, seed: 3 } };
+    const hash = formatUrlState(paperAt3);
+    expect(hash).toBe('preset=paper&seed=3');
+    const { fields, warnings } = parseUrlState(`#${hash}`);
+    expect(warnings).toEqual([]);
+    const cfg = configFromLink({ ...DEFAULTS }, fields);
+    // keys the link does not list come from the preset; the link's seed wins
+    expect(cfg).toMatchObject({ preset: 'paper', seed: 3, envsPerSkill: 8, playsPerEnv: 16, envReuse: 4 });
+    expect(cfg.envRewardScaleMode).toBe('computed');
+    // a later field in the link overrides the preset's value; a tool-use link gets tool use's KL
+    const over = configFromLink({ ...DEFAULTS }, parseUrlState('#preset=paper&playsPerEnv=4&setting=tool_use').fields);
+    expect(over).toMatchObject({ playsPerEnv: 4, klCoef: 0.005, envReuse: 8 });
+    // a link without a preset changes only what it sets
+    expect(configFromLink({ ...DEFAULTS, envsPerSkill: 5 }, parseUrlState('#seed=9').fields)).toEqual({
+      ...DEFAULTS,
+      envsPerSkill: 5,
+      seed: 9,
+    });
   });
 });

@@ -4,13 +4,19 @@
  * returns R (clipped to [-1, 1]; 0 when truncated) of the agent's plays without
  * and with the privileged hint, measured in the same cycle ("matched timing").
  */
-import type { Estimator } from '../config.ts';
+import type { Config, Estimator } from '../config.ts';
 
 export interface PlayStats {
   /** Returns of the plays without the hint. */
   noHint: number[];
-  /** Returns of the plays with the hint. */
+  /** Returns of the plays with the hint (none when the hint could not be written: regret 0). */
   withHint: number[];
+  /**
+   * Every unhinted return of the environment in the designer's window (its cycle's plays and the
+   * envReuse rounds' replays). Win-rate terms read these; the regret stays matched-timing (noHint).
+   * Absent: the cycle's plays (noHint).
+   */
+  window?: number[];
   /** Slow exponential moving average of this skill's win rate (learning potential). */
   emaWinRate?: number;
 }
@@ -32,8 +38,14 @@ export function episodeReturn(lastReward: number, terminated: boolean): number {
 export const winRate = (returns: number[]): number =>
   returns.length ? returns.filter((r) => r > 0).length / returns.length : 0;
 
-/** Hint regret: mean return with the hint minus mean return without it. */
-export const regret = (s: PlayStats): number => mean(s.withHint) - mean(s.noHint);
+/** Hint regret: mean return with the hint minus mean return without it; 0 with no hinted plays (the hint failed). */
+export const regret = (s: PlayStats): number => (s.withHint.length ? mean(s.withHint) - mean(s.noHint) : 0);
+
+/** The return a failed play scores (model error, sandbox error): it stays in its group, as the reference keeps it. */
+export const FAILED_PLAY_RETURN = -1;
+
+/** Whether a play failed (a model call or the sandbox broke) rather than ended in the game. */
+export const playFailed = (ep: { end: string }): boolean => ep.end === 'model_error' || ep.end === 'env_error';
 
 /** 1 on [0.4, 0.6], falling linearly to 0 over 0.25 outside the band. */
 export function plateau(w: number): number {
@@ -44,7 +56,8 @@ export function plateau(w: number): number {
 
 /** Raw designer reward for one environment under the chosen estimator. */
 export function estimate(estimator: Estimator, s: PlayStats): number {
-  const w = winRate(s.noHint);
+  const plays = s.window ?? s.noHint;
+  const w = winRate(plays);
   switch (estimator) {
     case 'hint_regret':
       return regret(s);
@@ -57,11 +70,11 @@ export function estimate(estimator: Estimator, s: PlayStats): number {
     case 'learning_potential':
       return Math.abs(w - (s.emaWinRate ?? w));
     case 'variance':
-      return Math.exp(-((variance(s.noHint) - 0.25) ** 2) / 0.02);
+      return Math.exp(-((variance(plays) - 0.25) ** 2) / 0.02);
     case 'azr_learnability':
       return w > 0 && w < 1 ? 1 - w : 0;
     case 'paired':
-      return (s.withHint.length ? Math.max(...s.withHint) : 0) - mean(s.noHint);
+      return s.withHint.length ? Math.max(...s.withHint) - mean(s.noHint) : 0;
   }
 }
 
@@ -137,6 +150,38 @@ export function designerAdvantages(
     return (b.raw - centre) * scale;
   });
   return { advantages, baseline: next };
+}
+
+/** The reference's cap on the computed env-reward scale. */
+export const ENV_REWARD_SCALE_CAP = 50;
+
+/**
+ * The env-reward scale as the reference computes it: agent plays of one step ÷ designs trained ×
+ * the steps a generation serves (envReuse), capped — so the few designer samples weigh about as
+ * much as the agent plays they cost. 1 when there are no plays or no designs.
+ */
+export function computedEnvRewardScale(
+  agentPlays: number,
+  designs: number,
+  envReuse: number,
+  cap = ENV_REWARD_SCALE_CAP,
+): number {
+  if (agentPlays <= 0 || designs <= 0) return 1;
+  return Math.min(cap, (agentPlays / designs) * envReuse);
+}
+
+/**
+ * The scale of one cycle's centred designer rewards: envRewardScale when fixed; computed, the
+ * agent plays of one step are the cycle's unhinted plays and the designs those entering the centring.
+ */
+export function cycleEnvRewardScale(
+  cfg: Pick<Config, 'envRewardScaleMode' | 'envRewardScale' | 'envRewardScaleCap' | 'envReuse'>,
+  rollouts: readonly { hinted: boolean }[],
+  designs: number,
+): number {
+  if (cfg.envRewardScaleMode === 'fixed') return cfg.envRewardScale;
+  const plays = rollouts.filter((r) => !r.hinted).length;
+  return computedEnvRewardScale(plays, designs, cfg.envReuse, cfg.envRewardScaleCap);
 }
 
 /** Slow EMA update for learning potential (alpha 0.05: a few dozen environments of memory). */

@@ -20,7 +20,7 @@ import { createRng, hashSeed } from '../rng.ts';
 import { limitsFromConfig } from '../sandbox/limits.ts';
 import { SEED_ENVS } from '../env/seeds/index.ts';
 import type { CorpusDoc } from './corpus.ts';
-import { designerAdvantages, rawDesignReward, updateEma } from './estimators.ts';
+import { cycleEnvRewardScale, designerAdvantages, rawDesignReward, updateEma } from './estimators.ts';
 import { addRecord, emptyMemory, type Memory } from './memory.ts';
 import { cycleMetrics, runTask, type CheckingRunner, type TaskContext } from './phases.ts';
 import type { LoopEvent } from './run_events.ts';
@@ -263,6 +263,26 @@ export class SpadeLoop {
     return write;
   }
 
+  /**
+   * The designs that train at this cycle (designerLag back) and the unhinted plays of their
+   * environments recorded by the loop (their cycle's; envReuse replays join them when training).
+   */
+  private async designerWindow(cycle: number, pending: PendingTask[]): Promise<MetricsRecord['designerWindow']> {
+    const lag = this.cfg.designerLag;
+    const rounds = this.cfg.envReuse;
+    const from = cycle - lag;
+    if (from < 0) return { lag, designsOf: null, rounds, designs: 0, plays: 0 };
+    const archive =
+      lag === 0 ? pending.map((p) => p.archive) : (await this.d.store.readArchive()).filter((a) => a.cycle === from);
+    return {
+      lag,
+      designsOf: from,
+      rounds,
+      designs: archive.filter((a) => a.rawReward != null).length,
+      plays: archive.reduce((n, a) => n + (a.stats?.noHint.length ?? 0), 0),
+    };
+  }
+
   /** Designer rewards centred per skill, memory, metrics; then the cycle is written once. */
   private async finishCycle(state: RunState, skills: string[]): Promise<void> {
     const cycle = state.cycle;
@@ -275,9 +295,14 @@ export class SpadeLoop {
         modelFailed: Boolean(p.archive.error && p.archive.error.phase !== 'check'),
       }),
     );
+    const scale = cycleEnvRewardScale(
+      this.cfg,
+      pending.flatMap((p) => p.rollouts),
+      raws.filter((r) => r !== null).length,
+    );
     const { advantages, baseline } = designerAdvantages(
       pending.map((p, i) => ({ skill: p.archive.skill, raw: raws[i]! })),
-      this.cfg.envRewardScale,
+      scale,
       state.rewardBaseline ?? {},
     );
     state.rewardBaseline = baseline;
@@ -305,7 +330,11 @@ export class SpadeLoop {
         added.push(a.title);
       }
     });
-    const metrics = cycleMetrics(cycle, skills, pending);
+    const metrics: MetricsRecord = {
+      ...cycleMetrics(cycle, skills, pending),
+      envRewardScale: scale,
+      designerWindow: await this.designerWindow(cycle, pending),
+    };
     const archive = pending.map((p) => p.archive);
     const rollouts = pending.flatMap((p) => p.rollouts);
     await this.d.store.writeCycle(cycle, { archive, rollouts, metrics });

@@ -26,7 +26,7 @@ import { hashSeed, type Rng } from '../rng.ts';
 import type { SandboxLimits } from '../sandbox/limits.ts';
 import { playFresh, type Episode } from './agent.ts';
 import { excerpt as cutExcerpt, sampleDoc, type CorpusDoc } from './corpus.ts';
-import { estimate, mean, winRate } from './estimators.ts';
+import { estimate, FAILED_PLAY_RETURN, mean, playFailed, regret, winRate } from './estimators.ts';
 import { extractCode, extractHint, leakedValues, parseVerdict } from './extract.ts';
 import { selectExamples, type Memory, type MemoryRecord } from './memory.ts';
 import { COMPACT_GAME, COMPACT_TOOL } from './compact_examples.ts';
@@ -73,7 +73,14 @@ export interface TaskContext {
  * survived, and the same seed gives the same episode. Solvability is left to the regret signal.
  * Under `strict` every check counts; under `paper` the others are kept as soft facts.
  */
-export const PAPER_CHECKS: readonly CheckName[] = ['loads', 'reset', 'step', 'garbage_input', 'deterministic'];
+export const PAPER_CHECKS: readonly CheckName[] = [
+  'loads',
+  'reset',
+  'step',
+  'garbage_input',
+  'deterministic',
+  'closes',
+];
 
 /** An error is a stop (not a task failure) when the run's signal fired or it is an AbortError. */
 export function isStop(err: unknown, signal?: AbortSignal): boolean {
@@ -388,12 +395,22 @@ export interface Play {
   ep: Episode;
 }
 
-/** N plays without and N with the hint, on the same seeds ("matched timing"). */
-export async function play(ctx: TaskContext, code: string, hint: string): Promise<{ seeds: number[]; plays: Play[] }> {
+/**
+ * N plays without and N with the hint, on the same seeds ("matched timing"); without a hint (its
+ * call failed) only the N unhinted plays. A failed play scores FAILED_PLAY_RETURN (−1) and stays
+ * in its group, as the reference scores it.
+ */
+export async function play(
+  ctx: TaskContext,
+  code: string,
+  hint: string | null,
+): Promise<{ seeds: number[]; plays: Play[] }> {
   const { cfg, cycle, index, runner } = ctx;
   const seeds = Array.from({ length: cfg.playsPerEnv }, () => ctx.rng.int(2 ** 31));
-  const todo = seeds.flatMap((seed, p) => [false, true].map((hinted) => ({ seed, play: p, hinted })));
+  const arms = hint === null ? [false] : [false, true];
+  const todo = seeds.flatMap((seed, p) => arms.map((hinted) => ({ seed, play: p, hinted })));
   const end = (p: (typeof todo)[number], ep: Episode): Play => {
+    if (playFailed(ep)) ep.return = FAILED_PLAY_RETURN;
     ctx.emit({ type: 'rollout_end', cycle, index, play: p.play, hinted: p.hinted, return: ep.return, end: ep.end });
     return { ...p, ep };
   };
@@ -406,7 +423,7 @@ export async function play(ctx: TaskContext, code: string, hint: string): Promis
         setting: cfg.setting,
         model: ctx.models.agent,
         seed: p.seed,
-        hint: p.hinted ? hint : null,
+        hint: p.hinted ? hint! : null,
         maxTurns: cfg.maxTurns,
         tokenBudget: cfg.agentTokenBudget,
         temperature: cfg.agentTemperature,
@@ -471,7 +488,7 @@ export function score(cfg: Config, plays: Play[], emaWinRate: number | undefined
     withHint,
     winRate: winRate(noHint),
     winRateHinted: winRate(withHint),
-    regret: mean(withHint) - mean(noHint),
+    regret: regret({ noHint, withHint }),
     raw: estimate(cfg.estimator, { noHint, withHint, emaWinRate }),
     designerReward: null,
     timedOut,
@@ -528,7 +545,8 @@ export async function runTask(ctx: TaskContext): Promise<PendingTask> {
   if (!code || record.error) return finish([]);
 
   await ctx.gate();
-  let hint: string;
+  // a failed hint does not end the task: the unhinted plays still run and the regret scores 0
+  let hint: string | null = null;
   try {
     const h = await writeHint(ctx, code);
     hint = h.hint;
@@ -537,8 +555,7 @@ export async function runTask(ctx: TaskContext): Promise<PendingTask> {
     if (isStop(err, ctx.signal)) throw err;
     const budget = (err as { budget?: CallBudget }).budget;
     if (budget) record.calls!.push(budget);
-    record.error = failure('hint', err);
-    return finish([]);
+    record.hintError = failure('hint', err);
   }
   record.hint = hint;
 
@@ -552,8 +569,8 @@ export async function runTask(ctx: TaskContext): Promise<PendingTask> {
     play: p.play,
   }));
   const modelFailed = plays.find((p) => p.ep.end === 'model_error');
-  if (modelFailed) {
-    // a regret measured over the plays that happened to survive would be biased: no score
+  if (modelFailed && plays.every((p) => p.ep.end === 'model_error')) {
+    // every agent call failed: the model or server is down, not the environment's doing — no score
     record.error = {
       phase: 'play',
       name: modelFailed.ep.error?.name ?? 'Error',
@@ -561,7 +578,7 @@ export async function runTask(ctx: TaskContext): Promise<PendingTask> {
     };
     return finish(rollouts);
   }
-  record.leak = await probeLeaks(ctx, code, seeds, hint, plays);
+  record.leak = hint === null ? null : await probeLeaks(ctx, code, seeds, hint, plays);
   record.stats = score(cfg, plays, ctx.emaWinRate);
   return finish(rollouts);
 }

@@ -3,14 +3,19 @@
  * (agent return with and without hint, regret, designer reward raw and centred, the share of new
  * environments in the [0.4, 0.6] band and a histogram of their win rates), and per-update series
  * from the trainer's optimiser steps (loss per role, clip fraction, approx KL, gradient norm,
- * tokens/s). Pure: the panel only draws what these return.
+ * tokens/s, and the sampler/learner importance ratios of truncated importance sampling). Pure:
+ * the panel only draws what these return.
  */
 import type { ArchiveRecord, MetricsRecord } from '../spade/run_store.ts';
 import { mean } from '../spade/estimators.ts';
+import { mergeTisStats, type TisStats } from './grpo.ts';
 import type { UpdateStats } from './schedule.ts';
 
-/** One optimiser step as the app records it: which cycle's round, which update (1-based) it belongs to. */
-export interface StepRecord extends UpdateStats {
+/**
+ * One optimiser step as the app records it: which cycle's round, which update (1-based) it belongs
+ * to; the TIS figures of its tokens when TIS weighted any (engine/train.ts StepStats).
+ */
+export interface StepRecord extends UpdateStats, Partial<TisStats> {
   cycle: number;
   update: number;
 }
@@ -74,6 +79,13 @@ export interface UpdateEvidence {
   /** Tokens run through the model per second of training. */
   tokensPerSecond: number;
   steps: number;
+  /**
+   * Sampler/learner ratio exp(log π_old − log π_sampler) over the update's TIS-weighted tokens: its
+   * mean, its largest value and the share truncated at tisCap (null: TIS was off).
+   */
+  tisMean: number | null;
+  tisMax: number | null;
+  tisTruncated: number | null;
 }
 
 /** The steps grouped by update (means over each update's steps; tokens/s over their total time). */
@@ -85,6 +97,7 @@ export function updateEvidence(steps: readonly StepRecord[]): UpdateEvidence[] {
     .map(([update, ss]) => {
       const ms = ss.reduce((t, s) => t + s.ms, 0);
       const tokens = ss.reduce((t, s) => t + s.tokens, 0);
+      const tis = mergeTisStats(ss.map((s) => (s.tisTokens ? (s as TisStats) : null)));
       return {
         update,
         cycle: ss[0]!.cycle,
@@ -95,6 +108,9 @@ export function updateEvidence(steps: readonly StepRecord[]): UpdateEvidence[] {
         gradNorm: mean(ss.map((s) => s.gradNorm)),
         tokensPerSecond: ms > 0 ? (tokens / ms) * 1000 : 0,
         steps: ss.length,
+        tisMean: tis?.tisMean ?? null,
+        tisMax: tis?.tisMax ?? null,
+        tisTruncated: tis?.tisTruncated ?? null,
       };
     });
 }

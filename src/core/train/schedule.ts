@@ -4,17 +4,21 @@
  * - A role can be trained only if the model that samples it is the model being trained (the
  *   local engine): `closedLoopProblems` names every role that breaks this, with the fix.
  * - After cycle c, the agent trains on the unhinted episodes of cycle c, and the designer on
- *   the first attempts of cycle c − designerLag (the paper lets the designer's update lag the
- *   agent's by a few steps; 0 trains both on the same cycle).
- * - Each role's samples are cut into minibatches of at most `minibatchTokens` tokens (a
- *   memory budget: a minibatch is one forward/backward on the engine) and the whole batch is
- *   passed over `trainEpochs` times in a seeded order; the clipped ratio keeps the passes
- *   after the first on-policy enough (PPO-style). Roles never share a minibatch: the
- *   objective's token-level mean would otherwise let long designs drown the agent's turns.
+ *   the first attempts of cycle c − designerLag (the reference delays the designer's update by a
+ *   regeneration interval; 0 trains both on the same cycle). A lagged design's reward is
+ *   recomputed over its window (`windowedDesignerAdvantages`): every unhinted play of its
+ *   environment, the envReuse rounds' replays included, so the lag buys a better estimate.
+ * - `trainSteps: minibatches`: each role's samples are cut into minibatches of at most
+ *   `minibatchTokens` tokens and the whole batch is passed over `trainEpochs` times in a seeded
+ *   order; the clipped ratio keeps the passes after the first on-policy enough (PPO-style).
+ *   `trainSteps: batch` (the reference): one optimiser step per role per rollout batch. Roles
+ *   never share a step: the objective's token-level mean would otherwise let long designs drown
+ *   the agent's turns.
  */
 import type { Config } from '../config.ts';
 import type { ChatModel, ModelRole } from '../llm/chat_model.ts';
 import type { Rng } from '../rng.ts';
+import { cycleEnvRewardScale, designerAdvantages, estimate, rawDesignReward } from '../spade/estimators.ts';
 import type { ArchiveRecord, RolloutRecord } from '../spade/run_store.ts';
 import { agentTokenSamples, designerTokenSamples, type TokenSample } from './grpo.ts';
 
@@ -38,20 +42,82 @@ export interface CycleData {
   cycle: number;
   archive: ArchiveRecord[];
   rollouts: RolloutRecord[];
+  /** The unhinted replays of the cycle's environments in its envReuse rounds (training only). */
+  reuse?: RolloutRecord[];
 }
 
-/** The samples one update uses after cycle `cycle`, from the cycles seen so far. */
+/** The knobs the designer's window reads. */
+export type WindowConfig = Pick<
+  Config,
+  'estimator' | 'envRewardScaleMode' | 'envRewardScale' | 'envRewardScaleCap' | 'envReuse'
+>;
+
+/**
+ * The designer advantages of one cycle's designs recomputed over their window: each scored
+ * design's estimator value with the win-rate terms (plateau, variance, learnability) over every
+ * unhinted return of its environment — the cycle's plays and `reuse` replays — and the regret
+ * kept matched-timing (the cycle's hinted minus unhinted plays, measured together). Then centred
+ * within each skill and scaled as at the cycle's end (the scale from the cycle's own plays). A
+ * skill with one design keeps the centre the loop used (its running baseline).
+ * `learning_potential` keeps its cycle-time value: its slow EMA is the run's, not the window's.
+ */
+export function windowedDesignerAdvantages(d: CycleData, cfg: WindowConfig): (number | null)[] {
+  const returns = new Map<number, number[]>();
+  for (const r of [...d.rollouts, ...(d.reuse ?? [])])
+    if (!r.hinted) returns.set(r.index, [...(returns.get(r.index) ?? []), r.return]);
+  const raws = d.archive.map((a) => {
+    const windowed =
+      a.stats && cfg.estimator !== 'learning_potential'
+        ? estimate(cfg.estimator, {
+            noHint: a.stats.noHint,
+            withHint: a.stats.withHint,
+            window: returns.get(a.index) ?? a.stats.noHint,
+          })
+        : (a.stats?.raw ?? null);
+    return rawDesignReward({
+      firstAttemptValid: a.firstAttemptValid,
+      timedOut: Boolean(a.stats?.timedOut || a.firstAttemptCrashed),
+      scoredRaw: windowed,
+      modelFailed: a.rawReward == null,
+    });
+  });
+  const scale = cycleEnvRewardScale(cfg, d.rollouts, raws.filter((r) => r !== null).length);
+  // a skill with a single design was centred on its running baseline: keep that centre
+  const centre = new Map<string, number>();
+  d.archive.forEach((a) => {
+    if (a.rawReward != null && a.designerAdvantage != null && scale > 0)
+      centre.set(a.skill, a.rawReward - a.designerAdvantage / scale);
+  });
+  return designerAdvantages(
+    d.archive.map((a, i) => ({ skill: a.skill, raw: raws[i]! })),
+    scale,
+    Object.fromEntries(centre),
+  ).advantages;
+}
+
+/**
+ * The samples one update uses after cycle `cycle`, from the cycles seen so far. With `window`
+ * (the run's config) the lagged designs' advantages are recomputed over their window.
+ */
 export function cycleBatch(
   history: readonly CycleData[],
   cycle: number,
   designerLag: number,
+  window?: WindowConfig,
 ): { agent: TokenSample[]; designer: TokenSample[] } {
   const at = (c: number) => history.find((h) => h.cycle === c);
   const now = at(cycle);
   const lagged = at(cycle - designerLag);
+  if (!lagged || !window) {
+    return {
+      agent: now ? agentTokenSamples(now.rollouts) : [],
+      designer: lagged ? designerTokenSamples(lagged.archive) : [],
+    };
+  }
+  const adv = windowedDesignerAdvantages(lagged, window);
   return {
     agent: now ? agentTokenSamples(now.rollouts) : [],
-    designer: lagged ? designerTokenSamples(lagged.archive) : [],
+    designer: designerTokenSamples(lagged.archive.map((a, i) => ({ ...a, designerAdvantage: adv[i] }))),
   };
 }
 
@@ -101,17 +167,21 @@ export interface PolicyTrainer {
   step(minibatch: TokenSample[]): Promise<Omit<UpdateStats, 'role'>>;
 }
 
-/** One training round after a cycle: both roles' minibatches, agent first. */
+/** One training round after a cycle: both roles' minibatches (or one step each under `trainSteps: batch`), agent first. */
 export async function trainRound(
   trainer: PolicyTrainer,
   batch: { agent: TokenSample[]; designer: TokenSample[] },
-  cfg: Pick<Config, 'minibatchTokens' | 'trainEpochs'>,
+  cfg: Pick<Config, 'minibatchTokens' | 'trainEpochs'> & Partial<Pick<Config, 'trainSteps'>>,
   rng: Rng,
   onStep?: (s: UpdateStats) => void,
 ): Promise<UpdateStats[]> {
   const stats: UpdateStats[] = [];
+  const whole = cfg.trainSteps === 'batch';
   for (const role of ['agent', 'designer'] as const) {
-    for (const mb of minibatches(batch[role], cfg.minibatchTokens, cfg.trainEpochs, rng)) {
+    const steps = whole
+      ? minibatches(batch[role], Number.POSITIVE_INFINITY, 1, rng)
+      : minibatches(batch[role], cfg.minibatchTokens, cfg.trainEpochs, rng);
+    for (const mb of steps) {
       const s = { role, ...(await trainer.step(mb)) };
       stats.push(s);
       onStep?.(s);

@@ -3,8 +3,11 @@
  * loss terms, from log π under the current adapter, computed where the log-probs are (train.ts has
  * the objective). Keeping this on the device lets a training step run the LM head in chunks and
  * several samples without reading log-probs back; the host reads the summed statistics once.
- *   logp (R,), info (R, 2) = (trained 0/1, log π_old), base (R,) = log π_base (optional)
+ *   logp (R,), info (R, 3) = (trained 0/1, log π_old, TIS weight c), base (R,) = log π_base (optional)
  *   → w (R,), stats (R, 4) = (ℓ, clipped 0/1, log π_old − log π, k3)
+ * c = min(exp(log π_old − log π_sampler), C) is computed on the host (core/train/grpo.ts tisWeight;
+ * 1 when TIS is off) and multiplies the clipped policy term: ℓ = −c·min(r·A, clip(r)·A) + β·k3,
+ * w = (c·A·r·[not clipped] − β·(1 − exp δ)) / N.
  * CPU reference in f64 (the trainer's CPU path, and the oracle of the GPU test).
  */
 import type { Engine, Tensor } from '../runtime.ts';
@@ -37,20 +40,21 @@ export function grpoWeightsCpu(
   o: GrpoWeightOptions,
 ): { w: Float32Array; stats: Float32Array } {
   const R = logp.length;
-  if (info.length !== 2 * R || (base && base.length !== R))
-    throw new RangeError(`grpoWeights: expected info (${R}, 2) and base (${R},)`);
+  if (info.length !== 3 * R || (base && base.length !== R))
+    throw new RangeError(`grpoWeights: expected info (${R}, 3) and base (${R},)`);
   const w = new Float32Array(R);
   const stats = new Float32Array(4 * R);
   const A = o.advantage;
   for (let j = 0; j < R; j++) {
-    if (!info[2 * j]) continue;
+    if (!info[3 * j]) continue;
     const lp = logp[j]!;
-    const old = o.onPolicy ? lp : info[2 * j + 1]!;
+    const old = o.onPolicy ? lp : info[3 * j + 1]!;
+    const c = info[3 * j + 2]!;
     const ratio = Math.exp(Math.max(-o.maxLogRatio, Math.min(o.maxLogRatio, lp - old)));
     const clip = Math.min(Math.max(ratio, 1 - o.clipLow), 1 + o.clipHigh);
     const clipped = (A > 0 && ratio > 1 + o.clipHigh) || (A < 0 && ratio < 1 - o.clipLow);
-    let loss = -Math.min(ratio * A, clip * A);
-    let wt = clipped ? 0 : A * ratio;
+    let loss = -c * Math.min(ratio * A, clip * A);
+    let wt = clipped ? 0 : c * A * ratio;
     let k3 = 0;
     if (base) {
       const d = base[j]! - lp;
@@ -74,8 +78,8 @@ export function grpoWeights(
   o: GrpoWeightOptions,
 ): { w: Tensor; stats: Tensor } {
   const R = logp.size;
-  if (info.size !== 2 * R || (base && base.size !== R))
-    throw new RangeError(`grpoWeights: expected info (${R}, 2) and base (${R},)`);
+  if (info.size !== 3 * R || (base && base.size !== R))
+    throw new RangeError(`grpoWeights: expected info (${R}, 3) and base (${R},)`);
   const w = e.tensor([R]);
   const stats = e.tensor([R, 4]);
   if (R > 0)

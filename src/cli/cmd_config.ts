@@ -1,0 +1,67 @@
+/**
+ * `spade config show [--preset NAME] [--config FILE.json] [--set key=value ...] [--seed N] [--link HASH] [--json]`:
+ * the resolved configuration, every key with its value and where it came from — default, preset,
+ * link (a Settings link's hash, e.g. "#preset=paper&seed=3") or flag (--preset, --config, --set,
+ * --seed). The same layering `spade run` uses (`configLayers`), so what it shows is what a run gets.
+ * With --json the last line is one JSON object: {ok, preset, config, source}.
+ */
+import { readFile } from 'node:fs/promises';
+import { CONFIG_KEYS, CONFIG_SCHEMA, resolveConfig, type ResolvedConfig } from '../core/config.ts';
+import { UsageError } from '../core/errors.ts';
+import { parseUrlState } from '../core/url_state.ts';
+import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
+
+/** The flags' layer of a configuration: --config FILE, then --set key=value, --seed and --preset. */
+export async function flagLayer(a: Args): Promise<Record<string, unknown>> {
+  let base: Record<string, unknown> = {};
+  const file = flag(a, 'config');
+  if (file) base = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+  for (const kv of a.flags.get('set') ?? []) {
+    const eq = kv.indexOf('=');
+    if (eq < 0) throw new UsageError(`--set takes key=value; got "${kv}"`);
+    const k = kv.slice(0, eq);
+    const v = kv.slice(eq + 1);
+    base[k] = /^-?\d+(\.\d+)?(e-?\d+)?$/.test(v) ? Number(v) : v;
+  }
+  if (a.flags.has('seed')) base.seed = intFlag(a, 'seed', 1);
+  const preset = flag(a, 'preset');
+  if (preset !== undefined) base.preset = preset;
+  return base;
+}
+
+/** defaults < preset < link < flags; an invalid value is a usage error naming the key. */
+export async function configLayers(a: Args): Promise<ResolvedConfig> {
+  const hash = flag(a, 'link');
+  let link: Record<string, unknown> = {};
+  if (hash !== undefined) {
+    const { fields, warnings } = parseUrlState(hash.slice(hash.indexOf('#') + 1));
+    if (warnings.length) throw new UsageError(`--link: ${warnings.join('; ')}`);
+    link = fields.config;
+  }
+  try {
+    return resolveConfig({ link, flags: await flagLayer(a) });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+export async function config(argv: string[], io: Io): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub !== 'show')
+    throw new UsageError(
+      'config takes one subcommand: spade config show [--preset NAME] [--set key=value ...] [--json]',
+    );
+  const a = parseArgs(rest, ['json'], ['set']);
+  const r = await configLayers(a);
+  if (a.flags.has('json')) {
+    io.out(JSON.stringify({ ok: true, preset: r.config.preset, config: r.config, source: r.source }));
+    return 0;
+  }
+  const width = Math.max(...CONFIG_KEYS.map((k) => k.length));
+  io.out(`preset ${r.config.preset} (a key's source: default, preset, link or flag)`);
+  for (const k of CONFIG_KEYS) {
+    const why = CONFIG_SCHEMA[k].why;
+    io.out(`${k.padEnd(width)}  ${String(r.config[k]).padEnd(12)}  ${r.source[k].padEnd(7)}  ${why}`);
+  }
+  return 0;
+}
