@@ -1,4 +1,6 @@
 /**
+ * `spade bench serve` — see bench_serve.ts.
+ *
  * `spade bench loop [--json]` — the loop's own cost: one cycle replayed instantly (so the time is all
  * outside model calls) vs the same cycle's model time if its replies streamed at 20 tokens/s.
  *
@@ -60,7 +62,8 @@ export async function bench(argv: string[], io: Io): Promise<number> {
   if (what === 'loop') return benchLoop(io, json);
   if (what === 'engine') return (await import('./bench_engine.ts')).benchEngine(io, args);
   if (what === 'train') return (await import('./cmd_train.ts')).benchTrain(io, rest);
-  if (what !== 'sandbox') throw new UsageError('bench needs a target: sandbox, loop, engine or train');
+  if (what === 'serve') return (await import('./bench_serve.ts')).benchServe(io, args, json);
+  if (what !== 'sandbox') throw new UsageError('bench needs a target: sandbox, loop, engine, train or serve');
 
   // 1. sandbox, host-driven, in this thread (= one worker's view)
   const host = await SandboxHost.create();

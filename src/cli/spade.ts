@@ -25,6 +25,12 @@ Usage:
                                              the resolved settings: each key's value and source (default, preset, link, flag)
   spade run export DIR --out FILE [--gzip] [--json]
                                              one run file from a run directory (the app opens it to review)
+  spade serve [SOURCE...] [--watch DIR] [--host H] [--port P] [--workers N] [--max-sessions N]
+              [--idle-timeout S] [--max-turns N] [--token T]
+                                             serve environments over OpenEnv (HTTP + /ws) to RL trainers;
+                                             SOURCE: seeds, an env set, a share link, .js files, a run dir
+  spade bench serve [--sessions N] [--seconds S] [--json]
+                                             OpenEnv server load test on loopback: steps/s, p50/p99, leaks
   spade models [--json]                      the WebLLM model catalog and the other backends
   spade chat --backend openai --base-url URL --model M "prompt"
                                              stream one reply from a server
@@ -64,6 +70,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   train: async () => (await import('./cmd_train.ts')).train,
   bench: async () => (await import('./cmd_bench.ts')).bench,
   micro: async () => (await import('./cmd_micro.ts')).micro,
+  serve: async () => (await import('./cmd_serve.ts')).serve,
 };
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {

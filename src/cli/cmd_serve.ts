@@ -1,0 +1,80 @@
+/**
+ * `spade serve [SOURCE...] [--watch DIR] [--host H] [--port P] [--workers N] [--max-sessions N]
+ *   [--idle-timeout S] [--max-turns N] [--token T]` — serve environments over OpenEnv's protocol
+ * (HTTP and /ws) until SIGINT or SIGTERM, then shut down gracefully. SOURCE: "seeds" (the default),
+ * an env-set .json, a share link, environment .js files or a run directory (its valid
+ * environments); --watch DIR adds a run directory's new valid environments as the loop writes them.
+ * The token may also come from SPADE_SERVE_TOKEN; it is required on any host but loopback.
+ */
+import { existsSync } from 'node:fs';
+import { basename } from 'node:path';
+import { UsageError } from '../core/errors.ts';
+import { EnvCatalog, loadCatalog, readRunDir } from '../platform/node/serve/env_catalog.ts';
+import { SpadeServer } from '../platform/node/serve/server.ts';
+import { flag, intFlag, parseArgs, type Io } from './args.ts';
+
+/** Resolves on the first SIGINT or SIGTERM. */
+function untilSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const on = (sig: string) => {
+      process.off('SIGINT', on);
+      process.off('SIGTERM', on);
+      resolve(sig);
+    };
+    process.on('SIGINT', on);
+    process.on('SIGTERM', on);
+  });
+}
+
+export async function serve(argv: string[], io: Io): Promise<number> {
+  const args = parseArgs(argv, ['json']);
+  const watch = flag(args, 'watch');
+  const positive = (name: string, fallback: number) => {
+    const n = intFlag(args, name, fallback);
+    if (n < 1) throw new UsageError(`--${name} must be at least 1; got ${n}`);
+    return n;
+  };
+  const workers = args.flags.has('workers') ? positive('workers', 1) : undefined;
+  const maxSessions = args.flags.has('max-sessions') ? positive('max-sessions', 1) : undefined;
+  const idleS = positive('idle-timeout', 300);
+  const maxTurns = positive('max-turns', 12);
+  const port = intFlag(args, 'port', 8000);
+  const token = flag(args, 'token') ?? process.env.SPADE_SERVE_TOKEN ?? null;
+  // --watch alone serves only that run's environments; with no source at all, the seed library
+  const catalog =
+    args.positional.length || !watch ? await loadCatalog(args.positional) : new EnvCatalog(basename(watch));
+  if (watch) {
+    if (existsSync(watch)) catalog.add(await readRunDir(watch).catch(() => []));
+    catalog.watch(
+      watch,
+      2000,
+      (n) => io.out(`spade serve: ${n} new environment(s) from ${watch} (${catalog.size} in all)`),
+      (err) => io.err(`spade serve: reading ${watch}: ${err.message}`),
+    );
+  }
+  const server = await SpadeServer.start({
+    catalog,
+    host: flag(args, 'host') ?? '127.0.0.1',
+    port,
+    workers,
+    maxSessions,
+    idleTimeoutMs: idleS * 1000,
+    maxTurns,
+    token,
+    log: (line) => io.err(`spade serve: ${line}`),
+  });
+  const s = server.stats();
+  io.out(
+    `spade serve: listening on ${server.url} (ws ${server.url.replace(/^http/, 'ws')}/ws) — ${catalog.size} environment(s), ${s.workers} worker(s), at most ${s.maxSessions} sessions${token ? ', bearer token required' : ''}`,
+  );
+  const sig = await untilSignal();
+  io.out(`spade serve: ${sig}: closing ${server.stats().sessions} session(s)`);
+  await server.close();
+  const end = server.stats();
+  if (args.flags.has('json')) io.out(JSON.stringify({ ok: true, url: server.url, ...end }));
+  else
+    io.out(
+      `spade serve: stopped (${end.liveEnvs} environment instance(s) left, ${end.workerReplacements} worker(s) replaced)`,
+    );
+  return 0;
+}
