@@ -118,17 +118,6 @@ describe('openai backend: hostile replies (the stream class of the hostile catal
 describe('stripThinking on hostile replies', () => {
   const SIZE = 196_000;
   const fill = (unit: string, size = SIZE) => unit.repeat(Math.ceil(size / unit.length));
-  /** The fastest of `runs` calls, ms. */
-  const fastest = (text: string, runs = 3) => {
-    let best = Infinity;
-    for (let i = 0; i < runs; i++) {
-      const t0 = performance.now();
-      stripThinking(text);
-      best = Math.min(best, performance.now() - t0);
-    }
-    return best;
-  };
-
   it.each([
     ['<think> repeated, never closed', fill('<think>'), () => ''],
     ['answers before unclosed tags', fill('a <think>'), () => 'a '],
@@ -155,10 +144,10 @@ describe('stripThinking on hostile replies', () => {
     } finally {
       spy.mockRestore();
     }
-    // The time, with generous bounds: the quadratic scan took 0.7–3 s on 196 KB of unclosed tags, and
-    // 16× that on 4×; the linear one takes under a millisecond (the floor absorbs a GC pause).
-    const t1 = fastest(text);
-    expect(t1).toBeLessThan(100);
-    expect(fastest(text.repeat(4))).toBeLessThan(10 * Math.max(t1, 1));
+    // A freeze guard, not a speed target: the old quadratic scan took 0.7–3 s on 196 KB and 16× that
+    // on 4× the text; the linear one takes about a millisecond, so 2 s leaves room for any machine.
+    const t0 = performance.now();
+    stripThinking(text.repeat(4));
+    expect(performance.now() - t0).toBeLessThan(2000);
   });
 });

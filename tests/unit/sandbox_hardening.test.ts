@@ -95,8 +95,9 @@ describe('finding 2: a watchdog times a call from when its worker starts it', ()
   afterAll(() => pool.terminate());
 
   it('a good environment queued behind a slow, legal reset of its neighbour succeeds', async () => {
-    // the neighbour's reset spins ~600 ms of its 2,000 ms limit (Date is fixed in the sandbox, so a
-    // counted loop, calibrated first); the good step's own budget is 250 + 300 ms
+    // the neighbour's reset spins ~1,500 ms of its 5,000 ms limit (Date is fixed in the sandbox, so a
+    // counted loop, calibrated first: a busy machine can make the calibration off by 2×, and the spin
+    // must still outlast the good step's own budget of 250 + 300 ms)
     const spin = `class SlowEnv { reset() { let x = 0; for (let i = 0; i < N; i++) x += i; return ['slow ' + (x > 0), {}]; }
       step() { return ['o', 0, true, false, {}]; } }`;
     const probe = await pool.load(spin.replace('N', '2e6'), 12, { ...DEFAULT_LIMITS, resetMs: 1000 });
@@ -104,8 +105,8 @@ describe('finding 2: a watchdog times a call from when its worker starts it', ()
     await pool.reset(probe.id, 0);
     const perIter = (performance.now() - t0) / 2e6;
     await pool.dispose(probe.id);
-    const n = Math.round(600 / Math.max(perIter, 1e-6));
-    const slow = await pool.load(spin.replace('N', String(n)), 12, { ...DEFAULT_LIMITS, resetMs: 2000 });
+    const n = Math.round(1500 / Math.max(perIter, 1e-6));
+    const slow = await pool.load(spin.replace('N', String(n)), 12, { ...DEFAULT_LIMITS, resetMs: 5000 });
     const good = await pool.load(FAKE_ENV);
     await pool.reset(good.id, 3);
     const killsBefore = pool.kills;
