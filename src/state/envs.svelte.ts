@@ -106,7 +106,7 @@ export class EnvLibrary {
       this.selectedId = this.shared.envs[0]?.id ?? this.selectedId;
       this.message = {
         kind: 'ok',
-        text: `Opened "${this.shared.title}" from the link (${this.shared.envs.length} environments).`,
+        text: `Opened "${this.shared.title}" from the link (${this.shared.envs.length} environment${this.shared.envs.length === 1 ? '' : 's'}).`,
       };
     } catch (err) {
       this.message = { kind: 'error', text: serializeError(err).message };
@@ -118,7 +118,10 @@ export class EnvLibrary {
       const set = parseEnvSetJson(text);
       this.imported = [...this.imported, await saveSet(this.store, set)];
       this.selectedId = set.envs[0]?.id ?? this.selectedId;
-      this.message = { kind: 'ok', text: `Imported "${set.title}" from ${name} (${set.envs.length} environments).` };
+      this.message = {
+        kind: 'ok',
+        text: `Imported "${set.title}" from ${name} (${set.envs.length} environment${set.envs.length === 1 ? '' : 's'}).`,
+      };
     } catch (err) {
       this.message = { kind: 'error', text: `Could not import ${name}: ${serializeError(err).message}` };
     }

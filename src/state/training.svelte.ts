@@ -90,6 +90,28 @@ export interface CycleDone {
  */
 export const FRESH_DEFAULT: FreshModel = { arch: 'qwen2', layers: 2, hidden: 64, seed: 1 };
 
+/** A model made by "Start from a tiny fresh model" (engine_api.ts's freshModelName). */
+export const isFreshModel = (name: string | null | undefined): boolean => !!name?.startsWith('fresh-');
+
+/**
+ * What a run does with a fresh random model in a role, said before it starts: its replies are random
+ * bytes, so as designer it writes no valid environment and there is no training signal; and how long a
+ * cycle takes (measured: 580 s for one cycle with the engine in every role on a software adapter).
+ */
+export function freshModelWarning(softwareAdapter: boolean): string {
+  return (
+    'This is a fresh model with random weights: it writes random bytes. As designer it will write no valid ' +
+    'environment (every design fails the checker), so a cycle ends with no training signal; as agent it wins ' +
+    'only by chance. ' +
+    (softwareAdapter
+      ? 'On this software adapter one cycle with it in every role took about 10 minutes (580 s measured). '
+      : 'A cycle with it in every role takes minutes. ') +
+    'What works instead: the first screen\'s "Watch a model learn a game (no download)" (a tiny model learns ' +
+    'in seconds), the command npx spade train toy, or a real checkpoint here (e.g. HuggingFaceTB/SmolLM2-135M-Instruct) ' +
+    'with a WebLLM or server model as designer.'
+  );
+}
+
 type Remote = Comlink.Remote<EngineApi>;
 
 /** Names each call (across models: one worker), so aborting one stops only that call in the worker. */
@@ -152,6 +174,8 @@ export class TrainingState {
   trained = $state<TrainProgress>({ runId: null, updates: 0, trainedThrough: -1 });
   /** What the last training round did, in words. */
   lastRound = $state<string | null>(null);
+  /** What training is doing now, in words, and since when (performance.now()); null when idle. */
+  activity = $state<{ what: string; since: number } | null>(null);
   /** The tiny fresh model's shape and seed (the panel's form). */
   fresh = $state<FreshModel>({ ...FRESH_DEFAULT });
   chatModel = $state<ChatModel | null>(null);
@@ -196,8 +220,9 @@ export class TrainingState {
     this.cycles.clear();
     this.plan = null;
     try {
-      // config.json first, so the memory each format needs shows while the weights download
-      await this.planFor(source);
+      // config.json first, so the memory each format needs shows while the weights download (a fresh
+      // model has no download: its size would show next to the repository field as if it were that one's)
+      if (source.kind !== 'fresh') await this.planFor(source);
       const s = await this.remote().load(
         source,
         Comlink.proxy((p: LoadProgress) => (this.progress = p)),
@@ -327,6 +352,7 @@ export class TrainingState {
   /** The probe set on the local model (seed-library environments, fixed seeds, no hint, greedy). */
   private async probe(cfg: Config, label: string): Promise<void> {
     if (!this.chatModel) return;
+    this.activity = { what: `probe set (${label})`, since: performance.now() };
     const r = await evaluateProbe(sandboxPool(), this.chatModel, cfg);
     this.probes = [
       ...this.probes,
@@ -357,6 +383,7 @@ export class TrainingState {
       for (let k = this.trained.trainedThrough + 1; k <= c.cycle; k++) await this.trainCycle(k, c);
     } finally {
       this.status = prev === 'training' ? 'ready' : prev;
+      this.activity = null;
     }
   }
 
@@ -394,13 +421,22 @@ export class TrainingState {
           opts,
         ),
     };
-    const record = (s: UpdateStats) => (this.steps = [...this.steps, { ...s, cycle: k, update }]);
+    const since = performance.now();
+    const samples = `${batch.agent.length} agent and ${batch.designer.length} designer samples`;
+    let stepsDone = 0;
+    const record = (s: UpdateStats) => {
+      this.steps = [...this.steps, { ...s, cycle: k, update }];
+      stepsDone++;
+      this.activity = { what: `cycle ${k + 1}: ${samples}, optimiser step ${stepsDone} done`, since };
+    };
+    this.activity = { what: `cycle ${k + 1}: ${samples}, recomputing π_old (TIS)`, since };
     // as spade run --train: the order derives from (seed, cycle), so a resumed round repeats it
     await relearn(batch);
     const stats = await trainRound(trainer, batch, cfg, createRng(hashSeed(`${cfg.seed}:train:${k}`)), record);
     // envReuse: the cycle's environments replayed unhinted by the updated agent, for more agent updates
     const archive = history.find((h) => h.cycle === k)?.archive ?? [];
     for (let round = 1; round < cfg.envReuse && this.chatModel; round++) {
+      this.activity = { what: `cycle ${k + 1}: replaying its environments unhinted (round ${round})`, since };
       const replayed = await replayUnhinted(sandboxPool(), this.chatModel, archive, cfg, round);
       // the replays join the designer's window of cycle k (its lagged reward reads them)
       const entry = this.cycles.get(k);

@@ -95,7 +95,7 @@ describe('Environments panel in Chromium', () => {
     await expect
       .poll(() => page.getByTestId('check-report').textContent(), { timeout: 30_000 })
       .toContain('all checks pass');
-    expect(await page.locator('[data-testid=check-report] li.ok').count()).toBe(9);
+    expect(await page.locator('[data-testid=check-report] li.ok').count()).toBe(10);
     await page.close();
   });
 

@@ -66,7 +66,7 @@ describe('the SPADE loop in Chromium (replay backend)', () => {
     expect(await page.getByTestId('run-error').count()).toBe(0);
     // the cycle's three environments, scored with the regret the recorded plays imply
     for (const a of expected.filter((x) => x.cycle === 0)) {
-      const score = (await page.getByTestId(`score-${a.index}`).textContent())?.replace(/\s+/g, ' ');
+      const score = (await page.getByTestId(`review-score-${a.index}`).textContent())?.replace(/\s+/g, ' ');
       expect(score).toContain(`regret ${a.stats!.regret.toFixed(2)}`);
     }
     expect(await page.getByTestId('charts').locator('.chart').count()).toBe(4);

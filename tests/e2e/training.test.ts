@@ -74,6 +74,10 @@ describe('on-device engine in Chromium', () => {
       downloads[d.suggestedFilename()] = p;
     });
     await page.getByRole('button', { name: 'Export (PEFT)' }).click();
+    // no update has trained this adapter: the panel says so and asks before exporting it
+    await expect.poll(() => page.getByTestId('untrained-warning').textContent()).toContain('no training update here');
+    expect(Object.keys(downloads)).toEqual([]);
+    await page.getByTestId('export-anyway').click();
     await expect
       .poll(() => Object.keys(downloads).sort(), { timeout: 30_000 })
       .toEqual(['adapter_config.json', 'adapter_model.safetensors']);

@@ -119,14 +119,16 @@ export const DEFAULT_PREFERENCE = [
 
 /**
  * The default WebLLM model for every role on this adapter: the first of DEFAULT_PREFERENCE that it
- * can run within the VRAM budget (the q4f32 twin without shader-f16). Without a report (WebGPU not
- * checked yet, or missing) the q4f32 build of the first choice, which runs on any adapter. When
- * nothing fits, the smallest q4f32 build: its Load button then shows why it cannot run.
+ * can run within the VRAM budget (the q4f32 twin without shader-f16). On a software (fallback)
+ * adapter, the smallest that runs instead: there every token costs CPU time, and a 2 GB download of
+ * the first choice would take minutes per reply. Without a report (WebGPU not checked yet, or
+ * missing) the q4f32 build of the first choice, which runs on any adapter. When nothing fits, the
+ * smallest q4f32 build: its Load button then shows why it cannot run.
  */
 export function defaultWebLlmModel(report: GpuReportLike | null, options: FeasibilityOptions = {}): string {
   const build = (base: string, f16: boolean) => `${base}-${f16 ? 'q4f16_1' : 'q4f32_1'}-MLC`;
   if (!report) return build(DEFAULT_PREFERENCE[0], false);
-  for (const base of DEFAULT_PREFERENCE) {
+  for (const base of report.isFallback ? [...DEFAULT_PREFERENCE].reverse() : DEFAULT_PREFERENCE) {
     for (const f16 of report.features.shaderF16 ? [true, false] : [false]) {
       const entry = WEBLLM_CATALOG.find((e) => e.id === build(base, f16));
       if (entry && assessFeasibility(entry, report, options).ok) return entry.id;
