@@ -65,6 +65,11 @@ function extraForbidden(obj: Record<string, unknown>, allowed: readonly string[]
     }));
 }
 
+/** One entry of a validation error list, in pydantic's shape. */
+function fieldError(type: string, loc: (string | number)[], msg: string, input: unknown): FieldError {
+  return { type, loc, msg, input };
+}
+
 /**
  * Reset parameters from a ResetRequest body (HTTP) or a reset message's data (WebSocket):
  * seed a whole number ≥ 0, episode_id a string of at most 255 characters, env_id a string,
@@ -79,28 +84,24 @@ export function parseResetParams(data: unknown, prefix: (string | number)[] = ['
   const errors: FieldError[] = [];
   const seed = data.seed ?? null;
   if (seed !== null && !(typeof seed === 'number' && Number.isInteger(seed) && seed >= 0 && seed <= 2 ** 32 - 1))
-    errors.push({
-      type: 'int_type',
-      loc: [...prefix, 'seed'],
-      msg: 'Input should be a whole number from 0 to 4294967295',
-      input: seed,
-    });
+    errors.push(
+      fieldError('int_type', [...prefix, 'seed'], 'Input should be a whole number from 0 to 4294967295', seed),
+    );
   const episodeId = data.episode_id ?? null;
   if (episodeId !== null && !(typeof episodeId === 'string' && episodeId.length <= 255))
-    errors.push({
-      type: 'string_type',
-      loc: [...prefix, 'episode_id'],
-      msg: 'Input should be a string of at most 255 characters',
-      input: episodeId,
-    });
+    errors.push(
+      fieldError(
+        'string_type',
+        [...prefix, 'episode_id'],
+        'Input should be a string of at most 255 characters',
+        episodeId,
+      ),
+    );
   const envId = data.env_id ?? null;
   if (envId !== null && !(typeof envId === 'string' && envId.length <= 255))
-    errors.push({
-      type: 'string_type',
-      loc: [...prefix, 'env_id'],
-      msg: 'Input should be an environment id from GET /metadata',
-      input: envId,
-    });
+    errors.push(
+      fieldError('string_type', [...prefix, 'env_id'], 'Input should be an environment id from GET /metadata', envId),
+    );
   const sample = data.sample ?? null;
   if (sample !== null && !(SAMPLE_RULES as readonly unknown[]).includes(sample))
     errors.push({
@@ -110,15 +111,10 @@ export function parseResetParams(data: unknown, prefix: (string | number)[] = ['
       input: sample,
     });
   if (envId !== null && sample !== null)
-    errors.push({
-      type: 'value_error',
-      loc: [...prefix, 'sample'],
-      msg: 'Give env_id or sample, not both',
-      input: sample,
-    });
+    errors.push(fieldError('value_error', [...prefix, 'sample'], 'Give env_id or sample, not both', sample));
   const hint = data.hint ?? false;
   if (typeof hint !== 'boolean')
-    errors.push({ type: 'bool_type', loc: [...prefix, 'hint'], msg: 'Input should be a valid boolean', input: hint });
+    errors.push(fieldError('bool_type', [...prefix, 'hint'], 'Input should be a valid boolean', hint));
   if (errors.length) throw new ProtocolValidationError(errors);
   return {
     seed: seed as number | null,
@@ -147,38 +143,25 @@ export function parseAction(data: unknown, prefix: (string | number)[] = []): Sp
     ]);
   const errors = extraForbidden(data, ['text', 'tool_calls', 'metadata'], prefix);
   if (data.text !== undefined && typeof data.text !== 'string')
-    errors.push({
-      type: 'string_type',
-      loc: [...prefix, 'text'],
-      msg: 'Input should be a valid string',
-      input: data.text,
-    });
+    errors.push(fieldError('string_type', [...prefix, 'text'], 'Input should be a valid string', data.text));
   if (data.metadata !== undefined && !isObj(data.metadata))
-    errors.push({
-      type: 'dict_type',
-      loc: [...prefix, 'metadata'],
-      msg: 'Input should be a valid dictionary',
-      input: data.metadata,
-    });
+    errors.push(fieldError('dict_type', [...prefix, 'metadata'], 'Input should be a valid dictionary', data.metadata));
   const toolCalls: SpadeAction['toolCalls'] = [];
   if (data.tool_calls !== undefined) {
     if (!Array.isArray(data.tool_calls))
-      errors.push({
-        type: 'list_type',
-        loc: [...prefix, 'tool_calls'],
-        msg: 'Input should be a valid list',
-        input: data.tool_calls,
-      });
+      errors.push(fieldError('list_type', [...prefix, 'tool_calls'], 'Input should be a valid list', data.tool_calls));
     else
       data.tool_calls.forEach((c: unknown, i) => {
         const call = isObj(c) && isObj(c.function) ? c.function : c;
         if (!isObj(call) || typeof call.name !== 'string') {
-          errors.push({
-            type: 'value_error',
-            loc: [...prefix, 'tool_calls', i],
-            msg: 'A tool call is {"name": string, "arguments": object}',
-            input: c,
-          });
+          errors.push(
+            fieldError(
+              'value_error',
+              [...prefix, 'tool_calls', i],
+              'A tool call is {"name": string, "arguments": object}',
+              c,
+            ),
+          );
           return;
         }
         let args: unknown = call.arguments ?? {};
@@ -186,12 +169,14 @@ export function parseAction(data: unknown, prefix: (string | number)[] = []): Sp
           try {
             args = JSON.parse(args) as unknown;
           } catch {
-            errors.push({
-              type: 'json_invalid',
-              loc: [...prefix, 'tool_calls', i, 'arguments'],
-              msg: 'arguments should be an object or its JSON text',
-              input: call.arguments,
-            });
+            errors.push(
+              fieldError(
+                'json_invalid',
+                [...prefix, 'tool_calls', i, 'arguments'],
+                'arguments should be an object or its JSON text',
+                call.arguments,
+              ),
+            );
             return;
           }
         }
@@ -199,7 +184,7 @@ export function parseAction(data: unknown, prefix: (string | number)[] = []): Sp
       });
   }
   if (data.text === undefined && data.tool_calls === undefined)
-    errors.push({ type: 'missing', loc: [...prefix, 'text'], msg: 'Field required (text or tool_calls)', input: data });
+    errors.push(fieldError('missing', [...prefix, 'text'], 'Field required (text or tool_calls)', data));
   if (errors.length) throw new ProtocolValidationError(errors);
   return { text: (data.text as string | undefined) ?? '', toolCalls };
 }
