@@ -24,6 +24,7 @@ import {
 import type { Thinking } from '../core/llm/thinking.ts';
 import { createRng, hashSeed } from '../core/rng.ts';
 import { evaluateProbe } from '../core/spade/probe.ts';
+import { formatSeconds } from '../core/spade/run_progress.ts';
 import { replayUnhinted } from '../core/spade/reuse.ts';
 import type { ArchiveRecord, RolloutRecord } from '../core/spade/run_store.ts';
 import type { Store } from '../core/store.ts';
@@ -423,11 +424,11 @@ export class TrainingState {
     };
     const since = performance.now();
     const samples = `${batch.agent.length} agent and ${batch.designer.length} designer samples`;
-    let stepsDone = 0;
-    const record = (s: UpdateStats) => {
+    const record = (s: UpdateStats, done: number, total: number) => {
       this.steps = [...this.steps, { ...s, cycle: k, update }];
-      stepsDone++;
-      this.activity = { what: `cycle ${k + 1}: ${samples}, optimiser step ${stepsDone} done`, since };
+      const left = ((performance.now() - since) / 1000 / done) * (total - done);
+      const eta = done < total ? `, about ${formatSeconds(left)} left in this round` : '';
+      this.activity = { what: `cycle ${k + 1}: ${samples}, optimiser step ${done} of ${total} done${eta}`, since };
     };
     this.activity = { what: `cycle ${k + 1}: ${samples}, recomputing π_old (TIS)`, since };
     // as spade run --train: the order derives from (seed, cycle), so a resumed round repeats it

@@ -235,8 +235,13 @@ describe('optimiser steps', () => {
       },
     };
     const cfg = { minibatchTokens: 8, trainEpochs: 2 };
-    await trainRound(trainer, batch, { ...cfg, trainSteps: 'minibatches' }, createRng(1));
+    const progress: string[] = [];
+    await trainRound(trainer, batch, { ...cfg, trainSteps: 'minibatches' }, createRng(1), (_s, done, total) =>
+      progress.push(`${done}/${total}`),
+    );
     expect(sizes.length).toBeGreaterThan(2);
+    // progress knows the round's total before its first step
+    expect(progress).toEqual(sizes.map((_, i) => `${i + 1}/${sizes.length}`));
     sizes.length = 0;
     const steps = await trainRound(trainer, batch, { ...cfg, trainSteps: 'batch' }, createRng(1));
     expect(sizes).toEqual([4, 2]);

@@ -173,19 +173,21 @@ export async function trainRound(
   batch: { agent: TokenSample[]; designer: TokenSample[] },
   cfg: Pick<Config, 'minibatchTokens' | 'trainEpochs'> & Partial<Pick<Config, 'trainSteps'>>,
   rng: Rng,
-  onStep?: (s: UpdateStats) => void,
+  onStep?: (s: UpdateStats, done: number, total: number) => void,
 ): Promise<UpdateStats[]> {
   const stats: UpdateStats[] = [];
   const whole = cfg.trainSteps === 'batch';
-  for (const role of ['agent', 'designer'] as const) {
-    const steps = whole
+  // every minibatch planned first (agent, then designer: the rng's order), so progress has a total
+  const plan = (['agent', 'designer'] as const).flatMap((role) =>
+    (whole
       ? minibatches(batch[role], Number.POSITIVE_INFINITY, 1, rng)
-      : minibatches(batch[role], cfg.minibatchTokens, cfg.trainEpochs, rng);
-    for (const mb of steps) {
-      const s = { role, ...(await trainer.step(mb)) };
-      stats.push(s);
-      onStep?.(s);
-    }
+      : minibatches(batch[role], cfg.minibatchTokens, cfg.trainEpochs, rng)
+    ).map((mb) => ({ role, mb })),
+  );
+  for (const { role, mb } of plan) {
+    const s = { role, ...(await trainer.step(mb)) };
+    stats.push(s);
+    onStep?.(s, stats.length, plan.length);
   }
   return stats;
 }
