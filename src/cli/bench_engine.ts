@@ -9,8 +9,12 @@ import type { Args, Io } from './args.ts';
  * per generated token for the Qwen2.5-0.5B layout (engine counter, reduced-layer variants scaled);
  * per base-weight format (f32, bf16, f16, q4): GPU bytes per base parameter and decode tokens/s;
  * aggregate decode tokens/s of the batching scheduler at batch 1, 8 and 16 and the speed-up over 1;
+ * host ms per decoded token with one read-back per step against K = 8 steps per read-back
+ * (`multiStepDecode`, same run);
  * peak GPU bytes of one LoRA training step (Qwen2.5-0.5B layout, 1,024 tokens, bf16 base), now and
- * with the old path (no checkpointing, no chunked head, no recycling).
+ * with the old path (no checkpointing, no chunked head, no recycling), and over a run of mixed
+ * lengths against one step (`trainMemory.mixed`); whether the Qwen2.5-0.5B layout loads and
+ * decodes under 128 MiB bindings (`lowLimits`, on a recording-only device).
  * --quick uses smaller sizes (for software adapters).
  */
 export async function benchEngine(io: Io, a: Args): Promise<number> {
@@ -79,6 +83,20 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
         tokens: quick ? 8 : 16, // 4 steps were too few to time on a software adapter (2.2–2.7× vs 3.1× at 8)
       })
     ).map((r) => ({ ...r, tokensPerSec: +r.tokensPerSec.toFixed(1), speedup: +r.speedup.toFixed(2) }));
+    const { benchMultiStepDecode } = await import('../engine/bench_multistep.ts');
+    const ms = await benchMultiStepDecode(
+      e,
+      quick ? { ...BENCH_CONFIG, numLayers: 2, vocabSize: 4096 } : BENCH_CONFIG,
+      { k: 8, tokens: 16 },
+    );
+    const multiStepDecode = {
+      ...ms,
+      hostMsPerTokenK1: +ms.hostMsPerTokenK1.toFixed(2),
+      hostMsPerTokenK: +ms.hostMsPerTokenK.toFixed(2),
+      ratio: +ms.ratio.toFixed(2),
+      wallMsPerTokenK1: +ms.wallMsPerTokenK1.toFixed(1),
+      wallMsPerTokenK: +ms.wallMsPerTokenK.toFixed(1),
+    };
     const { benchWeightFormats } = await import('../engine/bench_model.ts');
     const weightFormats = (
       await benchWeightFormats(
@@ -94,8 +112,18 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
     }));
     // peak GPU bytes of one LoRA step on the Qwen2.5-0.5B layout, 1,024 tokens, bf16 base (a replay of the
     // allocations on a recording-only device: the real layout does not run on a software adapter)
-    const { benchTrainMemory } = await import('../engine/bench_model.ts');
-    const trainMemory = await benchTrainMemory(e, {});
+    const { benchTrainMemory, benchTrainMemoryMixed } = await import('../engine/bench_model.ts');
+    const mixed = await benchTrainMemoryMixed(e, { steps: quick ? 5 : 9 });
+    const trainMemory = {
+      ...(await benchTrainMemory(e, {})),
+      mixed: {
+        ...mixed,
+        ratio: +mixed.ratio.toFixed(3),
+        exactSizes: { ...mixed.exactSizes, ratio: +mixed.exactSizes.ratio.toFixed(3) },
+      },
+    };
+    const { benchLowLimits } = await import('../engine/bench_model.ts');
+    const lowLimits = await benchLowLimits(e, 128);
     const result = {
       ok: true,
       adapter: ctx.report,
@@ -111,8 +139,10 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       dispatches,
       dispatchesUnbatched,
       batchDecode,
+      multiStepDecode,
       weightFormats,
       trainMemory,
+      lowLimits,
     };
     if (a.flags.has('json')) io.out(JSON.stringify(result));
     else {
@@ -145,9 +175,18 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       io.out(
         `batched decode (${BENCH_CONFIG.architecture}, scheduler): ${batchDecode.map((r) => `batch ${r.batch} ${r.tokensPerSec} tok/s (${r.speedup}×)`).join(' · ')}`,
       );
+      io.out(
+        `multi-step decode: host ${multiStepDecode.hostMsPerTokenK1} ms per token at 1 step per read-back → ${multiStepDecode.hostMsPerTokenK} ms at ${multiStepDecode.k} (${multiStepDecode.ratio}×; wall ${multiStepDecode.wallMsPerTokenK1} → ${multiStepDecode.wallMsPerTokenK} ms; same tokens: ${multiStepDecode.sameTokens})`,
+      );
       const gb = (b: number) => (b / 1e9).toFixed(2);
       io.out(
         `LoRA step memory (${trainMemory.layout}, ${trainMemory.tokens} tokens, ${trainMemory.weights} base, ${trainMemory.mode}): peak ${gb(trainMemory.after.peakBytes)} GB (${(trainMemory.after.peakBytesPerToken / 1e6).toFixed(2)} MB per token) · before ${gb(trainMemory.before.peakBytes)} GB → ${trainMemory.afterOverBefore.toFixed(3)}×`,
+      );
+      io.out(
+        `LoRA memory over ${mixed.steps} steps of mixed lengths (≤ ${trainMemory.tokens} tokens): peak ${gb(mixed.peakBytes)} GB vs one step ${gb(mixed.singlePeakBytes)} GB → ${trainMemory.mixed.ratio}× (pool by exact sizes: ${gb(mixed.exactSizes.peakBytes)} GB, ${trainMemory.mixed.exactSizes.ratio}×)`,
+      );
+      io.out(
+        `small GPUs: Qwen2.5-0.5B layout (bf16) under ${lowLimits.bindingMiB} MiB bindings: ${lowLimits.ok ? 'loads and decodes' : `fails: ${lowLimits.error}`}`,
       );
       for (const w of weightFormats)
         io.out(

@@ -7,19 +7,24 @@
  *                         [--weights f32|bf16|f16|q4] [--json]
  *   spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 [--tokens 4,5 ...] --max-new N
  *                         [--temperature 0] [--top-p 1] [--top-k 0] [--min-p 0] [--seed 0]
- *                         [--max-batch 16] [--device gpu|cpu] [--weights f32|bf16|f16|q4] [--json]
+ *                         [--max-batch 16] [--steps-per-readback 8] [--device gpu|cpu]
+ *                         [--weights f32|bf16|f16|q4] [--json]
  * --json: the last line is one JSON object with `logits` (last position, or every position with --all)
  * or `tokens` (the generated ids), plus `weights` (the base's storage format) and `weightBytes`
  * (what the base weights take on the device; on the CPU the dequantised f32 copy).
  * `generate` with --tokens given more than once decodes the prompts together, as one batch of the
  * engine's scheduler (batch.ts; prompt i samples with seed + i), and prints one line per prompt;
  * with --json the object has `batch: [{ tokens }, ...]` in prompt order instead of `tokens`.
+ * One prompt decodes with generate(): --steps-per-readback K steps are recorded and submitted
+ * before one read-back of their ids (the ids stay on the GPU in between; default 8; the same
+ * tokens for every K; on the CPU every step is read at once).
  */
 import { basename } from 'node:path';
 import { UsageError } from '../core/errors.ts';
 import { LocalChatModel } from '../engine/local_model.ts';
 import type { TextTokenizer } from '../engine/io/tokenizer.ts';
 import { DecodeScheduler } from '../engine/batch.ts';
+import { generate } from '../engine/generate.ts';
 import { loadCheckpoint, loadPeftAdapter } from '../engine/io/load.ts';
 import { parseWeightFormat, type WeightFormat } from '../engine/io/pack.ts';
 import { LlamaModel } from '../engine/model.ts';
@@ -128,6 +133,9 @@ async function engineInit(a: Args, io: Io): Promise<number> {
   return 0;
 }
 
+/** Decode steps per read-back of one prompt's ids (the host's per-token cost falls with K; see docs/benchmarks.md). */
+const DEFAULT_STEPS_PER_READBACK = 8;
+
 export async function engine(argv: string[], io: Io): Promise<number> {
   const [sub, ...rest] = argv;
   const a = parseArgs(rest, ['json', 'all']);
@@ -166,21 +174,27 @@ export async function engine(argv: string[], io: Io): Promise<number> {
           );
       return 0;
     }
-    const scheduler = new DecodeScheduler(model, { maxBatch: intFlag(a, 'max-batch', 16) });
     const seed = intFlag(a, 'seed', 0);
-    const results = await Promise.all(
-      prompts.map((p, i) =>
-        scheduler.generate(p, {
-          maxNew: intFlag(a, 'max-new', 16),
-          temperature: Number(flag(a, 'temperature') ?? 0),
-          topP: Number(flag(a, 'top-p') ?? 1),
-          topK: intFlag(a, 'top-k', 0),
-          minP: Number(flag(a, 'min-p') ?? 0),
-          seed: seed + i,
-          stopIds: model.cfg.eosTokenIds,
-        }),
-      ),
-    );
+    const options = (i: number) => ({
+      maxNew: intFlag(a, 'max-new', 16),
+      temperature: Number(flag(a, 'temperature') ?? 0),
+      topP: Number(flag(a, 'top-p') ?? 1),
+      topK: intFlag(a, 'top-k', 0),
+      minP: Number(flag(a, 'min-p') ?? 0),
+      seed: seed + i,
+      stopIds: model.cfg.eosTokenIds,
+    });
+    const perReadback = intFlag(a, 'steps-per-readback', DEFAULT_STEPS_PER_READBACK);
+    if (perReadback < 1) throw new UsageError('--steps-per-readback must be a whole number ≥ 1');
+    let results: number[][];
+    if (prompts.length === 1) {
+      results = [await generate(model, ids, { ...options(0), stepsPerReadback: perReadback })];
+    } else {
+      if (flag(a, 'steps-per-readback') !== undefined)
+        throw new UsageError('--steps-per-readback applies to one prompt (--tokens given once)');
+      const scheduler = new DecodeScheduler(model, { maxBatch: intFlag(a, 'max-batch', 16) });
+      results = await Promise.all(prompts.map((p, i) => scheduler.generate(p, options(i))));
+    }
     if (a.flags.has('json'))
       io.out(
         JSON.stringify(

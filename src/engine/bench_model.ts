@@ -307,7 +307,7 @@ export interface TrainMemoryBench {
 }
 
 /** A TensorStore stand-in of zeros (an allocation replay needs shapes only). */
-function zeroWeights(cfg: ModelConfig): TensorStore {
+export function zeroWeights(cfg: ModelConfig): TensorStore {
   const shapes = new Map(hfTensorSpecs(cfg).map((s) => [s.name, s.shape]));
   return {
     f32: (name: string) => new Float32Array(shapes.get(name)!.reduce((a, b) => a * b, 1)),
@@ -418,4 +418,115 @@ export async function benchTrainMemory(
     afterOverBefore: after.peakBytes / before.peakBytes,
     note: `peak device bytes of one trainStep (engine allocator), ${how}; ${scope}; every token trained, temperature 0.7`,
   };
+}
+
+export interface MixedTrainMemory {
+  /** Training steps run: one minibatch of four samples of mixed lengths, then single samples of other lengths. */
+  steps: number;
+  /** Sample lengths (tokens) per step. */
+  lengths: number[][];
+  /** Device bytes the engine holds at its peak over the whole run (size-classed pool). */
+  peakBytes: number;
+  /** Device bytes it holds after the last step (before any trim). */
+  endBytes: number;
+  /** The peak of one step of one `tokens`-token sample (the longest length of the run). */
+  singlePeakBytes: number;
+  /** peakBytes / singlePeakBytes */
+  ratio: number;
+  /** The same run with the pool by exact byte size and no evictions (the pool before size classes). */
+  exactSizes: { peakBytes: number; endBytes: number; singlePeakBytes: number; ratio: number };
+  note: string;
+}
+
+/**
+ * Footprint of a long run of mixed lengths against one step (`trainMemory.mixed`): LoRA steps on
+ * `cfg`'s layout (default Qwen2.5-0.5B, bf16 base) replayed on the recording-only device, one
+ * minibatch of four samples of different lengths and then `steps − 1` single samples of other
+ * lengths, all ≤ `tokens`; Engine.peakDeviceBytes over the run against one step of one
+ * `tokens`-token sample, with the size-classed pool and with exact sizes.
+ */
+export async function benchTrainMemoryMixed(
+  e: Engine,
+  o: { cfg?: ModelConfig; tokens?: number; weights?: WeightFormat; steps?: number } = {},
+): Promise<MixedTrainMemory> {
+  const cfg = o.cfg ?? QWEN25_05B_CONFIG;
+  const tokens = o.tokens ?? 1024;
+  const weights = o.weights ?? 'bf16';
+  const steps = Math.max(2, o.steps ?? 9);
+  const rng = createRng(7);
+  const len = () => Math.max(16, Math.round(tokens * (0.25 + 0.75 * rng.next())));
+  const lengths = [[tokens, len(), len(), len()], ...Array.from({ length: steps - 1 }, () => [len()])];
+  const sampleOf = (n: number) => ({
+    ids: Array.from({ length: n + 1 }, () => rng.int(cfg.vocabSize)),
+    promptLen: 1,
+    advantage: 1,
+    temperature: 0.7,
+  });
+  const run = async (plan: number[][], sizeClasses: boolean) => {
+    const eng = new Engine(dryRunContext(e.ctx.report), { sizeClasses });
+    const model = new LlamaModel<Tensor>(cfg, new GpuOps(eng), zeroWeights(cfg), { weights });
+    model.initLora(8, 16, [...LORA_MODULES], 0);
+    const trainer = new LoraTrainer(model);
+    eng.flush();
+    eng.resetPeak();
+    for (const step of plan) await trainer.trainStep(step.map(sampleOf));
+    eng.flush();
+    const out = { peakBytes: eng.peakDeviceBytes, endBytes: eng.deviceBytes };
+    trainer.dispose();
+    model.dispose();
+    eng.flush();
+    eng.trim();
+    return out;
+  };
+  const single = await run([[tokens]], true);
+  const mixed = await run(lengths, true);
+  const singleExact = await run([[tokens]], false);
+  const mixedExact = await run(lengths, false);
+  return {
+    steps,
+    lengths,
+    peakBytes: mixed.peakBytes,
+    endBytes: mixed.endBytes,
+    singlePeakBytes: single.peakBytes,
+    ratio: mixed.peakBytes / single.peakBytes,
+    exactSizes: {
+      peakBytes: mixedExact.peakBytes,
+      endBytes: mixedExact.endBytes,
+      singlePeakBytes: singleExact.peakBytes,
+      ratio: mixedExact.peakBytes / singleExact.peakBytes,
+    },
+    note: `${cfg.architecture} ${cfg.numLayers} layers, ${weights} base, LoRA r 8 on every module; allocations replayed on a recording-only device (dry_run.ts); peaks include the weights`,
+  };
+}
+
+/**
+ * Small GPUs (`lowLimits`): the Qwen2.5-0.5B layout with a bf16 base loaded and decoding (prefill,
+ * 4 tokens, two per read-back) on a recording-only device that reports `bindingMiB` MiB as
+ * maxStorageBufferBindingSize (and WebGPU's default 256 MiB maxBufferSize), which refuses any
+ * larger buffer or binding: ok when the load-time plan (the 272 MB embedding split by vocabulary
+ * rows) fits, else the error.
+ */
+export async function benchLowLimits(
+  e: Engine,
+  bindingMiB = 128,
+): Promise<{ bindingMiB: number; ok: boolean; error?: string }> {
+  const limits = {
+    ...e.ctx.report.limits,
+    maxStorageBufferBindingSize: bindingMiB * 2 ** 20,
+    maxBufferSize: 256 * 2 ** 20,
+  };
+  const eng = new Engine(dryRunContext({ ...e.ctx.report, limits }));
+  try {
+    const model = new LlamaModel<Tensor>(QWEN25_05B_CONFIG, new GpuOps(eng), zeroWeights(QWEN25_05B_CONFIG), {
+      weights: 'bf16',
+    });
+    await generate(model, [1, 2, 3, 4, 5, 6, 7, 8], { maxNew: 4, temperature: 0.7, topP: 0.9, stepsPerReadback: 2 });
+    model.dispose();
+    return { bindingMiB, ok: true };
+  } catch (err) {
+    return { bindingMiB, ok: false, error: (err as Error).message };
+  } finally {
+    eng.flush();
+    eng.trim();
+  }
 }

@@ -65,7 +65,9 @@ export class GpuContext {
 
   /** A compute pipeline for `code` with `constants` injected as WGSL overrides, cached by key. */
   pipeline(key: string, code: string, constants: Record<string, number> = {}): GPUComputePipeline {
-    const fullKey = `${key}|${JSON.stringify(constants)}`;
+    // run() looks a pipeline up on every dispatch: a plain concatenation, not JSON.stringify
+    let fullKey = key;
+    for (const name in constants) fullKey += `|${name}=${constants[name]}`;
     let p = this.pipelines.get(fullKey);
     if (!p) {
       const module = this.device.createShaderModule({ label: key, code });

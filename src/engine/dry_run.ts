@@ -31,24 +31,43 @@ function ensureGlobals(): void {
   g.GPUMapMode ??= { READ: 0x1, WRITE: 0x2 };
 }
 
-function dryDevice(): GPUDevice {
+/**
+ * A device that records nothing, but checks what a real one validates about sizes: a buffer over
+ * `limits.maxBufferSize` and a storage binding over `limits.maxStorageBufferBindingSize` throw
+ * (so a replay proves a layout fits an adapter's limits).
+ */
+function dryDevice(limits: GpuReport['limits']): GPUDevice {
   const pass = { setPipeline: noop, setBindGroup: noop, dispatchWorkgroups: noop, end: noop };
   const device = {
     label: 'dry run',
     lost: new Promise<never>(noop), // never lost
     addEventListener: noop,
-    createBuffer: (d: GPUBufferDescriptor) => ({
-      size: d.size,
-      usage: d.usage,
-      label: d.label ?? '',
-      destroy: noop,
-      mapAsync: async () => {},
-      getMappedRange: () => new ArrayBuffer(d.size), // zeros
-      unmap: noop,
-    }),
+    createBuffer: (d: GPUBufferDescriptor) => {
+      if (d.size > limits.maxBufferSize)
+        throw new RangeError(`dry run: a buffer of ${d.size} bytes exceeds maxBufferSize (${limits.maxBufferSize})`);
+      return {
+        size: d.size,
+        usage: d.usage,
+        label: d.label ?? '',
+        destroy: noop,
+        mapAsync: async () => {},
+        getMappedRange: () => new ArrayBuffer(d.size), // zeros
+        unmap: noop,
+      };
+    },
     createShaderModule: () => ({}),
     createComputePipeline: () => ({ getBindGroupLayout: () => ({}) }),
-    createBindGroup: () => ({}),
+    createBindGroup: (d: GPUBindGroupDescriptor) => {
+      for (const entry of d.entries) {
+        const r = entry.resource as GPUBufferBinding;
+        const size = r.size ?? r.buffer?.size ?? 0;
+        if (r.buffer && r.buffer.usage & GPUBufferUsage.STORAGE && size > limits.maxStorageBufferBindingSize)
+          throw new RangeError(
+            `dry run: binding ${entry.binding} of ${size} bytes exceeds maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize})`,
+          );
+      }
+      return {};
+    },
     createCommandEncoder: () => ({
       beginComputePass: () => pass,
       copyBufferToBuffer: noop,
@@ -64,5 +83,5 @@ function dryDevice(): GPUDevice {
 /** A GpuContext on a recording-only device; `report` (e.g. the real adapter's) picks the kernel variants. */
 export function dryRunContext(report: GpuReport): GpuContext {
   ensureGlobals();
-  return new GpuContext(dryDevice(), report);
+  return new GpuContext(dryDevice(report.limits), report);
 }

@@ -22,11 +22,12 @@ import type { ModelConfig } from './io/config.ts';
 import { layerTensorNames } from './io/config.ts';
 import { loraKey, loraScaling, type LoraAdapter, type LoraModule } from './io/peft.ts';
 import type { TensorStore } from './io/safetensors.ts';
-import type { WeightFormat } from './io/pack.ts';
+import { packedWords, Q4_GROUP, type WeightFormat } from './io/pack.ts';
 import { ropeFrequencies } from './kernels/rope.ts';
 import type { Ops } from './ops.ts';
 import type { KvPages, StepItem } from './kv_pages.ts';
 import { createRng } from '../core/rng.ts';
+import { GpuError, ModelLoadError } from '../core/errors.ts';
 
 interface LayerWeights<X> {
   inputNorm: X;
@@ -51,6 +52,20 @@ export interface KvCache<X> {
   length: number;
   k: X[];
   v: X[];
+}
+
+/** Rows [start, start + rows) of a vocabulary-indexed weight (embedding table, LM head), in one buffer. */
+interface VocabShard<X> {
+  start: number;
+  rows: number;
+  w: X;
+}
+
+/** Token ids already on the backend: `count` from `offset` of an id tensor (Ops.idTensor, sampleInto). */
+export interface DeviceIds<X> {
+  tensor: X;
+  offset: number;
+  count: number;
 }
 
 /** What the backward needs from one layer's forward. */
@@ -97,9 +112,10 @@ export const HEAD_CHUNK_BYTES = 32 * 2 ** 20;
 
 export class LlamaModel<X> {
   private readonly layers: LayerWeights<X>[] = [];
-  private readonly embed: X;
+  /** The embedding table in vocabulary-row shards, each within the device's largest binding (usually one). */
+  private readonly embed: VocabShard<X>[];
   private readonly norm: X;
-  private readonly lmHead: X;
+  private readonly lmHead: VocabShard<X>[];
   private readonly freqs: X;
   private adapter: LoraParams<X> | null = null;
   /**
@@ -127,21 +143,64 @@ export class LlamaModel<X> {
     readonly cfg: ModelConfig,
     readonly ops: Ops<X>,
     weights: TensorStore,
-    opts: { weights?: WeightFormat } = {},
+    opts: { weights?: WeightFormat; maxShardBytes?: number } = {},
   ) {
     // f32 by default: the reference every other format is checked against
     const format = (this.weightFormat = opts.weights ?? 'f32');
     let bytes = 0;
     const count = (x: X) => ((bytes += ops.bytes(x)), x);
-    const up = (name: string, shape: number[]) => count(ops.upload(shape, weights.f32(name)));
-    const packed = (name: string, shape: [number, number]) => count(ops.uploadWeight(shape, weights.f32(name), format));
+    // the load-time plan: every tensor in one buffer within the device's limits, except the
+    // vocabulary-indexed ones (embedding, LM head), split by rows into shards that fit
+    const limit = Math.min(ops.maxTensorBytes, opts.maxShardBytes ?? Infinity);
+    const fits = (name: string, rows: number, cols: number, fmt: WeightFormat) => {
+      const need = fmt === 'f32' ? rows * cols * 4 : packedWords(rows, cols, fmt) * 4;
+      if (need > ops.maxTensorBytes)
+        throw new ModelLoadError(
+          `${name} needs ${(need / 2 ** 20).toFixed(1)} MiB in one buffer, above this GPU's largest binding ` +
+            `(maxStorageBufferBindingSize / maxBufferSize: ${(ops.maxTensorBytes / 2 ** 20).toFixed(0)} MiB). ` +
+            'Load it with a smaller weight format (--weights q4) or pick a smaller model.',
+          {
+            code: 'tensor-too-large',
+            tensor: name,
+            limit: 'maxStorageBufferBindingSize',
+            limitBytes: ops.maxTensorBytes,
+            bytes: need,
+          },
+        );
+    };
+    const up = (name: string, shape: number[]) => {
+      fits(name, shape[0]!, shape[1] ?? 1, 'f32');
+      return count(ops.upload(shape, weights.f32(name)));
+    };
+    const packed = (name: string, shape: [number, number]) => {
+      fits(name, shape[0], shape[1], format);
+      return count(ops.uploadWeight(shape, weights.f32(name), format));
+    };
     const C = cfg.hiddenSize;
+    const vocabShards = (name: string): VocabShard<X>[] => {
+      const V = cfg.vocabSize;
+      const rowBytes = format === 'f32' ? 4 * C : (packedWords(Q4_GROUP, C, format) * 4) / Q4_GROUP;
+      const rows = Math.max(Q4_GROUP, Math.floor((limit - 256) / rowBytes / Q4_GROUP) * Q4_GROUP);
+      if (rows >= V) return [{ start: 0, rows: V, w: packed(name, [V, C]) }];
+      const data = weights.f32(name);
+      const shards: VocabShard<X>[] = [];
+      for (let start = 0; start < V; start += rows) {
+        const n = Math.min(rows, V - start);
+        fits(name, n, C, format);
+        shards.push({
+          start,
+          rows: n,
+          w: count(ops.uploadWeight([n, C], data.subarray(start * C, (start + n) * C), format)),
+        });
+      }
+      return shards;
+    };
     const qd = cfg.numHeads * cfg.headDim;
     const kvd = cfg.numKvHeads * cfg.headDim;
     const F = cfg.intermediateSize;
-    this.embed = packed('model.embed_tokens.weight', [cfg.vocabSize, C]);
+    this.embed = vocabShards('model.embed_tokens.weight');
     this.norm = up('model.norm.weight', [C]);
-    this.lmHead = cfg.tieWordEmbeddings ? this.embed : packed('lm_head.weight', [cfg.vocabSize, C]);
+    this.lmHead = cfg.tieWordEmbeddings ? this.embed : vocabShards('lm_head.weight');
     this.freqs = ops.upload(
       [cfg.headDim / 2],
       ropeFrequencies({ headDim: cfg.headDim, theta: cfg.ropeTheta, scaling: cfg.ropeScaling }),
@@ -183,7 +242,8 @@ export class LlamaModel<X> {
         ops.free(x);
       }
     };
-    [this.embed, this.norm, this.lmHead, this.freqs].forEach(free);
+    [...this.embed, ...this.lmHead].forEach((s) => free(s.w));
+    [this.norm, this.freqs].forEach(free);
     for (const lw of this.layers) {
       [lw.inputNorm, lw.postNorm, lw.qNorm, lw.kNorm].forEach(free);
       Object.values(lw.lin).forEach(free);
@@ -317,25 +377,27 @@ export class LlamaModel<X> {
   }
 
   /**
-   * Forward over `ids` after the cache's tokens. Returns logits (T, V), or (1, V) for the last
-   * position only when `lastOnly`; with `tape`, what the backward needs (no cache then), and with
-   * `checkpoint` too, only each layer's input (the backward recomputes the layer).
+   * Forward over `ids` (host ids, or ids already on the backend) after the cache's tokens.
+   * Returns logits (T, V), or (1, V) for the last position only when `lastOnly`; with `tape`, what
+   * the backward needs (no cache then), and with `checkpoint` too, only each layer's input (the
+   * backward recomputes the layer).
    */
   forward(
-    ids: number[],
+    ids: number[] | DeviceIds<X>,
     opts: { cache?: KvCache<X>; lastOnly?: boolean; tape?: boolean; checkpoint?: boolean } = {},
   ): { logits: X; tape?: Tape<X> } {
     const { cfg, ops } = this;
-    const T = ids.length;
+    const T = Array.isArray(ids) ? ids.length : ids.count;
     const cache = opts.cache;
     if (opts.tape) {
+      if (!Array.isArray(ids)) throw new RangeError('forward: a training forward takes ids from the host');
       if (cache) throw new RangeError('forward: a training forward takes no KV cache');
       const tape = this.forwardHidden(ids, { checkpoint: opts.checkpoint });
       tape.logits = this.headLogits(tape.hn);
       return { logits: tape.logits, tape };
     }
     const pos0 = cache?.length ?? 0;
-    let h = ops.embedding(this.embed, ids);
+    let h = this.embedRows(ids);
     for (let i = 0; i < cfg.numLayers; i++) h = this.layerForward(i, h, T, pos0, cache, 'none').h;
     if (cache) cache.length = pos0 + T;
     const last = opts.lastOnly ? ops.rows(h, T - 1, 1) : h;
@@ -353,7 +415,7 @@ export class LlamaModel<X> {
   forwardHidden(ids: number[], opts: { checkpoint?: boolean } = {}): Tape<X> {
     const { cfg, ops } = this;
     const T = ids.length;
-    let h = ops.embedding(this.embed, ids);
+    let h = this.embedRows(ids);
     const layers: (LayerTape<X> | LayerCheckpoint<X>)[] = [];
     for (let i = 0; i < cfg.numLayers; i++) {
       const r = this.layerForward(i, h, T, 0, undefined, opts.checkpoint ? 'checkpoint' : 'tape');
@@ -366,21 +428,66 @@ export class LlamaModel<X> {
   /** The final norm's output hn (T, C) over `ids`, no tape (a no-gradient pass whose LM head runs in chunks). */
   hiddenStates(ids: number[]): X {
     const { cfg, ops } = this;
-    let h = ops.embedding(this.embed, ids);
+    let h = this.embedRows(ids);
     for (let i = 0; i < cfg.numLayers; i++) h = this.layerForward(i, h, ids.length, 0, undefined, 'none').h;
     const hn = ops.rmsnorm(h, this.norm, cfg.rmsNormEps);
     ops.free(h);
     return hn;
   }
 
-  /** Logits (R, V) of rows of hn (R, C): the LM head. */
+  /** Embedding rows of host ids or ids on the backend: one gather per shard, summed (other shards give zero rows). */
+  private embedRows(ids: number[] | DeviceIds<X>): X {
+    const ops = this.ops;
+    const one = (s: VocabShard<X>) => {
+      if (!Array.isArray(ids)) return ops.embeddingAt(s.w, ids.tensor, ids.offset, ids.count, s.start);
+      if (this.embed.length === 1) return ops.embedding(s.w, ids);
+      return ops.embedding(
+        s.w,
+        ids.map((id) => (id >= s.start && id < s.start + s.rows ? id - s.start : s.rows)),
+      );
+    };
+    const h = one(this.embed[0]!);
+    for (const s of this.embed.slice(1)) {
+      const x = one(s);
+      ops.addInPlace(h, x);
+      ops.free(x);
+    }
+    return h;
+  }
+
+  /** Logits (R, V) of rows of hn (R, C): the LM head (per shard, each row's columns copied into place). */
   headLogits(hn: X): X {
-    return this.ops.matmul(hn, this.lmHead, { transB: true });
+    const ops = this.ops;
+    if (this.lmHead.length === 1) return ops.matmul(hn, this.lmHead[0]!.w, { transB: true });
+    const V = this.cfg.vocabSize;
+    const R = ops.shape(hn)[0]!;
+    if (R * V * 4 > ops.maxTensorBytes)
+      throw new GpuError(
+        `The logits of ${R} positions need ${((R * V * 4) / 2 ** 20).toFixed(0)} MiB in one buffer, above this GPU's ` +
+          `largest binding (maxStorageBufferBindingSize: ${(ops.maxTensorBytes / 2 ** 20).toFixed(0)} MiB). Use fewer positions at a time.`,
+        { code: 'logits-too-large', limit: 'maxStorageBufferBindingSize' },
+      );
+    const out = ops.zeros([R, V]);
+    const cols = ops.view(out, [R * V, 1]);
+    for (const s of this.lmHead) {
+      const part = ops.matmul(hn, s.w, { transB: true }); // (R, rows)
+      const rows = ops.view(part, [R * s.rows, 1]);
+      for (let r = 0; r < R; r++) ops.copyRows(rows, r * s.rows, cols, r * V + s.start, s.rows);
+      ops.free(part);
+    }
+    return out;
   }
 
   /** d(hn) (R, C) from d(logits) (R, V): the LM head's input gradient. */
   headBackward(dlogits: X): X {
-    return this.ops.matmul(dlogits, this.lmHead);
+    if (this.lmHead.length > 1)
+      throw new GpuError(
+        "Training needs the LM head in one buffer, and this GPU's largest binding (maxStorageBufferBindingSize: " +
+          `${(this.ops.maxTensorBytes / 2 ** 20).toFixed(0)} MiB) holds only part of it. Train on a GPU with larger ` +
+          'bindings, or load the base with --weights q4.',
+        { code: 'lm-head-sharded', limit: 'maxStorageBufferBindingSize' },
+      );
+    return this.ops.matmul(dlogits, this.lmHead[0]!.w);
   }
 
   /** LM-head rows per chunk so that one chunk's (rows, V) f32 logits stay within `bytes`. */
@@ -484,7 +591,7 @@ export class LlamaModel<X> {
       ops.matmulAcc(out, xa, B, { transB: true, alpha: lora!.scale });
       ops.free(xa);
     };
-    let hh = ops.embedding(this.embed, ids); // (N, C), the residual stream, updated in place
+    let hh = this.embedRows(ids); // (N, C), the residual stream, updated in place
     for (let i = 0; i < cfg.numLayers; i++) {
       const lw = this.layers[i]!;
       const a = ops.rmsnorm(hh, lw.inputNorm, eps);
@@ -536,7 +643,7 @@ export class LlamaModel<X> {
       last = ops.embedding(hh, lastRows);
     }
     const hn = ops.rmsnorm(last, this.norm, eps);
-    const logits = ops.matmul(hn, this.lmHead, { transB: true }); // (items, V)
+    const logits = this.headLogits(hn); // (items, V)
     ops.free(hn, hh);
     if (last !== hh) ops.free(last);
     return logits;

@@ -112,6 +112,21 @@ export interface Ops<X> {
    * (unused when greedy). GPU: sampled on the device; only the B ids are read back.
    */
   sample(logits: X, o: SampleOptions, u: number[]): Promise<number[]>;
+  // --- multi-step decode: sampled ids stay on the backend and feed the next step ---
+  /** A (n,) tensor for ids written by sampleInto (GPU: u32 words). */
+  idTensor(n: number): X;
+  /**
+   * Rows for `count` ids read from `offset` of an id tensor (see embedding()); `table` holds the
+   * vocabulary rows from `base` on (a shard): other ids give zero rows.
+   */
+  embeddingAt(table: X, ids: X, offset: number, count: number, base?: number): X;
+  /**
+   * As sample() for one row of logits (1, V), with the uniform rand[randOffset], writing the id to
+   * out[outOffset] on the backend (nothing read back; a later embeddingAt may read it).
+   */
+  sampleInto(logits: X, o: SampleOptions, rand: X, randOffset: number, out: X, outOffset: number): void;
+  /** The ids of an id tensor (one read-back); NonFiniteLogitsError where a row was NaN/Inf. */
+  readIdTensor(ids: X): Promise<number[]>;
   // --- batched decoding (issue 12): a fused QKV / gate-up path and a paged KV cache (kv_pages.ts) ---
   /**
    * y (N, Σ nᵢ) = [x·W₀ᵀ + b₀ | x·W₁ᵀ + b₁ | …] for weights Wᵢ (nᵢ, K) (packed allowed) and optional
@@ -302,6 +317,31 @@ export class CpuOps implements Ops<CpuTensor> {
   }
   async sample(logits: CpuTensor, o: SampleOptions, u: number[]): Promise<number[]> {
     return sampleCpu(logits.data, logits.shape[logits.shape.length - 1]!, o, u);
+  }
+  idTensor(n: number): CpuTensor {
+    return this.zeros([n]);
+  }
+  embeddingAt(table: CpuTensor, ids: CpuTensor, offset: number, count: number, base = 0): CpuTensor {
+    const rows = table.shape[0]!;
+    const local = Array.from(ids.data.subarray(offset, offset + count), (id) =>
+      id >= base && id < base + rows ? id - base : rows,
+    );
+    return this.embedding(table, local);
+  }
+  sampleInto(
+    logits: CpuTensor,
+    o: SampleOptions,
+    rand: CpuTensor,
+    randOffset: number,
+    out: CpuTensor,
+    outOffset: number,
+  ): void {
+    out.data[outOffset] = sampleCpu(logits.data, logits.shape[logits.shape.length - 1]!, o, [
+      rand.data[randOffset]!,
+    ])[0]!;
+  }
+  async readIdTensor(ids: CpuTensor): Promise<number[]> {
+    return Array.from(ids.data);
   }
   linearFused(x: CpuTensor, ws: CpuTensor[], biases: (CpuTensor | undefined)[]): CpuTensor {
     const n = x.shape[0]!;
@@ -549,6 +589,20 @@ export class GpuOps implements Ops<Tensor> {
   sample(logits: Tensor, o: SampleOptions, u: number[]): Promise<number[]> {
     const v = logits.shape[logits.shape.length - 1]!;
     return readIds(this.e, sample(this.e, this.view(logits, [logits.size / v, v]), o, u));
+  }
+  idTensor(n: number): Tensor {
+    return this.e.tensor([n]);
+  }
+  embeddingAt(table: Tensor, ids: Tensor, offset: number, count: number, base = 0): Tensor {
+    const at = { offset, count, base };
+    return isPacked(table) ? embeddingPacked(this.e, table, ids, at) : embedding(this.e, table, ids, at);
+  }
+  sampleInto(logits: Tensor, o: SampleOptions, rand: Tensor, randOffset: number, out: Tensor, outOffset: number): void {
+    const v = logits.shape[logits.shape.length - 1]!;
+    sample(this.e, this.view(logits, [1, v]), o, [], { rand, randOffset, out, outOffset });
+  }
+  readIdTensor(ids: Tensor): Promise<number[]> {
+    return readIds(this.e, ids);
   }
   /** Rows of x against (N, K) weights: fused kernels up to matvecRows rows. */
   private fusable(x: Tensor, ws: Tensor[]): boolean {

@@ -48,6 +48,28 @@ const UNIFORM_ALIGN = 256;
 export const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 const bytesOf = (size: number, dtype: DType) => Math.max(16, Math.ceil((size * (dtype === 'f16' ? 2 : 4)) / 16) * 16);
 
+/** Buffers of at least this many bytes written by kernels are pooled by size class. */
+const CLASS_MIN_BYTES = 64 * 1024;
+/** Size classes per octave: a buffer is at most 1/16 (6.25 %) larger than asked for. */
+const CLASSES_PER_OCTAVE = 16;
+/**
+ * Retired buffers the pool keeps beyond the largest set of live buffers before it evicts: this
+ * share of that set, at least POOL_SLACK_MIN bytes.
+ */
+const POOL_SLACK = 0.1;
+const POOL_SLACK_MIN = 64 * 2 ** 20;
+
+/**
+ * The pool's byte size for a kernel-written tensor of `bytes`: rounded up to one of 16 classes per
+ * octave from 64 KiB, so that activations of nearby lengths (a 700- and a 720-token sample) share
+ * buffers; exact below (and for uploads, whose sizes are the data's: weights stay exact).
+ */
+export function classBytes(bytes: number): number {
+  if (bytes < CLASS_MIN_BYTES) return bytes;
+  const step = 2 ** (Math.floor(Math.log2(bytes)) - Math.log2(CLASSES_PER_OCTAVE));
+  return Math.ceil(bytes / step) * step;
+}
+
 export interface RunSpec {
   /** Pipeline cache key (kernel name + variant). */
   key: string;
@@ -65,6 +87,8 @@ export class Engine {
   private pass: GPUComputePassEncoder | null = null;
   /** Retired buffers by byte size: free for any use (see the header). */
   private readonly free = new Map<number, GPUBuffer[]>();
+  /** The same retired buffers, oldest retirement first (what a miss evicts first). */
+  private readonly retiredOrder = new Set<GPUBuffer>();
   /** Released during the step being recorded, by byte size: only for GPU-written outputs (see the header). */
   private readonly releasedThisStep = new Map<number, GPUBuffer[]>();
   /** Buffers handed out by tensor()/zeros() and not released. */
@@ -99,14 +123,25 @@ export class Engine {
   peakLiveBytes = 0;
   /** Buffers handed out again from the list released in the same step (recycled within a step). */
   reusedInStep = 0;
+  /** Retired buffers destroyed to make room for a new one (the pool's evictions). */
+  evictedBytes = 0;
+  /** Largest liveBytes since the engine was made (the pool's budget is this plus its slack). */
+  maxLiveBytes = 0;
 
   /**
    * `recycleInStep: false` keeps every released buffer out of use until the next flush (the
    * behaviour before issue 12), for measuring what recycling saves; default true.
+   * `sizeClasses: false` pools kernel outputs by exact byte size and never evicts (the pool before
+   * size classes: a run of mixed lengths keeps every length's buffers); default true: size
+   * classes (classBytes), and when a buffer has to be created while the pool would then hold more
+   * than the largest live set (`maxLiveBytes`) plus 10 % of it (at least 64 MiB), retired buffers
+   * are destroyed first, oldest first, down to that budget: a run of mixed lengths holds about one
+   * step's memory, and alternating workloads that fit the budget (decode and training) keep all
+   * their buffers.
    */
   constructor(
     readonly ctx: GpuContext,
-    readonly opts: { recycleInStep?: boolean } = {},
+    readonly opts: { recycleInStep?: boolean; sizeClasses?: boolean } = {},
   ) {}
 
   get device(): GPUDevice {
@@ -123,11 +158,19 @@ export class Engine {
   /** A new tensor (from the pool), optionally filled with `data`. */
   tensor(shape: number[], data?: Float32Array | Uint16Array | Uint32Array, dtype: DType = 'f32'): Tensor {
     const size = numel(shape);
-    const bytes = bytesOf(size, dtype);
+    const classes = this.opts.sizeClasses !== false;
+    const bytes = data || !classes ? bytesOf(size, dtype) : classBytes(bytesOf(size, dtype));
     // data is written by queue.writeBuffer, which runs before unsubmitted reads: retired buffers only
     let buffer = data || this.opts.recycleInStep === false ? undefined : this.releasedThisStep.get(bytes)?.pop();
     if (buffer) this.reusedInStep++;
-    else buffer = this.free.get(bytes)?.pop();
+    else {
+      buffer = this.free.get(bytes)?.pop();
+      if (buffer) this.retiredOrder.delete(buffer);
+    }
+    if (!buffer && classes)
+      this.evict(
+        this.deviceBytes + bytes - this.maxLiveBytes - Math.max(POOL_SLACK * this.maxLiveBytes, POOL_SLACK_MIN),
+      );
     if (!buffer) {
       buffer = this.device.createBuffer({
         size: bytes,
@@ -147,6 +190,7 @@ export class Engine {
     this.live.add(buffer);
     this.liveBytes += bytes;
     if (this.liveBytes > this.peakLiveBytes) this.peakLiveBytes = this.liveBytes;
+    if (this.liveBytes > this.maxLiveBytes) this.maxLiveBytes = this.liveBytes;
     return { buffer, shape: [...shape], dtype, size };
   }
 
@@ -269,6 +313,7 @@ export class Engine {
       const list = this.free.get(bytes) ?? [];
       list.push(...released);
       this.free.set(bytes, list);
+      for (const b of released) this.retiredOrder.add(b);
     }
     this.releasedThisStep.clear();
   }
@@ -303,9 +348,33 @@ export class Engine {
       if (bytes < minBytes) continue;
       for (const b of list) {
         this.deviceBytes -= b.size;
+        this.retiredOrder.delete(b);
         b.destroy();
       }
       this.free.delete(bytes);
+    }
+  }
+
+  /** Destroy retired buffers, oldest first, until at least `bytes` are gone (or none is left); ≤ 0: none. */
+  private evict(bytes: number): void {
+    if (bytes <= 0) return;
+    const gone = new Set<GPUBuffer>();
+    let freed = 0;
+    for (const b of this.retiredOrder) {
+      if (freed >= bytes) break;
+      gone.add(b);
+      freed += b.size;
+    }
+    if (gone.size === 0) return;
+    this.forgetBindGroups(gone);
+    for (const b of gone) {
+      this.retiredOrder.delete(b);
+      const list = this.free.get(b.size)!;
+      list.splice(list.indexOf(b), 1);
+      if (list.length === 0) this.free.delete(b.size);
+      this.deviceBytes -= b.size;
+      this.evictedBytes += b.size;
+      b.destroy();
     }
   }
 

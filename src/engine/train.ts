@@ -284,16 +284,55 @@ export class LoraTrainer<X> {
     return Math.ceil(L / Math.ceil(L / most));
   }
 
-  /** log π (L,) of the targets under the current adapter (or the base model with `base`), no gradient, on the backend. */
+  /**
+   * The sample restricted to its trained positions: `input` and `targets` of those positions only,
+   * for the LM head and the NLL (the other positions carry weight 0 and need no logits).
+   */
+  private trainedRows(p: Prepared): Prepared {
+    return {
+      ...p,
+      input: p.positions.map((t) => p.input[t]!),
+      targets: p.positions.map((t) => p.targets[t]!),
+      positions: p.positions.map((_, j) => j),
+    };
+  }
+
+  /** Rows `positions` of x (L, C) as (P, C) (x itself when every row is trained). */
+  private gatherRows(x: X, positions: number[], L: number): X {
+    return positions.length === L ? x : this.model.ops.embedding(x, positions);
+  }
+
+  /** (L, C) zeros with the rows of x (P, C) at `positions`, one copy per run of consecutive positions; frees x. */
+  private scatterRows(x: X, positions: number[], L: number): X {
+    const ops = this.model.ops;
+    if (positions.length === L) return x;
+    const out = ops.zeros([L, ops.shape(x)[1]!]);
+    for (let j = 0; j < positions.length;) {
+      let n = 1;
+      while (j + n < positions.length && positions[j + n] === positions[j]! + n) n++;
+      ops.copyRows(x, j, out, positions[j]!, n);
+      j += n;
+    }
+    ops.free(x);
+    return out;
+  }
+
+  /**
+   * log π (P,) of the trained positions' targets under the current adapter (or the base model
+   * with `base`), no gradient, on the backend; the LM head runs on those rows only.
+   */
   private logprobsTensor(p: Prepared, base = false): X {
     const { model } = this;
     const ops = model.ops;
     const saved = model.lora;
     if (base) model.lora = null;
     try {
+      const L = p.input.length;
       const hn = model.hiddenStates(p.input); // (L, C)
-      let out = ops.zeros([p.input.length]);
-      this.headChunks(hn, p, (r0, _R, _z, logp) => (out = ops.appendRows(out, r0, logp)));
+      const hnT = this.gatherRows(hn, p.positions, L); // (P, C)
+      let out = ops.zeros([p.positions.length]);
+      this.headChunks(hnT, this.trainedRows(p), (r0, _R, _z, logp) => (out = ops.appendRows(out, r0, logp)));
+      if (hnT !== hn) ops.free(hnT);
       ops.free(hn);
       return out;
     } finally {
@@ -311,13 +350,13 @@ export class LoraTrainer<X> {
     const batch = samples.map((s) => this.prepare(s));
     const used = batch.filter((p) => p.positions.length > 0);
     if (!used.length) return batch.map(() => []);
-    let all = ops.zeros([used.reduce((a, p) => a + p.input.length, 0)]);
+    let all = ops.zeros([used.reduce((a, p) => a + p.positions.length, 0)]);
     let row = 0;
     for (const p of used) {
-      const t = this.logprobsTensor(p);
+      const t = this.logprobsTensor(p); // (P,): the trained positions'
       all = ops.appendRows(all, row, t);
       ops.free(t);
-      row += p.input.length;
+      row += p.positions.length;
       ops.flush(); // a submit: the next sample is recorded while this one runs
     }
     const lp = await ops.read(all);
@@ -325,9 +364,8 @@ export class LoraTrainer<X> {
     ops.flush();
     row = 0;
     return batch.map((p) => {
-      if (!p.positions.length) return [];
-      const out = p.positions.map((t) => lp[row + t]!);
-      row += p.input.length;
+      const out = Array.from(lp.subarray(row, row + p.positions.length));
+      row += p.positions.length;
       return out;
     });
   }
@@ -354,21 +392,24 @@ export class LoraTrainer<X> {
     const N = used.reduce((a, p) => a + p.positions.length, 0);
     const grads = new Map<string, X>();
     for (const [k, x] of model.lora!.w) grads.set(k, ops.zeros([...ops.shape(x)]));
-    // (Σ L, 4) loss terms of every position of the minibatch (grpo_weights.ts), read once at the end
-    const rowsTotal = used.reduce((a, p) => a + p.input.length, 0);
+    // (Σ P, 4) loss terms of every trained position of the minibatch (grpo_weights.ts), read once at the end
+    const rowsTotal = used.reduce((a, p) => a + p.positions.length, 0);
     let stats = ops.zeros([Math.max(1, rowsTotal), 4]);
     let row0 = 0;
     let tokens = 0;
     for (const p of used) {
       const L = p.input.length;
-      const base = beta > 0 ? this.logprobsTensor(p, true) : undefined; // (L,) log π_base
-      const info = new Float32Array(3 * L); // (L, 3): trained 0/1, log π_old, TIS weight
-      p.positions.forEach((t, j) => {
-        info[3 * t] = 1;
-        info[3 * t + 1] = p.old ? p.old[j]! : 0;
-        info[3 * t + 2] = p.tis ? tisWeight(p.tis[j]!, cap) : 1;
+      // the LM head, the NLL and the GRPO weights run on the P trained positions only
+      const q = this.trainedRows(p);
+      const P = q.input.length;
+      const base = beta > 0 ? this.logprobsTensor(p, true) : undefined; // (P,) log π_base
+      const info = new Float32Array(3 * P); // (P, 3): trained 1, log π_old, TIS weight
+      p.positions.forEach((_, j) => {
+        info[3 * j] = 1;
+        info[3 * j + 1] = p.old ? p.old[j]! : 0;
+        info[3 * j + 2] = p.tis ? tisWeight(p.tis[j]!, cap) : 1;
       });
-      const infoT = ops.upload([L, 3], info);
+      const infoT = ops.upload([P, 3], info);
       const w: GrpoWeightOptions = {
         advantage: p.advantage,
         invN: 1 / N,
@@ -379,21 +420,22 @@ export class LoraTrainer<X> {
         maxLogRatio: MAX_LOG_RATIO,
       };
       const tape = model.forwardHidden(p.input, { checkpoint: this.opts.checkpoint ?? true });
-      let dhn: X | undefined; // ∂L/∂hn (L, C), filled chunk by chunk
-      this.headChunks(tape.hn, p, (r0, R, z, logp, lse) => {
-        const infoC = R === L ? infoT : ops.rows(infoT, r0, R);
-        const baseC = base && R !== L ? ops.rows(base, r0, R) : base;
+      const hnT = this.gatherRows(tape.hn, p.positions, L); // (P, C)
+      let dhT: X | undefined; // ∂L/∂hn at the trained positions (P, C), filled chunk by chunk
+      this.headChunks(hnT, q, (r0, R, z, logp, lse) => {
+        const infoC = R === P ? infoT : ops.rows(infoT, r0, R);
+        const baseC = base && R !== P ? ops.rows(base, r0, R) : base;
         const g = ops.grpoWeights(logp, infoC, baseC, w);
         stats = ops.appendRows(stats, row0 + r0, g.stats);
         // ∂L/∂z over the chunk, in place of z, with the 1/T of z = (logits + bias) / T folded in
-        const dz = ops.nllBackward(z, p.targets.slice(r0, r0 + R), g.w, lse, {
+        const dz = ops.nllBackward(z, q.targets.slice(r0, r0 + R), g.w, lse, {
           upstream: 1 / p.temperature,
           inPlace: true,
         });
         const dh = model.headBackward(dz); // (R, C)
-        if (R === L) dhn = dh;
+        if (R === P) dhT = dh;
         else {
-          dhn = ops.appendRows(dhn ?? ops.zeros([L, C]), r0, dh);
+          dhT = ops.appendRows(dhT ?? ops.zeros([P, C]), r0, dh);
           ops.free(dh);
         }
         ops.free(g.w, g.stats);
@@ -401,19 +443,21 @@ export class LoraTrainer<X> {
         if (infoC !== infoT) ops.free(infoC);
         if (baseC && baseC !== base) ops.free(baseC);
       });
-      const rows = this.chunkRows(L);
-      if (rows < L) {
+      if (hnT !== tape.hn) ops.free(hnT);
+      const dhn = this.scatterRows(dhT!, p.positions, L); // (L, C): zero at the untrained positions
+      const rows = this.chunkRows(P);
+      if (rows < P) {
         // submit, then destroy the chunk-sized buffers: idle in the pool they would add a chunk's
         // logits to the backward's peak (sizes that the layers never ask for)
         ops.flush();
         ops.trim((rows - 1) * model.cfg.vocabSize * 4);
       }
-      model.backwardHidden(tape, dhn!, grads);
-      ops.free(dhn!, infoT);
+      model.backwardHidden(tape, dhn, grads);
+      ops.free(dhn, infoT);
       if (base) ops.free(base);
       model.freeTape(tape);
       tokens += L;
-      row0 += L;
+      row0 += P;
       ops.flush(); // a submit, not a sync: the next sample is recorded while this one runs
     }
     const st = await ops.read(stats); // the one read of the step's statistics

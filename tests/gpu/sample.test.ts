@@ -1,7 +1,10 @@
-// GPU sampling (kernels/sample.wgsl) against the CPU reference (sample.ts) on the software
+// GPU sampling (kernels/sample*.wgsl) against the CPU reference (sample.ts) on the software
 // adapter: random logits for each filter combination, ties, a 151,936-wide row (Qwen2.5's
-// vocabulary), generation on the GPU against generation on the CPU, and the GPU KV-cache append.
+// vocabulary), rows whose candidates overflow the sorted path and the candidate buffer, NaN and
+// ±Infinity rows (NonFiniteLogitsError), generation on the GPU against generation on the CPU,
+// and the GPU KV-cache append.
 import { describe, expect, it } from 'vitest';
+import { NonFiniteLogitsError } from '../../src/core/errors.ts';
 import { createRng } from '../../src/core/rng.ts';
 import { generate } from '../../src/engine/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
@@ -88,6 +91,41 @@ describe.skipIf(!ctx)(`sample on WebGPU ${reason}`, () => {
       u[0] = Math.fround(0.61803);
       expect(await run(logits, v, o, u), JSON.stringify(o)).toEqual(sampleCpu(logits, v, o, u));
     }
+  });
+
+  it('flat rows: more candidates than the sorted path holds (searched) and than the buffer holds (whole row)', async () => {
+    // spread 0.5: nearly uniform p, so top-p 0.9 keeps ~90% of the row
+    for (const [v, o] of [
+      [6000, { temperature: 1, topP: 0.9 }],
+      [6000, { temperature: 1, topK: 3000, topP: 0.95 }],
+      [40_000, { temperature: 1, topP: 0.9, minP: 0.5 }],
+      [40_000, { temperature: 1, topP: 0.99 }],
+    ] as [number, SampleOptions][]) {
+      const logits = randomLogits(2 * v, 5, 0.5);
+      const u = f32Uniforms(2, 9);
+      u[0] = Math.fround(0.4142);
+      expect(await run(logits, v, o, u), `V=${v} ${JSON.stringify(o)}`).toEqual(sampleCpu(logits, v, o, u));
+    }
+  });
+
+  it('a row holding NaN or ±Infinity is a NonFiniteLogitsError naming the row, on every path', async () => {
+    const v = 5000;
+    for (const bad of [NaN, Infinity, -Infinity])
+      for (const o of [
+        { temperature: 0 },
+        { temperature: 1 },
+        { temperature: 0.7, topP: 0.9 },
+        { temperature: 1, topK: 5 },
+      ]) {
+        const logits = randomLogits(3 * v, 2, 10);
+        logits[v + 1234] = bad; // row 1
+        const err = await run(logits, v, o, [0.5, 0.5, 0.5]).catch((x: unknown) => x);
+        expect(err, `${bad} ${JSON.stringify(o)}`).toBeInstanceOf(NonFiniteLogitsError);
+        expect((err as NonFiniteLogitsError).data).toMatchObject({ row: 1 });
+      }
+    // the engine goes on sampling finite rows afterwards
+    const ok = randomLogits(v, 3, 10);
+    expect(await run(ok, v, { temperature: 0 }, [0])).toEqual(sampleCpu(ok, v, { temperature: 0 }, [0]));
   });
 
   it('generation sampled on the GPU equals generation sampled on the CPU (temperature, top-k, top-p)', async () => {

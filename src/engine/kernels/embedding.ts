@@ -24,13 +24,20 @@ export function embeddingCpu(table: Float32Array, v: number, c: number, ids: Uin
 
 /**
  * GPU version, recorded on `e`. table: (V, C) f32 or f16; ids: (T,) u32 data (a tensor filled
- * from a Uint32Array; its dtype field is not looked at) → (T, C) f32.
+ * from a Uint32Array; its dtype field is not looked at) → (T, C) f32. `at`: read `count` ids
+ * from `offset` of a longer ids tensor instead (the sampler's output, for multi-step decode), as
+ * rows of a shard whose first vocabulary row is `base` (other ids give zero rows).
  */
-export function embedding(e: Engine, table: Tensor, ids: Tensor): Tensor {
+export function embedding(
+  e: Engine,
+  table: Tensor,
+  ids: Tensor,
+  at?: { offset: number; count: number; base?: number },
+): Tensor {
   if (table.shape.length !== 2)
     throw new RangeError(`embedding: table must be (V, C), got ${JSON.stringify(table.shape)}`);
   const [v, c] = table.shape as [number, number];
-  const t = ids.size;
+  const t = at?.count ?? ids.size;
   if (table.dtype === 'f16' && !e.f16) throw new Error("embedding: an f16 table needs the device feature 'shader-f16'");
   if (t * c >= 2 ** 32) throw new RangeError('embedding: output too large');
   const out = e.tensor([t, c]);
@@ -44,7 +51,7 @@ export function embedding(e: Engine, table: Tensor, ids: Tensor): Tensor {
     code,
     constants: { WG },
     bindings: [table, ids, out],
-    uniforms: uniforms({ u32: t }, { u32: c }, { u32: v }),
+    uniforms: uniforms({ u32: t }, { u32: c }, { u32: v }, { u32: at?.offset ?? 0 }, { u32: at?.base ?? 0 }),
     workgroups: grid1d(Math.ceil((t * c) / WG)),
   });
   return out;

@@ -12,10 +12,12 @@ struct Params {
   T: u32,
   C: u32,
   V: u32,
+  off: u32,  // first id read: ids[off + t] (a multi-step decode reads the sampler's output in place)
+  base: u32, // the table's first vocabulary row (a shard of a larger table): row = id − base
 }
 
 @group(0) @binding(0) var<storage, read> table: array<TT>;     // (V, C)
-@group(0) @binding(1) var<storage, read> ids: array<u32>;      // (T,)
+@group(0) @binding(1) var<storage, read> ids: array<u32>;      // (≥ off + T,)
 @group(0) @binding(2) var<storage, read_write> out: array<f32>; // (T, C)
 @group(0) @binding(3) var<uniform> p: Params;
 
@@ -31,7 +33,7 @@ fn main(
   }
   let t = i / p.C;
   let c = i % p.C;
-  let id = ids[t];
+  let id = ids[p.off + t] - p.base; // below base: wraps past V, a zero row
   var v = 0.0;
   if (id < p.V) {
     v = f32(table[id * p.C + c]);

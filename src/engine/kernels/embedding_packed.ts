@@ -17,10 +17,15 @@ export function embeddingPackedCpu(table: PackedWeight, ids: Uint32Array): Float
   return embeddingCpu(unpackWeight(table), table.rows, table.cols, ids);
 }
 
-/** GPU version, recorded on `e`. ids: (T,) u32 data. */
-export function embeddingPacked(e: Engine, table: PackedTensor, ids: Tensor): Tensor {
+/** GPU version, recorded on `e`. ids: (T,) u32 data; `at`: `count` ids from `offset` of a longer tensor. */
+export function embeddingPacked(
+  e: Engine,
+  table: PackedTensor,
+  ids: Tensor,
+  at?: { offset: number; count: number; base?: number },
+): Tensor {
   const { rows: v, cols: c, format, scaleOffset } = table.packed;
-  const t = ids.size;
+  const t = at?.count ?? ids.size;
   if (t * c >= 2 ** 32) throw new RangeError('embedding_packed: output too large');
   const out = e.tensor([t, c]);
   if (t * c === 0) return out;
@@ -29,7 +34,14 @@ export function embeddingPacked(e: Engine, table: PackedTensor, ids: Tensor): Te
     code: packedKernelCode('embedding_packed', shader, format),
     constants: { WG },
     bindings: [table, ids, out],
-    uniforms: uniforms({ u32: t }, { u32: c }, { u32: v }, { u32: scaleOffset }),
+    uniforms: uniforms(
+      { u32: t },
+      { u32: c },
+      { u32: v },
+      { u32: scaleOffset },
+      { u32: at?.offset ?? 0 },
+      { u32: at?.base ?? 0 },
+    ),
     workgroups: grid1d(Math.ceil((t * c) / WG)),
   });
   return out;

@@ -5,10 +5,10 @@
 
 override WG: u32 = 256u;
 
-struct Params { T: u32, C: u32, V: u32, soff: u32 }
+struct Params { T: u32, C: u32, V: u32, soff: u32, off: u32, base: u32 } // ids[off + t] − base (a vocabulary shard)
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;         // table (V, C) packed
-@group(0) @binding(1) var<storage, read> ids: array<u32>;       // (T,)
+@group(0) @binding(1) var<storage, read> ids: array<u32>;       // (≥ off + T,)
 @group(0) @binding(2) var<storage, read_write> out: array<f32>; // (T, C)
 @group(0) @binding(3) var<uniform> p: Params;
 
@@ -26,7 +26,7 @@ fn main(
   }
   let t = i / p.C;
   let c = i % p.C;
-  let id = ids[t];
+  let id = ids[p.off + t] - p.base; // below base: wraps past V, a zero row
   var v = 0.0;
   if (id < p.V) {
     v = w_at(id, c, p.C, p.soff);
