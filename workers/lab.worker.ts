@@ -1,22 +1,30 @@
 /**
- * The micro lab worker (issue 15): src/core/micro/lab.ts's MicroLab off the page, on the engine's CPU
+ * The micro lab worker: src/core/micro/lab.ts's MicroLab off the page, on the engine's CPU
  * references (CpuOps: the lab's two models are 2 layers × hidden 16, where a GPU dispatch would cost
  * more than the arithmetic) and the in-process QuickJS sandbox (createSandboxWorkerApi: generated
  * environments still run only in QuickJS, here inside this worker). Nothing is downloaded: both
  * models are made from the seed on the spot (engine/toy_train.ts's toyModel, the `engine init` path).
  *
- * The models and trainers are built by engine/micro_policy.ts, as `spade micro` builds them, so a
- * browser run prints the CLI's numbers for the same settings.
+ * The models and trainers are built by engine/micro_policy.ts, as `spade micro` builds them (the
+ * trainers at the lab's sampling temperature), so a browser run prints the CLI's numbers for the
+ * same settings.
  *
- * Several labs live side by side under a key (the panel's run, and one per designer for "Compare
- * designers"); one runs at a time. run() streams events through a comlink proxy callback and stops
+ * Several labs live side by side under a key (the panel's run, and one per seed and designer for
+ * "Compare designers"); one runs at a time. check() runs a family's learning-curve check
+ * (micro_policy.ts learningCheck, as `spade micro check`). run() streams events through a comlink proxy callback and stops
  * between cycles when pause() was called. Created by
  * `new Worker(new URL('../../workers/lab.worker.ts', import.meta.url), { type: 'module' })`.
  */
-import { MicroLab, type CycleReport, type MicroSettings, type ProbeReport } from '../src/core/micro/lab.ts';
+import {
+  MICRO_DEFAULTS,
+  MicroLab,
+  type CycleReport,
+  type MicroSettings,
+  type ProbeReport,
+} from '../src/core/micro/lab.ts';
 import type { EnvRunner } from '../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
-import { engineMicroDeps } from '../src/engine/micro_policy.ts';
+import { engineMicroDeps, learningCheck, type LearningCheck } from '../src/engine/micro_policy.ts';
 import { exposeApi } from './rpc.ts';
 
 /** The settings a lab is made from (what the panel's link carries, minus the cycle count). */
@@ -40,6 +48,8 @@ export interface LabWorkerApi {
     cycles: number,
     onEvent: (e: LabEvent) => void,
   ): Promise<{ cycles: number; paused: boolean }>;
+  /** The learning-curve check of one family (the fixed designer on its easiest level for `cycles` cycles). */
+  check(family: number, seed: number, cycles: number): Promise<LearningCheck>;
   /** Stop the running lab after its current cycle. */
   pause(): void;
   /** Forget lab `key` (every lab when omitted), unloading its probe environments. */
@@ -81,7 +91,8 @@ async function labFor(key: string, s: LabSettings): Promise<MicroLab> {
   const have = labs.get(key);
   if (have?.made === made) return have.lab;
   if (have) await have.lab.close();
-  const lab = new MicroLab({ ...s }, await engineMicroDeps(s.seed, s.designer, runner));
+  const temperature = MICRO_DEFAULTS.temperature;
+  const lab = new MicroLab({ ...s, temperature }, await engineMicroDeps(s.seed, s.designer, runner, { temperature }));
   labs.set(key, { lab, made });
   return lab;
 }
@@ -103,7 +114,7 @@ const api: LabWorkerApi = {
         emit({ type: 'probe0', key, probe, ms: performance.now() - t0 });
       }
       const s = lab.settings;
-      const perCycle = s.levels * s.plays * 3 + s.probeLevels.length * s.probePlays;
+      const perCycle = s.levels * s.plays * 3 + s.probeLevels.length * s.probePlays; // plays, hint look-ups, probe
       while (lab.history.length < cycles) {
         await yieldToMessages();
         if (pauseRequested) return { cycles: lab.history.length, paused: true };
@@ -123,7 +134,19 @@ const api: LabWorkerApi = {
       }
       return { cycles: lab.history.length, paused: false };
     } finally {
+      // unload the probe environments between runs (the lab reloads them when it continues): a
+      // comparison keeps 8 labs, whose probe sets together would fill the sandbox
+      await labs.get(key)?.lab.close();
       onReset = () => undefined;
+      running = false;
+    }
+  },
+  async check(family, seed, cycles) {
+    if (running) throw new Error('The lab is already running; pause it first.');
+    running = true;
+    try {
+      return await learningCheck(family, seed, cycles, sandbox);
+    } finally {
       running = false;
     }
   },

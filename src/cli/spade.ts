@@ -36,7 +36,7 @@ Usage:
                                              stream one reply from a server
   spade bench loop [--json]                  loop overhead outside model calls, replies paced at 20 tokens/s
   spade engine logits --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu] [--json]
-  spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0] [--json]
+  spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0] [--steps-per-readback K] [--json]
                                              run our WebGPU engine (or its CPU references) on a checkpoint;
                                              both take --weights f32|bf16|f16|q4 (the base's GPU storage)
   spade bench engine [--json]                matmul GFLOP/s vs the FMA peak, decode and LoRA training tokens/s
@@ -47,8 +47,12 @@ Usage:
                                              the learning proof: a tiny fresh model learns a toy environment
   spade bench train [--json]                 GRPO training tokens/s and the generate/train split of a cycle
   spade gpu [--json]                         report the WebGPU adapter Node sees
-  spade micro [--cycles N] [--seed S] [--designer regret|random|fixed] [--json]
+  spade micro [--cycles N] [--seed S] [--designer regret|random|fixed|control] [--json]
                                              the micro self-play lab: two tiny fresh models, toy levels
+  spade micro check [--seed S] [--cycles N] [--json]
+                                             the lab's learning-curve check, per family
+  spade micro compare --seeds A-B [--cycles N] [--json] [--combine FILE...]
+                                             the four designers per seed, judged by the pre-registered criteria
   spade help                                 this text
 
 Exit codes: 0 success, 1 a check failed, 2 bad usage.`;

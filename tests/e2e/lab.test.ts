@@ -1,4 +1,4 @@
-// The micro self-play lab in Chromium (issue 15): it starts from the first screen with no model
+// The micro self-play lab in Chromium: it starts from the first screen with no model
 // (the introduction's Lab button, then ▶), the charts appear after a cycle, the link carries the
 // lab's seed and settings, and opening that link in a fresh browser context reproduces the first
 // cycle's numbers (the levels designed and the probe return) — the numbers `spade micro` computes in
@@ -24,7 +24,7 @@ async function nodeFirstCycle(): Promise<{ levels: string; probe: string; probe0
   const r = await lab.cycle();
   await lab.close();
   return {
-    levels: r.designs.map((d) => d.description ?? `invalid “${d.text}”`).join(', '),
+    levels: r.designs.map((d) => (d.description ?? `invalid “${d.text}”`) + (d.explore ? ' (explore)' : '')).join(', '),
     probe: `probe ${probeText(r.probe)}`,
     probe0: `Probe before training (cycle 0): ${probeText(lab.initialProbe!)}`,
   };
@@ -60,8 +60,9 @@ describe('the micro lab in Chromium', () => {
     const first = await firstCycle(page);
     // what the CLI computes for the same settings: the worker builds the lab exactly as `spade micro`
     expect(first).toEqual(await nodeFirstCycle());
-    // four charts with one point each (the probe chart two: cycle 0 and cycle 1), and the measured speed
-    expect(await page.getByTestId('lab-charts').locator('.chart').count()).toBe(4);
+    // five charts with one point each (the probe chart two: cycle 0 and cycle 1), the chance level and the measured speed
+    expect(await page.getByTestId('lab-charts').locator('.chart').count()).toBe(5);
+    expect(await page.getByTestId('lab-chance').textContent()).toBe('0.05');
     expect(await page.getByTestId('lab-speed').textContent()).toMatch(/^~\d+ s per cycle on this machine$/);
     const link = await page.evaluate(() => location.href);
     expect(new URL(link).hash).toBe('#panel=lab&lab.seed=3&lab.cycles=1&lab.K=2&lab.N=1&lab.P=1');

@@ -1,12 +1,17 @@
 // The Lab panel's pure parts (src/state/lab.svelte.ts): its URL codec (a link carries the seed and
-// the settings; bad values are dropped with a warning) and the comparison's verdict in words.
+// the settings; bad values are dropped with a warning) and the comparison it shows (the rows of
+// its runs judged by core/micro/compare.ts, as `spade micro compare` judges them).
 import { describe, expect, it } from 'vitest';
+import { compareRuns } from '../../src/core/micro/compare.ts';
+import { DESIGNERS } from '../../src/core/micro/lab.ts';
 import {
   cleanSettings,
-  compareVerdict,
+  compareResult,
   formatLabHash,
   LAB_DEFAULTS,
   parseLabHash,
+  PROBE_CHANCE,
+  rowsToRuns,
   type CompareRow,
 } from '../../src/state/lab.svelte.ts';
 
@@ -19,11 +24,12 @@ describe('lab URL fields', () => {
       levels: 2,
       plays: 1,
       probePlays: LAB_DEFAULTS.probePlays,
+      seeds: 3,
     };
     const hash = formatLabHash(s);
-    expect(hash).toBe('lab.seed=3&lab.cycles=2&lab.designer=fixed&lab.K=2&lab.N=1');
+    expect(hash).toBe('lab.seed=3&lab.cycles=2&lab.designer=fixed&lab.K=2&lab.N=1&lab.S=3');
     expect(parseLabHash(`#panel=lab&seed=9&${hash}`)).toEqual({
-      fields: { seed: 3, cycles: 2, designer: 'fixed', levels: 2, plays: 1 },
+      fields: { seed: 3, cycles: 2, designer: 'fixed', levels: 2, plays: 1, seeds: 3 },
       warnings: [],
     });
     expect(formatLabHash(LAB_DEFAULTS)).toBe('');
@@ -33,7 +39,7 @@ describe('lab URL fields', () => {
     const { fields, warnings } = parseLabHash('#lab.seed=abc&lab.K=99&lab.designer=oracle&lab.N=2&lab.cycles=');
     expect(fields).toEqual({ plays: 2 });
     expect(warnings).toEqual([
-      'ignored from the link: lab.designer must be one of regret, random, fixed',
+      'ignored from the link: lab.designer must be one of regret, random, fixed, control',
       'ignored from the link: lab.seed must be a whole number from 0 to 2147483647',
       'ignored from the link: lab.cycles must be a whole number from 1 to 200',
       'ignored from the link: lab.K must be a whole number from 1 to 8',
@@ -49,30 +55,29 @@ describe('lab URL fields', () => {
   });
 });
 
-describe('compare designers: the verdict', () => {
-  const rows = (regret: number, random: number, fixed: number, done = true): CompareRow[] =>
-    (
-      [
-        ['regret', regret],
-        ['random', random],
-        ['fixed', fixed],
-      ] as const
-    ).map(([designer, last]) => ({ designer, curve: [0.29, last], status: done ? 'done' : 'running' }));
-  // probePlays 2: 24 probe plays, one play = 1/24
-  const p = (n: number) => n / 24;
-
-  it('waits for all three designers', () => {
-    expect(compareVerdict(rows(p(7), p(2), p(6), false), 2)).toBeNull();
+describe('compare designers: what the panel shows', () => {
+  const row = (seed: number, designer: (typeof DESIGNERS)[number], last: number, done = true): CompareRow => ({
+    seed,
+    designer,
+    curve: [0.05, last / 2, last, last],
+    medianRegret: [0.5, 0.4, 0.3],
+    distinctLevels: [3, 3, 2],
+    status: done ? 'done' : 'running',
   });
+  const rows = (done = true) =>
+    [1, 2, 3].flatMap((seed) =>
+      DESIGNERS.map((d, i) => row(seed, d, d === 'regret' ? 0.6 + seed / 100 : 0.1 + i / 100, done || d !== 'control')),
+    );
 
-  it('says plainly when regret wins, ties within the noise, or loses', () => {
-    expect(compareVerdict(rows(p(10), p(2), p(6)), 2)).toBe(
-      'After 1 cycle the probe return is regret 0.42, random 0.08, fixed 0.25 (one probe play = 0.04). ' +
-        'The regret designer beat both baselines on the probe set (by 8 probe plays over random and 4 probe plays over fixed).',
-    );
-    expect(compareVerdict(rows(p(7), p(2), p(6)), 2)).toMatch(
-      /did not clearly beat both baselines: it beat random \(by 5 probe plays\); against fixed the gap is 1 probe play, within the noise\.$/,
-    );
-    expect(compareVerdict(rows(p(2), p(7), p(6)), 2)).toMatch(/did worse than both baselines on the probe set\.$/);
+  it('waits for every run, then judges them exactly as `spade micro compare`', () => {
+    expect(compareResult(rows(false))).toBeNull();
+    expect(compareResult([])).toBeNull();
+    const r = compareResult(rows())!;
+    expect(r).toEqual(compareRuns(rowsToRuns(rows()), PROBE_CHANCE));
+    expect(r.seeds).toEqual([1, 2, 3]);
+    expect(r.chance).toBeCloseTo(PROBE_CHANCE, 12);
+    expect(r.comparisons['regret-random'].diffs.map((x) => +x.toFixed(6))).toEqual([0.5, 0.51, 0.52]); // (0.6 + s/100) − (0.1 + 1/100)
+    expect(r.success).toBe(true);
+    expect(r.verdict).toMatch(/^Positive on 3 seeds: regret-random gain 0\.51 \[/);
   });
 });

@@ -1,21 +1,53 @@
 // The micro lab's environment families (src/core/micro/families.ts) and level descriptions
 // (levels.ts): every level of the knob grid passes the checker in the in-process QuickJS sandbox and
-// its solution() wins; the hint is the code; difficulty follows the knobs; the parser clamps and refuses.
+// its solution() wins; scoring is exact; the chance level is what a uniform player gets; the hint is
+// a strategy (the same for every seed, never the episode's code: the leak probe's check passes on
+// every main family and flags only the vault trap) that the oracle follows to a win; the parser
+// clamps and refuses.
 import { describe, expect, it } from 'vitest';
 import { checkEnv } from '../../src/core/env/checker.ts';
 import {
+  AGENT_DIGITS,
   allLevels,
+  chance,
   describeLevel,
   difficulty,
   FAMILIES,
   hintText,
   levelCode,
   levelValues,
+  lockDigit,
+  MAIN_FAMILIES,
+  oracleReply,
+  TRAP_FAMILIES,
+  type Level,
 } from '../../src/core/micro/families.ts';
 import { parseLevel } from '../../src/core/micro/levels.ts';
+import { createRng } from '../../src/core/rng.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
+import { leakedValues } from '../../src/core/spade/extract.ts';
+import { HINT_PREFIX } from '../../src/core/spade/prompts.ts';
 
 const sandbox = createSandboxWorkerApi();
+
+/** Play one episode with a reply function; returns the return and the first observation. */
+async function play(
+  id: string,
+  seed: number,
+  maxTurns: number,
+  hint: string | null,
+  reply: (m: { role: string; content: string }[]) => string,
+): Promise<{ ret: number; obs0: string }> {
+  const [obs0] = await sandbox.reset(id, seed);
+  const messages = [{ role: 'user', content: hint ? `${obs0}${HINT_PREFIX}${hint}` : obs0 }];
+  for (let t = 0; t < maxTurns; t++) {
+    const a = reply(messages);
+    const [obs, r, term, trunc] = await sandbox.step(id, a);
+    if (term || trunc) return { ret: term ? r : 0, obs0 };
+    messages.push({ role: 'assistant', content: a }, { role: 'user', content: obs });
+  }
+  return { ret: 0, obs0 };
+}
 
 describe('micro families', () => {
   it('every family at every knob setting passes the checker and its solution wins', async () => {
@@ -34,39 +66,79 @@ describe('micro families', () => {
     expect(failures).toEqual([]);
   }, 120_000);
 
-  it('plays as documented: hint = code, wrong digits cost a turn, digits count modulo A, truncation after L + 2', async () => {
+  it('plays as documented: exact digits (no modulo), a wrong digit costs a turn, truncation after L + 1', async () => {
     const l = { family: 3, L: 1, A: 1, D: 2 }; // vault, 3 digits, alphabet 3, 2 distractors
     const env = await sandbox.load(levelCode(l), 12);
     const [obs] = await sandbox.reset(env.id, 7);
     expect(obs).toMatch(/^Vault 3 digits, 0-2, new code each time\. Digit 1\? \[\d \d\]$/);
     const sol = await sandbox.solution(env.id);
-    expect(sol).toHaveLength(3);
     const code = sol.map((a) => Number(/\d/.exec(a)![0]));
-    expect(hintText(sol)).toBe(`code ${code.join('')}`);
-    // a wrong digit: "no.", same position; then the right one written as digit + 3 (mod 3) and boxed
-    const wrong = (code[0]! + 1) % 3;
-    expect((await sandbox.step(env.id, String(wrong)))[0]).toMatch(/^no\. Digit 1\?/);
-    expect((await sandbox.step(env.id, `\\boxed{${code[0]! + 3}}`))[0]).toMatch(/^ok\. Digit 2\?/);
-    expect((await sandbox.step(env.id, 'no digit here'))[1]).toBe(0);
-    const r4 = await sandbox.step(env.id, String(code[1]));
-    expect(r4.slice(1, 4)).toEqual([0, false, false]);
-    const r5 = await sandbox.step(env.id, String((code[2]! + 1) % 3)); // 5th reply = 3 + 2: out of turns
-    expect(r5.slice(1, 4)).toEqual([0, false, true]);
-    // the lock's code does not depend on the seed; echo shows the digit to type; mirror shows its mirror
-    const lock = await sandbox.load(levelCode({ family: 2, L: 2, A: 3, D: 0 }), 12);
-    await sandbox.reset(lock.id, 1);
-    const s1 = await sandbox.solution(lock.id);
-    await sandbox.reset(lock.id, 99);
-    expect(await sandbox.solution(lock.id)).toEqual(s1);
-    const echo = await sandbox.load(levelCode({ family: 0, L: 0, A: 3, D: 0 }), 12);
-    const [eo] = await sandbox.reset(echo.id, 3);
-    expect(eo).toBe(`Echo 2 digits, 0-9. Type ${/\d/.exec((await sandbox.solution(echo.id))[0]!)![0]}`);
-    const mirror = await sandbox.load(levelCode({ family: 1, L: 0, A: 0, D: 0 }), 12);
-    const [mo] = await sandbox.reset(mirror.id, 3);
-    const first = Number(/\d/.exec((await sandbox.solution(mirror.id))[0]!)![0]);
-    expect(mo).toBe(`Mirror 2 digits, 0-1: reply 1 minus the digit. Digit ${1 - first}`);
-    for (const e of [env, lock, echo, mirror]) await sandbox.dispose(e.id);
+    expect(hintText(l, sol)).toBe(`code ${code.join('')}`);
+    // the right digit plus the alphabet is wrong now (it counted modulo A before); then the right one, boxed
+    expect((await sandbox.step(env.id, String(code[0]! + 3)))[0]).toMatch(/^no\. Digit 1\?/);
+    expect((await sandbox.step(env.id, `\\boxed{${code[0]}}`))[0]).toMatch(/^ok\. Digit 2\?/);
+    expect((await sandbox.step(env.id, String(code[1])))[0]).toMatch(/^ok\. Digit 3\?/);
+    const r4 = await sandbox.step(env.id, String((code[2]! + 1) % 3)); // 4th reply = 3 + 1: out of turns
+    expect(r4.slice(1, 4)).toEqual([0, false, true]);
+    // the lock: one code for every seed and every length, counting down from 1 mod A
+    for (const L of [0, 3]) {
+      const lock = await sandbox.load(levelCode({ family: 2, L, A: 2, D: 0 }), 12);
+      for (const seed of [1, 99]) {
+        await sandbox.reset(lock.id, seed);
+        const digits = (await sandbox.solution(lock.id)).map((a) => Number(/\d/.exec(a)![0]));
+        expect(digits).toEqual([1, 0, 3, 2, 1].slice(0, levelValues({ family: 2, L, A: 2, D: 0 }).length));
+        expect(digits).toEqual(digits.map((_, i) => lockDigit(i, 4)));
+      }
+      await sandbox.dispose(lock.id);
+    }
+    await sandbox.dispose(env.id);
   });
+
+  it('chance is the win rate of a uniform player over the agent digits', async () => {
+    expect(chance({ family: 0, L: 0, A: 0, D: 0 })).toBeCloseTo(3 * 0.2 ** 2 * 0.8 + 0.2 ** 3, 12); // 0.104
+    expect(chance({ family: 2, L: 3, A: 3, D: 3 })).toBeCloseTo(6 * 0.2 ** 5 * 0.8 + 0.2 ** 6, 12); // 0.0016
+    const l = { family: 1, L: 0, A: 3, D: 1 };
+    const env = await sandbox.load(levelCode(l), 12);
+    const rng = createRng(4);
+    let wins = 0;
+    const n = 3000;
+    for (let i = 0; i < n; i++)
+      wins += (await play(env.id, i, levelValues(l).maxTurns, null, () => AGENT_DIGITS[rng.int(5)]!)).ret;
+    expect(Math.abs(wins / n - chance(l))).toBeLessThan(0.02);
+    await sandbox.dispose(env.id);
+  }, 60_000);
+
+  it('the hint is a strategy, not the answer: the same every seed, the leak check passes on every main family and flags the vault trap; the oracle wins with it', async () => {
+    const grid = (families: readonly number[]) => allLevels(families).filter((l: Level) => (l.L + l.A + l.D) % 3 === 0); // a third of the grid, every knob value
+    const leaks = async (l: Level) => {
+      const v = levelValues(l);
+      const env = await sandbox.load(levelCode(l), 12);
+      const found: string[] = [];
+      const hints = new Set<string>();
+      for (const seed of [1, 2, 3, 4]) {
+        const [obs] = await sandbox.reset(env.id, seed);
+        const sol = await sandbox.solution(env.id);
+        const hint = hintText(l, sol);
+        hints.add(hint);
+        // the code as one hidden value (the stricter form: the leak probe's values need ≥ 2 digits)
+        const whole = `\\boxed{${sol.map((a) => /\d/.exec(a)![0]).join('')}}`;
+        found.push(...leakedValues(hint, [[whole]], [obs]));
+        const won = await play(env.id, seed, v.maxTurns, hint, (m) => oracleReply(m, HINT_PREFIX));
+        expect(won.ret, `${describeLevel(l)} seed ${seed}: the oracle follows "${hint}"`).toBe(1);
+      }
+      await sandbox.dispose(env.id);
+      return { found, hints: hints.size };
+    };
+    for (const l of grid(MAIN_FAMILIES)) {
+      const r = await leaks(l);
+      expect(r.found, describeLevel(l)).toEqual([]);
+      expect(r.hints, describeLevel(l)).toBe(1);
+    }
+    let flagged = 0;
+    for (const l of grid(TRAP_FAMILIES)) flagged += (await leaks(l)).found.length ? 1 : 0;
+    expect(flagged).toBeGreaterThan(0); // the trap's hint is the per-seed code
+    expect(FAMILIES[3]!.trap).toMatch(/hint is the answer/);
+  }, 60_000);
 
   it('difficulty is the mean knob level on [0, 1]', () => {
     expect(difficulty({ family: 0, L: 0, A: 0, D: 0 })).toBe(0);

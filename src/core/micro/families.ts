@@ -1,33 +1,41 @@
 /**
- * The micro lab's parametric environment families (issue 15): small games written for a tiny model
- * with a digits-only vocabulary, each generated as a JavaScript environment of the seed contract
- * (reset/step/solution, run in the QuickJS sandbox like any designed environment) from a family and
- * three knobs.
+ * The micro lab's parametric environment families: small games written for a tiny model whose
+ * vocabulary is the digits 0–4 (AGENT_DIGITS), each generated as a JavaScript environment of the
+ * seed contract (reset/step/solution, run in the QuickJS sandbox like any designed environment)
+ * from a family and three knobs.
  *
  * Every family is the same episode shape — enter an L-digit code, one digit per reply — and differs
  * in what the observation tells the player:
- *   F0 echo    each observation shows the next digit              (skill: copy)
- *   F1 mirror  each observation shows d; the answer is (A−1)−d     (skill: a mapping)
- *   F2 lock    the code is the same for every seed of the level    (skill: remember across episodes)
- *   F3 vault   a new random code each seed; nothing shows it       (only the hint or search helps)
+ *   F0 echo    each observation shows the next digit               (skill: copy)
+ *   F1 mirror  each observation shows d; the answer is (A−1)−d      (skill: a mapping)
+ *   F2 lock    the same code every episode, one code for all lengths: the code of length L is the
+ *              first L digits of the length-5 code, so short locks teach what long ones need
+ *              (skill: remember across episodes; the chain)
+ *   F3 vault   a new random code each episode; only its hint (the code itself) reveals it — a
+ *              labelled trap, designable only in the trap ablation (see TRAP)
  * A right digit advances ("ok."), a wrong one does not ("no."); reward 1 and terminated when the
  * whole code is in; truncated (return 0) after L + SPARE_TURNS replies.
  *
- * How a reply is read (the tiny agent cannot write \boxed{}): the first digit of the \boxed{}
- * content when there is one, else the first digit anywhere in the reply; a digit outside the
- * alphabet counts modulo A, so every digit is a guess and a random reply wins a turn about 1/A of
- * the time. A reply with no digit costs the turn.
+ * Scoring is exact: the first digit of the \boxed{} content when there is one, else the first digit
+ * anywhere, must equal the code's digit (no modulo: a digit outside the alphabet is wrong). A
+ * player choosing uniformly among the agent's five digits wins a turn 1/5 of the time, so its win
+ * rate on a level is `chance(level)` = P(Binomial(L + SPARE_TURNS, 1/5) ≥ L): 0.10 at L = 2,
+ * 0.027 at 3, under 0.01 beyond.
  *
  * Knobs, each a level 0..3 (the designer writes the level digits, levels.ts):
  *   L  code length      2, 3, 4, 5      (≥ 2: the checker asks for a multi-turn solution)
- *   A  alphabet size    2, 3, 5, 10
- *   D  distractors      0..3 random digits in brackets after each observation (noise to ignore)
+ *   A  alphabet size    2, 3, 4, 5      (digits 0..A−1; the agent can write every one)
+ *   D  distractors      0..3 random digits in brackets after each observation (noise to ignore;
+ *                       in training and in the probe alike)
  * Difficulty = (l + a + d) / 9 ∈ [0, 1], from the knob levels alone, the same for every family.
  *
- * The hint (appended to the first observation as in the method) is the code itself, "code 314":
- * it is computed from solution() right after reset(seed), so it always matches the episode.
- * It helps an agent that reads it at every level; without it, echo and mirror can be read off the
- * observations, lock can be memorised, and vault only searched.
+ * The hint (appended to the first observation as in the method) is a strategy the unhinted agent
+ * could learn, the same for every seed of a level — never that episode's code: echo "type the
+ * digit shown", mirror "type 3 minus the digit shown", lock "same code every time: start at 1,
+ * count down, 0 wraps to 3". Only the vault trap's hint is the episode's code (`code 314`), which
+ * is what makes it a trap: maximal regret, nothing to learn.
+ * `oracleReply` is a scripted player that follows a hint exactly (the lab's hinted arm, labelled
+ * an oracle: a fresh tiny model cannot read instructions).
  * Observations are terse on purpose: the tiny model's cost grows with the prompt's length in bytes.
  */
 
@@ -36,27 +44,47 @@ export interface FamilyInfo {
   name: string;
   /** One line for people: what the player sees and must do. */
   about: string;
+  /** Set for a trap family (designable only in the trap ablation): why it is one. */
+  trap?: string;
 }
 
 export const FAMILIES: readonly FamilyInfo[] = [
   { name: 'echo', about: 'each observation shows the next digit: type it' },
   { name: 'mirror', about: 'each observation shows d: type (A−1)−d' },
-  { name: 'lock', about: 'the combination is the same every episode: remember it' },
-  { name: 'vault', about: 'a new hidden code every episode: only the hint (or luck) reveals it' },
+  { name: 'lock', about: 'the same code every episode, one code for every length: remember it' },
+  {
+    name: 'vault',
+    about: 'a new hidden code every episode: only the hint (the code itself) or luck reveals it',
+    trap: 'its hint is the answer and nothing can be learnt without it: maximal regret, no skill',
+  },
 ];
+
+/**
+ * The families the lab designs and probes by default (the trap ablation adds TRAP_FAMILIES): those
+ * whose learning-curve check passes at the lab's budget (docs/micro.md). Echo does not: at the
+ * lab's learning rate the tiny agent learns its alphabet (win rate 0.5 at A = 2) but not to copy.
+ */
+export const MAIN_FAMILIES: readonly number[] = [1, 2];
+export const TRAP_FAMILIES: readonly number[] = [3];
+
+/** The agent's vocabulary: the digits it can write (every alphabet's digits, and no more). */
+export const AGENT_DIGITS = '01234';
 
 /** Knob levels 0..3 → values. */
 export const KNOB_VALUES = {
   L: [2, 3, 4, 5],
-  A: [2, 3, 5, 10],
+  A: [2, 3, 4, 5],
   D: [0, 1, 2, 3],
 } as const;
 
 /** The highest knob level (levels are 0..KNOB_MAX). */
 export const KNOB_MAX = 3;
 
-/** Replies allowed beyond the code's length (2: a random player on the easiest level wins about 2/3 of the time). */
-export const SPARE_TURNS = 2;
+/** Replies allowed beyond the code's length (1: one slip is forgiven; luck alone rarely wins). */
+export const SPARE_TURNS = 1;
+
+/** The lock's code of the longest length: every lock's code is its first L digits (mod A): start at 1, count down. */
+export const lockDigit = (i: number, A: number) => (((1 - i) % A) + A) % A;
 
 /** A level: a family and its three knob levels (each 0..3). */
 export interface Level {
@@ -82,15 +110,68 @@ export function levelValues(l: Level): { length: number; alphabet: number; distr
   return { length, alphabet: KNOB_VALUES.A[l.A]!, distractors: KNOB_VALUES.D[l.D]!, maxTurns: length + SPARE_TURNS };
 }
 
-/** The hint text for an episode whose reference actions are `solution` ("code 314"). */
-export function hintText(solution: readonly string[]): string {
-  return `code ${solution.map((a) => /[0-9]/.exec(a)?.[0] ?? '?').join('')}`;
+/**
+ * The win rate of a player replying uniformly among AGENT_DIGITS: P(Binomial(L + SPARE_TURNS, p) ≥ L),
+ * p = 1/|AGENT_DIGITS| (every code digit is one of them, and a wrong reply only costs the turn).
+ */
+export function chance(l: Level): number {
+  const { length: L, maxTurns: n } = levelValues(l);
+  const p = 1 / AGENT_DIGITS.length;
+  let sum = 0;
+  for (let k = L; k <= n; k++) sum += binom(n, k) * p ** k * (1 - p) ** (n - k);
+  return sum;
 }
 
-/** Every level of the grid (4 families × 4 × 4 × 4 = 256). */
-export function allLevels(): Level[] {
+function binom(n: number, k: number): number {
+  let r = 1;
+  for (let i = 1; i <= k; i++) r = (r * (n - k + i)) / i;
+  return r;
+}
+
+/**
+ * The hint of an episode: a strategy for the level, the same for every seed (see the file header);
+ * only the vault trap's is that episode's code, read from `solution` (its solution() after reset).
+ */
+export function hintText(l: Level, solution: readonly string[] = []): string {
+  const A = levelValues(l).alphabet;
+  switch (l.family) {
+    case 0:
+      return 'type the digit shown';
+    case 1:
+      return `type ${A - 1} minus the digit shown`;
+    case 2:
+      return `same code every time: start at 1, count down, 0 wraps to ${A - 1}`;
+    default:
+      return `code ${solution.map((a) => /[0-9]/.exec(a)?.[0] ?? '?').join('')}`;
+  }
+}
+
+/**
+ * The oracle: a scripted player that follows the hint of hintText exactly, reading only the
+ * conversation (the hint after `hintPrefix` in the first message, the last observation, and the
+ * "ok."s so far for the position). Returns "0" when it finds no hint it knows.
+ */
+export function oracleReply(messages: readonly { role: string; content: string }[], hintPrefix: string): string {
+  const first = messages[0]?.content ?? '';
+  const at = first.indexOf(hintPrefix);
+  const hint = at < 0 ? '' : first.slice(at + hintPrefix.length);
+  const users = messages.filter((m) => m.role === 'user');
+  const last = users.at(-1)!.content.split(hintPrefix)[0]!;
+  const shown = Number(/(?:Type|Digit) (\d)(?!\?)/.exec(last)?.[1] ?? 0);
+  const pos = users.filter((m) => m.content.startsWith('ok.')).length;
+  let m: RegExpExecArray | null;
+  if (hint === 'type the digit shown') return String(shown);
+  if ((m = /^type (\d) minus the digit shown$/.exec(hint))) return String(Number(m[1]) - shown);
+  if ((m = /^same code every time: start at 1, count down, 0 wraps to (\d)$/.exec(hint)))
+    return String(lockDigit(pos, Number(m[1]) + 1));
+  if ((m = /^code (\d+)$/.exec(hint))) return m[1]![pos] ?? '0';
+  return '0';
+}
+
+/** Every level of the grid of the given families (default all: 4 × 4 × 4 × 4 = 256). */
+export function allLevels(families: readonly number[] = FAMILIES.map((_, f) => f)): Level[] {
   const out: Level[] = [];
-  for (let family = 0; family < FAMILIES.length; family++)
+  for (const family of families)
     for (let L = 0; L <= KNOB_MAX; L++)
       for (let A = 0; A <= KNOB_MAX; A++) for (let D = 0; D <= KNOB_MAX; D++) out.push({ family, L, A, D });
   return out;
@@ -115,8 +196,8 @@ function familyParts(l: Level, A: number, L: number): { code: string; intro: str
       };
     case 2:
       return {
-        // the same combination for every seed: (3i + 1) mod A
-        code: `(3 * i + 1) % ${A}`,
+        // the same code for every seed and every length: start at 1, count down mod A (lockDigit)
+        code: `(((1 - i) % ${A}) + ${A}) % ${A}`,
         intro: `Lock ${L} digits, 0-${A - 1}, same code every time.`,
         show: `'Digit ' + (this.pos + 1) + '?'`,
       };
@@ -159,7 +240,7 @@ class ${CLASS[l.family]} {
     const text = String(action);
     const boxed = extractBoxed(text);
     const m = /[0-9]/.exec(boxed === null ? text : boxed);
-    return m ? Number(m[0]) % ${v.alphabet} : null;
+    return m ? Number(m[0]) : null;
   }
   step(action) {
     if (this.done) return ['The episode is over.', 0, true, false, {}];

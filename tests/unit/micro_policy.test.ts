@@ -1,0 +1,49 @@
+// The micro lab's engine roles (src/engine/micro_policy.ts): the trainer's policy is the sampler's
+// policy at the lab's temperature, so the first GRPO step on freshly sampled plays has ratio 1
+// (approxKl 0, nothing clipped) at any temperature — a trainer built for T = 1 while the lab samples
+// at T = 0.5 gives a wrong ratio from the first step. And the learning-curve check's shape.
+import { describe, expect, it } from 'vitest';
+import { extendTrace } from '../../src/core/train/grpo.ts';
+import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
+import { CHECK_PLAYS, engineMicroDeps, learningCheck } from '../../src/engine/micro_policy.ts';
+
+const runner = createSandboxWorkerApi();
+
+describe('micro lab trainer temperature', () => {
+  it('trains at the temperature the lab samples at: the first step on a fresh sample has ratio 1', async () => {
+    for (const temperature of [0.5, 1.5]) {
+      const { agent } = await engineMicroDeps(2, 'fixed', runner, { layers: 1, hidden: 16, temperature });
+      const samples = [];
+      for (let j = 0; j < 4; j++) {
+        const reply = await agent.chat.chat([{ role: 'user', content: 'Lock 2 digits, 0-1. Digit 1?' }], {
+          temperature,
+          max_tokens: 3,
+          seed: 10 + j,
+        });
+        samples.push({
+          role: 'agent' as const,
+          ...extendTrace(null, reply.tokens!)!,
+          advantage: j % 2 ? 1 : -1,
+          key: `${j}`,
+        });
+      }
+      const step = await agent.trainer!.step(samples);
+      expect(Math.abs(step.approxKl), `T = ${temperature}`).toBeLessThan(1e-5);
+      expect(step.clipFraction, `T = ${temperature}`).toBe(0);
+    }
+  }, 60_000);
+});
+
+describe('the learning-curve check', () => {
+  it("trains the fixed designer on the family's easiest level and measures the trained agent with and without the hint", async () => {
+    const c = await learningCheck(2, 1, 2, runner, { levels: 2, plays: 4 }, { layers: 1, hidden: 16 });
+    expect(c).toMatchObject({ family: 2, seed: 1 });
+    expect(c.curve).toHaveLength(2);
+    for (const x of [...c.curve, c.agentNoHint, c.agentWithHint]) {
+      expect(x).toBeGreaterThanOrEqual(0);
+      expect(x).toBeLessThanOrEqual(1);
+    }
+    expect((c.agentNoHint * CHECK_PLAYS) % 1).toBeCloseTo(0, 9); // a share of CHECK_PLAYS plays
+    expect(c.masteredAt === null || c.masteredAt === 2).toBe(true);
+  }, 120_000);
+});
