@@ -24,8 +24,8 @@ import {
 } from '../src/core/micro/lab.ts';
 import type { EnvRunner } from '../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
-import { engineMicroDeps, learningCheck, type LearningCheck } from '../src/engine/micro_policy.ts';
-import { exposeApi } from './rpc.ts';
+import { engineMicroDeps, learningCheck, type LearningCheck } from '../src/engine/lab/micro_policy.ts';
+import { exposeApi } from '../src/platform/rpc.ts';
 
 /** The settings a lab is made from (what the panel's link carries, minus the cycle count). */
 export type LabSettings = Pick<MicroSettings, 'seed' | 'designer' | 'levels' | 'plays' | 'probePlays'>;

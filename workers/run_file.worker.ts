@@ -5,7 +5,7 @@
  * `new Worker(new URL('../../workers/run_file.worker.ts', import.meta.url), { type: 'module' })`.
  */
 import { parseRunFileBytes, type RunFile } from '../src/core/spade/run_file.ts';
-import { exposeApi } from './rpc.ts';
+import { exposeApi } from '../src/platform/rpc.ts';
 
 export interface RunFileWorkerApi {
   parse(bytes: Uint8Array): RunFile;

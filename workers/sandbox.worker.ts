@@ -5,6 +5,6 @@
  * The API lives in src/core/sandbox/worker_api.ts (pure, testable in-process).
  */
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
-import { exposeApi } from './rpc.ts';
+import { exposeApi } from '../src/platform/rpc.ts';
 
 exposeApi(createSandboxWorkerApi());

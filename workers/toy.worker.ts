@@ -7,8 +7,8 @@
  * CLI's numbers. To stop a run, the page terminates this worker.
  * Created by `new Worker(new URL('../../workers/toy.worker.ts', import.meta.url), { type: 'module' })`.
  */
-import { toyTrain, type ToyUpdate } from '../src/engine/toy_train.ts';
-import { exposeApi } from './rpc.ts';
+import { toyTrain, type ToyUpdate } from '../src/engine/lab/toy_train.ts';
+import { exposeApi } from '../src/platform/rpc.ts';
 
 export interface ToyRunOptions {
   seed: number;

@@ -19,9 +19,9 @@ import type { Args, Io } from './args.ts';
  */
 export async function benchEngine(io: Io, a: Args): Promise<number> {
   const { acquireNodeGpu, nodeGpu } = await import('../platform/node/gpu.ts');
-  const { Engine } = await import('../engine/runtime.ts');
-  const { benchFmaPeak, benchMatmul } = await import('../engine/bench_kernels.ts');
-  const { benchModel, BENCH_CONFIG } = await import('../engine/bench_model.ts');
+  const { Engine } = await import('../engine/runtime/runtime.ts');
+  const { benchFmaPeak, benchMatmul } = await import('../engine/bench/kernels.ts');
+  const { benchModel, BENCH_CONFIG } = await import('../engine/bench/model.ts');
   const quick = a.flags.has('quick');
   const ctx = await acquireNodeGpu();
   const e = new Engine(ctx);
@@ -41,7 +41,7 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
     for (const [m, n, k] of sizes) {
       const ours = await benchMatmul(e, m, n, k, quick ? 2 : 20);
       try {
-        const { benchPeerMatmul } = await import('../engine/bench_peer.ts' as string);
+        const { benchPeerMatmul } = await import('../engine/bench/peer.ts' as string);
         peer = await benchPeerMatmul(await nodeGpu(), m, n, k, quick ? 2 : 20);
       } catch (err) {
         peer = { error: (err as Error).message };
@@ -64,8 +64,8 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       quick ? 32 : 128,
       quick ? 4 : 32,
     );
-    const { benchSampling } = await import('../engine/bench_sampling.ts');
-    const { countDecodeDispatches } = await import('../engine/bench_model.ts');
+    const { benchSampling } = await import('../engine/bench/sampling.ts');
+    const { countDecodeDispatches } = await import('../engine/bench/model.ts');
     const sampling = await benchSampling(e, quick ? 3 : 20);
     // --quick: a 4,096 vocabulary (dispatch counts do not depend on it)
     const dispatches = await countDecodeDispatches(e, undefined, quick ? 4096 : undefined);
@@ -77,13 +77,13 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       4,
       'generate',
     );
-    const { benchBatchDecode } = await import('../engine/bench_batch.ts');
+    const { benchBatchDecode } = await import('../engine/bench/batch.ts');
     const batchDecode = (
       await benchBatchDecode(e, quick ? { ...BENCH_CONFIG, numLayers: 2, vocabSize: 4096 } : BENCH_CONFIG, {
         tokens: quick ? 8 : 16, // 4 steps were too few to time on a software adapter (2.2–2.7× vs 3.1× at 8)
       })
     ).map((r) => ({ ...r, tokensPerSec: +r.tokensPerSec.toFixed(1), speedup: +r.speedup.toFixed(2) }));
-    const { benchMultiStepDecode } = await import('../engine/bench_multistep.ts');
+    const { benchMultiStepDecode } = await import('../engine/bench/multistep.ts');
     const ms = await benchMultiStepDecode(
       e,
       quick ? { ...BENCH_CONFIG, numLayers: 2, vocabSize: 4096 } : BENCH_CONFIG,
@@ -97,7 +97,7 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       wallMsPerTokenK1: +ms.wallMsPerTokenK1.toFixed(1),
       wallMsPerTokenK: +ms.wallMsPerTokenK.toFixed(1),
     };
-    const { benchWeightFormats } = await import('../engine/bench_model.ts');
+    const { benchWeightFormats } = await import('../engine/bench/model.ts');
     const weightFormats = (
       await benchWeightFormats(
         e,
@@ -112,7 +112,7 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
     }));
     // peak GPU bytes of one LoRA step on the Qwen2.5-0.5B layout, 1,024 tokens, bf16 base (a replay of the
     // allocations on a recording-only device: the real layout does not run on a software adapter)
-    const { benchTrainMemory, benchTrainMemoryMixed } = await import('../engine/bench_model.ts');
+    const { benchTrainMemory, benchTrainMemoryMixed } = await import('../engine/bench/model.ts');
     const mixed = await benchTrainMemoryMixed(e, { steps: quick ? 5 : 9 });
     const trainMemory = {
       ...(await benchTrainMemory(e, {})),
@@ -122,7 +122,7 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
         exactSizes: { ...mixed.exactSizes, ratio: +mixed.exactSizes.ratio.toFixed(3) },
       },
     };
-    const { benchLowLimits } = await import('../engine/bench_model.ts');
+    const { benchLowLimits } = await import('../engine/bench/model.ts');
     const lowLimits = await benchLowLimits(e, 128);
     const result = {
       ok: true,

@@ -21,15 +21,15 @@
  */
 import { basename } from 'node:path';
 import { UsageError } from '../core/errors.ts';
-import { LocalChatModel } from '../engine/local_model.ts';
+import { LocalChatModel } from '../engine/model/local_model.ts';
 import type { TextTokenizer } from '../engine/io/tokenizer.ts';
-import { DecodeScheduler } from '../engine/batch.ts';
-import { generate } from '../engine/generate.ts';
+import { DecodeScheduler } from '../engine/model/batch.ts';
+import { generate } from '../engine/model/generate.ts';
 import { loadCheckpoint, loadPeftAdapter } from '../engine/io/load.ts';
 import { parseWeightFormat, type WeightFormat } from '../engine/io/pack.ts';
-import { LlamaModel } from '../engine/model.ts';
-import { CpuOps, GpuOps, type Ops } from '../engine/ops.ts';
-import { Engine } from '../engine/runtime.ts';
+import { LlamaModel } from '../engine/model/model.ts';
+import { CpuOps, GpuOps, type Ops } from '../engine/runtime/ops.ts';
+import { Engine } from '../engine/runtime/runtime.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';
 import { DirModelFiles, writeModelFiles } from '../platform/node/model_files.ts';
 import { initCheckpointFiles, initConfig, type InitDType } from '../engine/io/init_checkpoint.ts';

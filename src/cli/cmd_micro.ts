@@ -29,7 +29,7 @@ import {
   type MicroSettings,
 } from '../core/micro/lab.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
-import { learningCheck, runMicro } from '../engine/micro_policy.ts';
+import { learningCheck, runMicro } from '../engine/lab/micro_policy.ts';
 import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 
 /** The comparison's default cycles (docs/micro.md, "Pre-registered settings"). */

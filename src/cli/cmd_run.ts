@@ -43,7 +43,7 @@ import { attachTraining } from './run_training.ts';
 
 /** The local engine's scheduler counters (loaded lazily: other backends never load the engine). */
 async function localDecodeStats(model: ChatModel) {
-  const { LocalChatModel, schedulerFor } = await import('../engine/local_model.ts');
+  const { LocalChatModel, schedulerFor } = await import('../engine/model/local_model.ts');
   return model instanceof LocalChatModel ? schedulerFor(model.llm).stats() : undefined;
 }
 

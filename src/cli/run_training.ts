@@ -39,8 +39,8 @@ import {
   type UpdateStats,
 } from '../core/train/schedule.ts';
 import { exportPeft, importPeft, type LoraModule } from '../engine/io/peft.ts';
-import { LocalChatModel, releaseDecodeMemory } from '../engine/local_model.ts';
-import { decodeTrainerState, encodeTrainerState, LoraTrainer } from '../engine/train.ts';
+import { LocalChatModel, releaseDecodeMemory } from '../engine/model/local_model.ts';
+import { decodeTrainerState, encodeTrainerState, LoraTrainer } from '../engine/train/train.ts';
 import type { Io } from './args.ts';
 
 /** A fresh adapter's shape when none is given: rank 8 on the attention's q and v, as PEFT's defaults do. */

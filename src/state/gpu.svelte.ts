@@ -3,8 +3,8 @@
  * kernel self-check (GPU vs CPU reference), and reports device loss.
  */
 import { serializeError } from '../core/errors.ts';
-import { acquireGpu, WEBGPU_HELP, type GpuContext, type GpuReport } from '../engine/device.ts';
-import { gpuSelfCheck } from '../engine/self_check.ts';
+import { acquireGpu, WEBGPU_HELP, type GpuContext, type GpuReport } from '../engine/runtime/device.ts';
+import { gpuSelfCheck } from '../engine/runtime/self_check.ts';
 
 export type GpuStatus = 'checking' | 'ready' | 'unavailable' | 'lost';
 

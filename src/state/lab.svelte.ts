@@ -11,7 +11,7 @@
  * lab.P, lab.S): the app's config has a `seed` of its own, and the lab's fields mean nothing elsewhere.
  */
 import * as Comlink from 'comlink';
-import '../../workers/rpc.ts';
+import '../platform/rpc.ts';
 import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
 import { compareRuns, type CompareResult, type SeedRun } from '../core/micro/compare.ts';
@@ -25,7 +25,7 @@ import {
   type DesignerKind,
   type ProbeReport,
 } from '../core/micro/lab.ts';
-import type { LearningCheck } from '../engine/micro_policy.ts';
+import type { LearningCheck } from '../engine/lab/micro_policy.ts';
 import { hashSeed } from '../core/rng.ts';
 import type { LabEvent, LabSettings, LabWorkerApi } from '../../workers/lab.worker.ts';
 

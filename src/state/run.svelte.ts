@@ -13,7 +13,7 @@
  * pacer (core/spade/pacer.ts) that can slow them to a chosen tokens/s, pause and step.
  */
 import * as Comlink from 'comlink';
-import '../../workers/rpc.ts';
+import '../platform/rpc.ts';
 import type { RunFileWorkerApi } from '../../workers/run_file.worker.ts';
 import { joinChunks } from '../core/bytes.ts';
 import { DEFAULTS, type Config } from '../core/config.ts';

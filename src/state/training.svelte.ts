@@ -10,7 +10,7 @@
  * panel offers for any role.
  */
 import * as Comlink from 'comlink';
-import '../../workers/rpc.ts';
+import '../platform/rpc.ts';
 import type { Config } from '../core/config.ts';
 import { ModelLoadError, serializeError } from '../core/errors.ts';
 import {
@@ -38,7 +38,7 @@ import {
   type CycleData,
   type UpdateStats,
 } from '../core/train/schedule.ts';
-import type { EngineApi, FreshModel, ModelSource, ModelSummary } from '../engine/engine_api.ts';
+import type { EngineApi, FreshModel, ModelSource, ModelSummary } from '../engine/model/engine_api.ts';
 import { sandboxPool } from './envs.svelte.ts';
 import type { LoadProgress } from '../engine/io/load.ts';
 import type { WeightFormat } from '../engine/io/pack.ts';

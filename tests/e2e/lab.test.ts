@@ -6,7 +6,7 @@
 // (the CPU references in Chromium on a shared machine).
 import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { engineMicroDeps } from '../../src/engine/micro_policy.ts';
+import { engineMicroDeps } from '../../src/engine/lab/micro_policy.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { MicroLab, type ProbeReport } from '../../src/core/micro/lab.ts';
 import { appInBrowser, resultPath, watchErrors } from './browser.ts';

@@ -1,10 +1,10 @@
 // adamw on the software adapter: a hand-computed two-step example, the CPU reference on random
 // data over several steps, and clipping by global norm from a GPU-side sum of squares.
 import { describe, expect, it } from 'vitest';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { adamw, adamwCpu, gradClipScale } from '../../src/engine/kernels/adamw.ts';
 import { sumSquares, sumSquaresCpu } from '../../src/engine/kernels/reduce.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { expectClose, randomArray } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

@@ -2,7 +2,7 @@
 // prefix), CPU backward vs finite differences, GPU backward vs CPU backward.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import {
   attention,
   attentionBackward,
@@ -10,7 +10,7 @@ import {
   attentionCpu,
   type AttentionDims,
 } from '../../src/engine/kernels/attention.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { finiteDiff, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

@@ -7,7 +7,7 @@
 // reference on the GPU's own partials; and the dispatches each path records.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { attentionMerge, attentionMergeCpu, MAX_SPLITS } from '../../src/engine/kernels/attention_merge.ts';
 import {
   packPagedIndex,
@@ -17,8 +17,8 @@ import {
   splitPlan,
   type PagedIndexTensor,
 } from '../../src/engine/kernels/attention_paged.ts';
-import type { PagedBatch } from '../../src/engine/kv_pages.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import type { PagedBatch } from '../../src/engine/model/kv_pages.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { pagedFixture } from '../helpers/paged_fixture.ts';
 import { randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';

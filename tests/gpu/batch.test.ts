@@ -3,13 +3,13 @@
 // generate() on its own (tokens equal, log-probs within 1e-4). Tiny: 2 layers, hidden 32, vocab 272.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import { DecodeScheduler } from '../../src/engine/batch.ts';
-import { generate } from '../../src/engine/generate.ts';
+import { DecodeScheduler } from '../../src/engine/model/batch.ts';
+import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { loraKey } from '../../src/engine/io/peft.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { GpuOps } from '../../src/engine/ops.ts';
-import { Engine, type Tensor } from '../../src/engine/runtime.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { GpuOps } from '../../src/engine/runtime/ops.ts';
+import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { stepVsForward } from '../helpers/step_check.ts';
 import { tinyCheckpointFiles, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 import { relError } from './expect_close.ts';
@@ -95,7 +95,7 @@ describe.skipIf(!ctx)(`batched decoding on WebGPU ${reason}`, () => {
 
 describe.skipIf(!ctx)(`dispatches per generated token ${reason}`, () => {
   it('the batched step takes 8 dispatches per layer and ≤ 200 per token for the Qwen2.5-0.5B layout (no LoRA)', async () => {
-    const { countDecodeDispatches, QWEN25_05B_CONFIG } = await import('../../src/engine/bench_model.ts');
+    const { countDecodeDispatches, QWEN25_05B_CONFIG } = await import('../../src/engine/bench/model.ts');
     const e = new Engine(ctx!);
     // the real layout's structure with small widths (counts depend on the structure only)
     const small = {

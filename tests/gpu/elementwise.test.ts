@@ -1,6 +1,6 @@
 // elementwise (add, scale, add-in-place, place-columns) on the software adapter against the CPU reference.
 import { describe, expect, it } from 'vitest';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import {
   add,
   addCpu,
@@ -12,7 +12,7 @@ import {
   scaleCpu,
 } from '../../src/engine/kernels/elementwise.ts';
 import { grid1d } from '../../src/engine/kernels/dispatch_grid.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { randomArray } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

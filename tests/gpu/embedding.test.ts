@@ -1,11 +1,11 @@
 // embedding (row gather) on the software adapter against the CPU reference.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { embedding, embeddingCpu } from '../../src/engine/kernels/embedding.ts';
 import { packF16 } from '../../src/engine/kernels/matmul.ts';
 import { f16ToF32 } from '../../src/engine/io/float16.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { randomArray } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

@@ -1,12 +1,12 @@
 // The model on the WebGPU kernels against the same model on the CPU references: logits, greedy
 // generation with the KV cache, and LoRA gradients — every architecture variant, f32 and bf16.
 import { describe, expect, it } from 'vitest';
-import { generate } from '../../src/engine/generate.ts';
+import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops.ts';
-import { Engine, type Tensor } from '../../src/engine/runtime.ts';
-import { LoraTrainer } from '../../src/engine/train.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
+import { LoraTrainer } from '../../src/engine/train/train.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyDType, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 import { relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';

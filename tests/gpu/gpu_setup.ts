@@ -3,7 +3,7 @@
  * missing adapter is a failure; locally the tier skips with the reason.
  */
 import { acquireNodeGpu } from '../../src/platform/node/gpu.ts';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 
 export async function tryGpu(): Promise<{ ctx: GpuContext | null; reason: string }> {
   try {

@@ -3,9 +3,9 @@
 // weight; rows inside and outside the clip, untrained rows, both signs of A, with and without the
 // KL to the base. Tiny: SwiftShader is slow.
 import { describe, expect, it } from 'vitest';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { grpoWeights, grpoWeightsCpu, type GrpoWeightOptions } from '../../src/engine/kernels/grpo_weights.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { expectClose } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

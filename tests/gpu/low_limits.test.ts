@@ -5,13 +5,13 @@
 // refuses anything larger; a tensor that cannot be split is a ModelLoadError naming the limit.
 import { describe, expect, it } from 'vitest';
 import { ModelLoadError } from '../../src/core/errors.ts';
-import { benchLowLimits, QWEN25_05B_CONFIG, zeroWeights } from '../../src/engine/bench_model.ts';
-import { dryRunContext } from '../../src/engine/dry_run.ts';
-import { generate } from '../../src/engine/generate.ts';
+import { benchLowLimits, QWEN25_05B_CONFIG, zeroWeights } from '../../src/engine/bench/model.ts';
+import { dryRunContext } from '../../src/engine/runtime/dry_run.ts';
+import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { GpuOps } from '../../src/engine/ops.ts';
-import { Engine, type Tensor } from '../../src/engine/runtime.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { GpuOps } from '../../src/engine/runtime/ops.ts';
+import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 import { tryGpu } from './gpu_setup.ts';
 

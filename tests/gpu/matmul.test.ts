@@ -2,7 +2,7 @@
 // combination, accumulate/alpha, batching, tile shapes, the backward (against finite differences of
 // the forward), and the f16 path.
 import { describe, expect, it } from 'vitest';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import {
   matmul,
   matmulBackward,
@@ -13,7 +13,7 @@ import {
   pickTile,
 } from '../../src/engine/kernels/matmul.ts';
 import { f16ToF32 } from '../../src/engine/io/float16.ts';
-import { Engine, type Tensor } from '../../src/engine/runtime.ts';
+import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { expectClose, finiteDiff, randomArray } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

@@ -6,7 +6,7 @@ import { packWeight } from '../../src/engine/io/pack.ts';
 import { matvec, matvecCpu, matvecWorkgroupSize, MATVEC_MAX_ROWS } from '../../src/engine/kernels/matvec.ts';
 import { matvecPacked, matvecPackedCpu } from '../../src/engine/kernels/matvec_packed.ts';
 import { uploadPacked } from '../../src/engine/kernels/packed_weight.ts';
-import { Engine, type Tensor } from '../../src/engine/runtime.ts';
+import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { expectClose, randomArray } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

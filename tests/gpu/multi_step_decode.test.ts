@@ -8,11 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/spade.ts';
-import { generate, type GenerateOptions } from '../../src/engine/generate.ts';
+import { generate, type GenerateOptions } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { GpuOps } from '../../src/engine/ops.ts';
-import { Engine, type Tensor } from '../../src/engine/runtime.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { GpuOps } from '../../src/engine/runtime/ops.ts';
+import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { tinyCheckpointFiles, writeTinyCheckpoint } from '../helpers/tiny_checkpoint.ts';
 import { tryGpu } from './gpu_setup.ts';
 

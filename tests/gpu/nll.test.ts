@@ -2,9 +2,9 @@
 // CPU reference, stability at large logits, ignored rows, and central finite differences in f64.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { nll, nllBackward, nllBackwardCpu, nllCpu, nllRowCpu } from '../../src/engine/kernels/nll.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { expectClose, randomArray } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

@@ -4,7 +4,7 @@
 // dequantised reference (logits, greedy tokens), LoRA gradients through a packed base, and the
 // GPU bytes against weightBytes(config).
 import { describe, expect, it } from 'vitest';
-import { generate } from '../../src/engine/generate.ts';
+import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { packWeight, weightBytes, type WeightFormat } from '../../src/engine/io/pack.ts';
 import { hfTensorSpecs } from '../../src/engine/io/config.ts';
@@ -12,9 +12,9 @@ import { embeddingPacked, embeddingPackedCpu } from '../../src/engine/kernels/em
 import { matmulPacked, matmulPackedCpu } from '../../src/engine/kernels/matmul_packed.ts';
 import { matvecPacked, matvecPackedCpu } from '../../src/engine/kernels/matvec_packed.ts';
 import { uploadPacked } from '../../src/engine/kernels/packed_weight.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops.ts';
-import { Engine, type Tensor } from '../../src/engine/runtime.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyDType, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 import { expectClose, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';

@@ -4,14 +4,14 @@
 // attention kernel, and GpuOps' per-step index upload (once per step, re-made after a flush).
 import { describe, expect, it, vi } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { attention } from '../../src/engine/kernels/attention.ts';
 import { attentionPagedCpu } from '../../src/engine/kernels/attention_paged.ts';
 import { rope, ropeCpu, ropeFrequencies } from '../../src/engine/kernels/rope.ts';
 import { ropeAppendCpu } from '../../src/engine/kernels/rope_append.ts';
-import type { PagedBatch } from '../../src/engine/kv_pages.ts';
-import { CpuOps, GpuOps, type Ops } from '../../src/engine/ops.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import type { PagedBatch } from '../../src/engine/model/kv_pages.ts';
+import { CpuOps, GpuOps, type Ops } from '../../src/engine/runtime/ops.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { pagedFixture } from '../helpers/paged_fixture.ts';
 import { randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';

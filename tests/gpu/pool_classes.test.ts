@@ -4,10 +4,10 @@
 // retired buffers, oldest first. A run of mixed lengths then holds about one step's worth of
 // memory, where the exact-size pool kept every length's buffers.
 import { describe, expect, it } from 'vitest';
-import { benchTrainMemoryMixed, QWEN25_05B_CONFIG } from '../../src/engine/bench_model.ts';
+import { benchTrainMemoryMixed, QWEN25_05B_CONFIG } from '../../src/engine/bench/model.ts';
 import type { ModelConfig } from '../../src/engine/io/config.ts';
-import { dryRunContext } from '../../src/engine/dry_run.ts';
-import { classBytes, Engine } from '../../src/engine/runtime.ts';
+import { dryRunContext } from '../../src/engine/runtime/dry_run.ts';
+import { classBytes, Engine } from '../../src/engine/runtime/runtime.ts';
 import { tryGpu } from './gpu_setup.ts';
 
 const { ctx, reason } = await tryGpu();

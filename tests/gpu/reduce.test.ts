@@ -1,8 +1,8 @@
 // reduce (sum, sum of squares over several tensors) on the software adapter against f64 sums.
 import { describe, expect, it } from 'vitest';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { sum, sumCpu, sumSquares, sumSquaresCpu } from '../../src/engine/kernels/reduce.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { randomArray } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

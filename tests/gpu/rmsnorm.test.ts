@@ -1,9 +1,9 @@
 // rmsnorm on the software adapter: GPU vs CPU reference, CPU backward vs finite differences.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { rmsnorm, rmsnormBackward, rmsnormBackwardCpu, rmsnormCpu } from '../../src/engine/kernels/rmsnorm.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { finiteDiff, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

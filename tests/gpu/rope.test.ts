@@ -1,7 +1,7 @@
 // rope on the software adapter: frequency tables, GPU vs CPU reference, backward vs finite differences.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import type { GpuContext } from '../../src/engine/device.ts';
+import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import {
   rope,
   ropeBackward,
@@ -11,7 +11,7 @@ import {
   ropeFrequencies,
   type RopeConfig,
 } from '../../src/engine/kernels/rope.ts';
-import { Engine } from '../../src/engine/runtime.ts';
+import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { finiteDiff, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
 

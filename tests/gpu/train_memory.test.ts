@@ -5,14 +5,14 @@
 // measured in the same test as a ratio; gradients unchanged. CPU side: tests/unit/train_memory.test.ts.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import { benchTrainMemory, randomWeights } from '../../src/engine/bench_model.ts';
+import { benchTrainMemory, randomWeights } from '../../src/engine/bench/model.ts';
 import type { ModelConfig } from '../../src/engine/io/config.ts';
 import { scale } from '../../src/engine/kernels/elementwise.ts';
-import { dryRunContext } from '../../src/engine/dry_run.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { GpuOps } from '../../src/engine/ops.ts';
-import { Engine, type Tensor } from '../../src/engine/runtime.ts';
-import { LoraTrainer, type GrpoSample } from '../../src/engine/train.ts';
+import { dryRunContext } from '../../src/engine/runtime/dry_run.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { GpuOps } from '../../src/engine/runtime/ops.ts';
+import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
+import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';
 import { tryGpu } from './gpu_setup.ts';
 import { ALL_TARGETS } from './lora_gradients.ts';
 

@@ -4,7 +4,7 @@
  * whose other rows hold noise (so a kernel reading a wrong row gets a wrong answer, not zeros).
  */
 import { createRng } from '../../src/core/rng.ts';
-import type { PagedBatch } from '../../src/engine/kv_pages.ts';
+import type { PagedBatch } from '../../src/engine/model/kv_pages.ts';
 
 export interface PagedFixture {
   /** (pages · pageSize, Hkv, D) stores. */

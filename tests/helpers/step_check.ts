@@ -4,8 +4,8 @@
  * `err(got, want)` between the step's logits row and forward()'s last-position logits. Starts from a
  * one-page store, so the steps also exercise growth (kv.growths is returned).
  */
-import { KvPages, type KvSeq } from '../../src/engine/kv_pages.ts';
-import type { LlamaModel } from '../../src/engine/model.ts';
+import { KvPages, type KvSeq } from '../../src/engine/model/kv_pages.ts';
+import type { LlamaModel } from '../../src/engine/model/model.ts';
 
 export async function stepVsForward<X>(
   m: LlamaModel<X>,

@@ -1,7 +1,7 @@
 // Device loss → DeviceLostError event, without a GPU: a fake device whose `lost` resolves.
 import { describe, expect, it } from 'vitest';
 import { DeviceLostError } from '../../src/core/errors.ts';
-import { GpuContext, type GpuReport } from '../../src/engine/device.ts';
+import { GpuContext, type GpuReport } from '../../src/engine/runtime/device.ts';
 
 function fakeDevice(reason: string, message: string) {
   let resolve!: (v: { reason: string; message: string }) => void;

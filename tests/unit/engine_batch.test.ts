@@ -4,15 +4,15 @@
 // prefill, admission mid-decode, abort, and a failing step.
 import { describe, expect, it, vi } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import { DecodeScheduler } from '../../src/engine/batch.ts';
-import { generate, type GenerateOptions } from '../../src/engine/generate.ts';
+import { DecodeScheduler } from '../../src/engine/model/batch.ts';
+import { generate, type GenerateOptions } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { loraKey } from '../../src/engine/io/peft.ts';
 import { GpuError } from '../../src/core/errors.ts';
-import { KvPages, PAGE } from '../../src/engine/kv_pages.ts';
-import { LoraTrainer } from '../../src/engine/train.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/ops.ts';
+import { KvPages, PAGE } from '../../src/engine/model/kv_pages.ts';
+import { LoraTrainer } from '../../src/engine/train/train.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
 import { stepVsForward } from '../helpers/step_check.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 

@@ -1166,9 +1166,9 @@ describe('fresh checkpoints (spade engine init, io/init_checkpoint.ts)', () => {
   it.each(['llama', 'qwen2', 'qwen3'] as const)(
     '%s: init → load → generate, deterministically, with a byte-level tokenizer and a ChatML template',
     async (arch) => {
-      const { LlamaModel } = await import('../../src/engine/model.ts');
-      const { CpuOps } = await import('../../src/engine/ops.ts');
-      const { generate } = await import('../../src/engine/generate.ts');
+      const { LlamaModel } = await import('../../src/engine/model/model.ts');
+      const { CpuOps } = await import('../../src/engine/runtime/ops.ts');
+      const { generate } = await import('../../src/engine/model/generate.ts');
       const dir = await mkdtemp(join(tmpdir(), 'spade-init-'));
       dirs.push(dir);
       const r = await cli(

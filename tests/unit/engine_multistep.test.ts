@@ -3,10 +3,10 @@
 // step per read-back whatever stepsPerReadback says (nothing to read back), with the same tokens.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import { generate } from '../../src/engine/generate.ts';
+import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/ops.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 
 describe('CpuOps multi-step decode operations', () => {

@@ -4,9 +4,9 @@
 // mask of two separate runs, the KL to the base and old log-probs on). CPU references.
 import { describe, expect, it, vi } from 'vitest';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/ops.ts';
-import { LoraTrainer, type GrpoSample } from '../../src/engine/train.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 
 async function model() {

@@ -6,9 +6,9 @@ import type { ChatMessage, ChatModel, ChatResult } from '../../src/core/llm/chat
 import { describeLevel, difficulty, lockDigit } from '../../src/core/micro/families.ts';
 import { FIXED_KNOBS, MicroLab, probeChance, summarise, type CycleReport } from '../../src/core/micro/lab.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { engineMicroDeps } from '../../src/engine/micro_policy.ts';
+import { engineMicroDeps } from '../../src/engine/lab/micro_policy.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
-import type { LocalChatModel } from '../../src/engine/local_model.ts';
+import type { LocalChatModel } from '../../src/engine/model/local_model.ts';
 
 const runner = createSandboxWorkerApi();
 

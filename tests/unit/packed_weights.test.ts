@@ -15,9 +15,9 @@ import {
   weightBytes,
   WEIGHT_FORMATS,
 } from '../../src/engine/io/pack.ts';
-import { QWEN25_05B_CONFIG } from '../../src/engine/bench_model.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/ops.ts';
+import { QWEN25_05B_CONFIG } from '../../src/engine/bench/model.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
 import { paramCount } from '../../src/engine/io/config.ts';
 import { tinyCheckpointFiles, tinyConfig } from '../helpers/tiny_checkpoint.ts';
 

@@ -9,18 +9,18 @@ import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { initCheckpointFiles, initConfig } from '../../src/engine/io/init_checkpoint.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { TextTokenizer } from '../../src/engine/io/tokenizer.ts';
-import { LocalChatModel, schedulerFor } from '../../src/engine/local_model.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/ops.ts';
-import { allowedTokenBias } from '../../src/engine/policy.ts';
-import { toyModel } from '../../src/engine/toy_train.ts';
+import { LocalChatModel, schedulerFor } from '../../src/engine/model/local_model.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { allowedTokenBias } from '../../src/engine/model/policy.ts';
+import { toyModel } from '../../src/engine/lab/toy_train.ts';
 import {
   decodeTrainerState,
   encodeTrainerState,
   LoraTrainer,
   trainedPositions,
   type GrpoSample,
-} from '../../src/engine/train.ts';
+} from '../../src/engine/train/train.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 
 async function model() {

@@ -8,9 +8,9 @@ import { createRng } from '../../src/core/rng.ts';
 import type { LoraModule } from '../../src/engine/io/peft.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { grpoWeightsCpu } from '../../src/engine/kernels/grpo_weights.ts';
-import { LlamaModel } from '../../src/engine/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/ops.ts';
-import { LoraTrainer, type GrpoSample, type TrainOptions } from '../../src/engine/train.ts';
+import { LlamaModel } from '../../src/engine/model/model.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { LoraTrainer, type GrpoSample, type TrainOptions } from '../../src/engine/train/train.ts';
 import { tinyCheckpointFiles, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 
 const ALL: LoraModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];

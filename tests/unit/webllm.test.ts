@@ -4,7 +4,7 @@
 //   npx vitest run tests/unit/webllm.test.ts
 import { functionCallingModelIds, prebuiltAppConfig, type ModelRecord } from '@mlc-ai/web-llm';
 import { describe, expect, it } from 'vitest';
-import type { GpuReport } from '../../src/engine/device.ts';
+import type { GpuReport } from '../../src/engine/runtime/device.ts';
 import {
   DeviceLostError,
   ModelCallError,

@@ -8,8 +8,8 @@
  * gradScale = gradClipScale(sumSq, maxNorm) = min(1, maxNorm / norm), or (no read-back) passes the
  * (1,) tensor itself as `clip: {sumSq, maxNorm}` and the kernel applies min(1, maxNorm / norm).
  */
-import type { Engine, Tensor } from '../runtime.ts';
-import { uniforms } from '../runtime.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
+import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './adamw.wgsl?raw';
 

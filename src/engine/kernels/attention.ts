@@ -16,7 +16,7 @@
  * fine for decode and modest prefill lengths; the backward is two dispatches, dq (+ delta) per
  * (head, query) and dk/dv per (kv head, key), with no atomics. f32 tensors only, D ≤ 256.
  */
-import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import attentionShader from './attention.wgsl?raw';
 import { preprocessWgsl } from './wgsl_preprocess.ts';

@@ -8,7 +8,7 @@
  * Σ exp(m_s − M)·l_s: the softmax over all the row's keys. An empty split is (−3e38, 0, 0) and adds
  * nothing. GPU: attention_merge.wgsl, one workgroup per (query head, row). f32 only.
  */
-import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import attentionMergeShader from './attention_merge.wgsl?raw';
 import { gridChecked } from './dispatch_grid.ts';
 

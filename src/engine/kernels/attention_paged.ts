@@ -12,7 +12,7 @@
  * SPLIT variant, one workgroup per (head, row, split), writes each split's partial softmax; pass 2,
  * attention_merge.ts, combines them. Two dispatches instead of one; short contexts keep one.
  */
-import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { attentionMerge, MAX_SPLITS } from './attention_merge.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import attentionShader from './attention.wgsl?raw';

@@ -4,8 +4,8 @@
  * of a prefill step), one shader with an OP constant. All f32, any shape (flat over the elements).
  * Backward: add passes its upstream gradient to both inputs; scale multiplies it by s.
  */
-import type { Engine, Tensor } from '../runtime.ts';
-import { uniforms } from '../runtime.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
+import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './elementwise.wgsl?raw';
 

@@ -2,8 +2,8 @@
  * embedding: gather rows of a (V, C) table by token ids → (T, C) f32. The table is frozen (no
  * backward). It may be stored as f16 where the device has `shader-f16`. Ids ≥ V give zero rows.
  */
-import type { Engine, Tensor } from '../runtime.ts';
-import { uniforms } from '../runtime.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
+import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './embedding.wgsl?raw';
 

@@ -4,7 +4,7 @@
  * (matmul_packed / matvec_packed). The CPU reference dequantises and gathers (embeddingCpu).
  */
 import { unpackWeight, type PackedWeight } from '../io/pack.ts';
-import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import { embeddingCpu } from './embedding.ts';
 import { packedKernelCode, type PackedTensor } from './packed_weight.ts';

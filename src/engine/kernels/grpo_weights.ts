@@ -10,8 +10,8 @@
  * w = (c·A·r·[not clipped] − β·(1 − exp δ)) / N.
  * CPU reference in f64 (the trainer's CPU path, and the oracle of the GPU test).
  */
-import type { Engine, Tensor } from '../runtime.ts';
-import { uniforms } from '../runtime.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
+import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './grpo_weights.wgsl?raw';
 

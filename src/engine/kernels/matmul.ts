@@ -17,11 +17,11 @@
  * each with the same alpha. `matmulBackward` records exactly these (with `accumulate` for
  * gradient accumulation).
  */
-import { isSoftwareAdapter } from '../device.ts';
+import { isSoftwareAdapter } from '../runtime/device.ts';
 import { f32ToF16 } from '../io/float16.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import { preprocessWgsl } from './wgsl_preprocess.ts';
-import { Engine, numel, uniforms, type Tensor } from '../runtime.ts';
+import { Engine, numel, uniforms, type Tensor } from '../runtime/runtime.ts';
 import shader from './matmul.wgsl?raw';
 
 export interface MatmulOptions {

@@ -6,8 +6,8 @@
  * matvec_packed. The CPU reference dequantises (unpackWeight) and multiplies (matmulCpu).
  */
 import { unpackWeight, type PackedWeight } from '../io/pack.ts';
-import { isSoftwareAdapter } from '../device.ts';
-import { numel, uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { isSoftwareAdapter } from '../runtime/device.ts';
+import { numel, uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import { matmulCpu, pickTile } from './matmul.ts';
 import { packedKernelCode, type PackedTensor } from './packed_weight.ts';

@@ -10,8 +10,8 @@
  * CPU references: matmulCpu with transB (and unpackWeight for packed weights), swigluCpu.
  */
 import { unpackWeight, type PackedWeight } from '../io/pack.ts';
-import { numel, uniforms, type Engine, type Tensor } from '../runtime.ts';
-import { isSoftwareAdapter } from '../device.ts';
+import { numel, uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
+import { isSoftwareAdapter } from '../runtime/device.ts';
 import { grid1d } from './dispatch_grid.ts';
 import { matmulCpu } from './matmul.ts';
 import { isPacked, type PackedFormat, type PackedTensor } from './packed_weight.ts';

@@ -5,7 +5,7 @@
  * reference dequantises (unpackWeight) and multiplies (matmulCpu). GpuOps.matmul routes here.
  */
 import { unpackWeight, type PackedWeight } from '../io/pack.ts';
-import type { Engine, Tensor } from '../runtime.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { matmulCpu } from './matmul.ts';
 import { matvecPackedRecord, type MatvecOpts } from './matvec.ts';
 import type { PackedTensor } from './packed_weight.ts';

@@ -9,8 +9,8 @@
  * Numerically stable (max subtraction; online max/sum in one read of each row); V up to and past
  * 152k (each row is one workgroup looping over V).
  */
-import type { Engine, Tensor } from '../runtime.ts';
-import { uniforms } from '../runtime.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
+import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './nll.wgsl?raw';
 import backwardShader from './nll_backward.wgsl?raw';

@@ -7,7 +7,7 @@
  * each kernel's source and the format picked with wgsl_preprocess flags BF16 / F16 / Q4.
  */
 import type { PackedWeight, WeightFormat } from '../io/pack.ts';
-import type { Engine, Tensor } from '../runtime.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { preprocessWgsl } from './wgsl_preprocess.ts';
 import lib from './packed_weight.wgsl?raw';
 

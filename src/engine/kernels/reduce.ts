@@ -7,8 +7,8 @@
  *   const sq = sumSquares(e, grads);                // (1,) = Σ_tensors Σ_i g_i²
  *   adamw(e, p, g, m, v, {..., clip: {sumSq: sq, maxNorm: 1}});
  */
-import type { Engine, Tensor } from '../runtime.ts';
-import { uniforms } from '../runtime.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
+import { uniforms } from '../runtime/runtime.ts';
 import shader from './reduce.wgsl?raw';
 
 const WG = 256;

@@ -6,7 +6,7 @@
  * Backward: dx from dy (the frozen base needs only that); dw on request, from a second small
  * dispatch that reuses the per-row 1/rms written by the first. f32 tensors only.
  */
-import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './rmsnorm.wgsl?raw';
 import backwardShader from './rmsnorm_backward.wgsl?raw';

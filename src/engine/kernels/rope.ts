@@ -9,7 +9,7 @@
  * bounded to 2^-11 on [-pi, pi] (SwiftShader is off by ~2e-4) and unbounded beyond it.
  * Backward: the transpose of a rotation is the rotation by the negative angle. f32 tensors only.
  */
-import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import { preprocessWgsl } from './wgsl_preprocess.ts';
 import ropeShader from './rope.wgsl?raw';

@@ -10,7 +10,7 @@
  * norm is rmsnorm.ts's, y = x / sqrt(mean(x²) + eps) · w over each head's D values.
  * Positions, destinations and pages come from a PagedBatch (kv_pages.ts). f32 tensors only.
  */
-import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import type { PagedBatch } from './attention_paged.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import { preprocessWgsl } from './wgsl_preprocess.ts';

@@ -20,9 +20,9 @@
  * NonFiniteLogitsError.
  */
 import { NonFiniteLogitsError } from '../../core/errors.ts';
-import { isSoftwareAdapter } from '../device.ts';
-import { uniforms, type Engine, type Tensor } from '../runtime.ts';
-import { checkFiniteLogits, filtersActive, sampleTokenU, type SampleOptions } from '../sample.ts';
+import { isSoftwareAdapter } from '../runtime/device.ts';
+import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
+import { checkFiniteLogits, filtersActive, sampleTokenU, type SampleOptions } from '../model/sample.ts';
 import { grid1d, gridChecked } from './dispatch_grid.ts';
 import common from './sample_common.wgsl?raw';
 import compactShader from './sample_compact.wgsl?raw';

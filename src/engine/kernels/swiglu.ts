@@ -2,7 +2,7 @@
  * swiglu: the gated MLP activation, out = silu(gate) * up elementwise on (T, F) (any shape, as
  * long as gate and up match). Backward gives dgate and dup from dout. f32 tensors only.
  */
-import { uniforms, type Engine, type Tensor } from '../runtime.ts';
+import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './swiglu.wgsl?raw';
 import backwardShader from './swiglu_backward.wgsl?raw';

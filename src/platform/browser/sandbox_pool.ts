@@ -1,6 +1,6 @@
 /** A SandboxPool of Web Workers running workers/sandbox.worker.ts. */
 import * as Comlink from 'comlink';
-import '../../../workers/rpc.ts'; // installs the error transfer handler on this side too
+import '../rpc.ts'; // installs the error transfer handler on this side too
 import { SandboxPool, type PoolOptions, type WorkerHandle } from '../../core/sandbox/pool.ts';
 import type { SandboxWorkerApi } from '../../core/sandbox/worker_api.ts';
 

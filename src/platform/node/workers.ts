@@ -3,7 +3,7 @@
  * loader so the TypeScript source runs as is, and wrap it with comlink.
  */
 import { Worker } from 'node:worker_threads';
-import { Comlink, nodeEndpoint } from '../../../workers/rpc.ts';
+import { Comlink, nodeEndpoint } from '../rpc.ts';
 
 const REGISTER = new URL('../../../scripts/register.js', import.meta.url).href;
 

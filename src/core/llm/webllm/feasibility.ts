@@ -19,7 +19,7 @@ function mb(bytes: number): string {
 }
 
 /**
- * The part of the engine's GpuReport (src/engine/device.ts) that feasibility reads; declared here
+ * The part of the engine's GpuReport (src/engine/runtime/device.ts) that feasibility reads; declared here
  * because the pure core may not import from src/engine. A GpuReport is assignable to it.
  */
 export interface GpuReportLike {

@@ -6,10 +6,10 @@
  * The logits are bell-shaped random values in ±15 (sums of three uniforms), sampled at the role
  * presets' temperature 0.6 and top_p 0.95 (src/core/llm/chat_model.ts).
  */
-import { createRng } from '../core/rng.ts';
-import { readIds, sample } from './kernels/sample.ts';
-import type { Engine } from './runtime.ts';
-import { sampleTokenFullSort, sampleTokenU, type SampleOptions } from './sample.ts';
+import { createRng } from '../../core/rng.ts';
+import { readIds, sample } from '../kernels/sample.ts';
+import type { Engine } from '../runtime/runtime.ts';
+import { sampleTokenFullSort, sampleTokenU, type SampleOptions } from '../model/sample.ts';
 
 export const QWEN_VOCAB = 151_936;
 

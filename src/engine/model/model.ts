@@ -18,16 +18,16 @@
  * The frozen base (linear weights, embedding table / LM head) is held in `opts.weights`
  * (f32 | bf16 | f16 | q4, io/pack.ts); norms, biases and the LoRA path stay f32.
  */
-import type { ModelConfig } from './io/config.ts';
-import { layerTensorNames } from './io/config.ts';
-import { loraKey, loraScaling, type LoraAdapter, type LoraModule } from './io/peft.ts';
-import type { TensorStore } from './io/safetensors.ts';
-import { packedWords, Q4_GROUP, type WeightFormat } from './io/pack.ts';
-import { ropeFrequencies } from './kernels/rope.ts';
-import type { Ops } from './ops.ts';
+import type { ModelConfig } from '../io/config.ts';
+import { layerTensorNames } from '../io/config.ts';
+import { loraKey, loraScaling, type LoraAdapter, type LoraModule } from '../io/peft.ts';
+import type { TensorStore } from '../io/safetensors.ts';
+import { packedWords, Q4_GROUP, type WeightFormat } from '../io/pack.ts';
+import { ropeFrequencies } from '../kernels/rope.ts';
+import type { Ops } from '../runtime/ops.ts';
 import type { KvPages, StepItem } from './kv_pages.ts';
-import { createRng } from '../core/rng.ts';
-import { GpuError, ModelLoadError } from '../core/errors.ts';
+import { createRng } from '../../core/rng.ts';
+import { GpuError, ModelLoadError } from '../../core/errors.ts';
 
 interface LayerWeights<X> {
   inputNorm: X;

@@ -10,7 +10,7 @@
  * top-k/top-p/min-p filters — computed on the device from the logits already there and read back
  * once at the end (no extra forward, no extra sync per token).
  */
-import { createRng, type Rng } from '../core/rng.ts';
+import { createRng, type Rng } from '../../core/rng.ts';
 import type { LlamaModel } from './model.ts';
 import { argmax, checkSampleOptions, sampleTokenU, type SampleOptions } from './sample.ts';
 

@@ -6,12 +6,12 @@
  * ids once the device has run the steps before it) — what the CPU spends recording, submitting
  * and synchronising. Greedy, no stop ids: both runs make `tokens` tokens.
  */
-import { generate } from './generate.ts';
-import type { ModelConfig } from './io/config.ts';
-import { randomWeights } from './bench_model.ts';
-import { LlamaModel } from './model.ts';
-import { GpuOps } from './ops.ts';
-import type { Engine, Tensor } from './runtime.ts';
+import { generate } from '../model/generate.ts';
+import type { ModelConfig } from '../io/config.ts';
+import { randomWeights } from './model.ts';
+import { LlamaModel } from '../model/model.ts';
+import { GpuOps } from '../runtime/ops.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
 
 export interface MultiStepBench {
   k: number;

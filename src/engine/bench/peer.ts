@@ -1,6 +1,6 @@
 /**
  * Peer comparison for `spade bench engine` (benchmark only, Node only, never in the browser
- * bundle): the same f32 product C (m×n) = A (m×k) · B (k×n) that benchMatmul (bench_kernels.ts)
+ * bundle): the same f32 product C (m×n) = A (m×k) · B (k×n) that benchMatmul (bench/kernels.ts)
  * times, run by TensorFlow.js's WebGPU backend on the same GPU object.
  *
  * Timed like benchMatmul: one warm-up product (pipeline compilation, upload of A and B), then
@@ -14,7 +14,7 @@
  * restore what was there afterwards.
  */
 
-import { filler } from './bench_kernels.ts';
+import { filler } from './kernels.ts';
 
 type TfCore = typeof import('@tensorflow/tfjs-core');
 type WebGpuBackendCtor = typeof import('@tensorflow/tfjs-backend-webgpu').WebGPUBackend;

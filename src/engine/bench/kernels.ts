@@ -3,11 +3,11 @@
  * both in GFLOP/s. Each measurement warms up once (pipeline compilation, first-touch), then
  * times whole submissions: record, flush, and wait for queue.onSubmittedWorkDone().
  */
-import type { Engine } from './runtime.ts';
-import { uniforms } from './runtime.ts';
-import { MAX_GROUPS_PER_DIM } from './kernels/dispatch_grid.ts';
-import { matmul, type MatmulOptions } from './kernels/matmul.ts';
-import fmaShader from './kernels/fma_peak.wgsl?raw';
+import type { Engine } from '../runtime/runtime.ts';
+import { uniforms } from '../runtime/runtime.ts';
+import { MAX_GROUPS_PER_DIM } from '../kernels/dispatch_grid.ts';
+import { matmul, type MatmulOptions } from '../kernels/matmul.ts';
+import fmaShader from '../kernels/fma_peak.wgsl?raw';
 
 const FMA_WG = 256;
 const FMA_FLOPS_PER_ITER = 32; // 16 fma per thread per round
@@ -20,7 +20,7 @@ async function drain(e: Engine): Promise<void> {
 }
 
 /**
- * Random-ish f32 data without an RNG dependency (xorshift32, values in [-1, 1)); bench_peer.ts
+ * Random-ish f32 data without an RNG dependency (xorshift32, values in [-1, 1)); bench/peer.ts
  * feeds the peer library the same data.
  */
 export function filler(n: number, seed: number): Float32Array {

@@ -18,20 +18,26 @@
  * (seed, update, group, play), so a run resumed from its state (adapter in PEFT format, optimiser
  * state, update index) samples and trains exactly as the uninterrupted run.
  */
-import { hashSeed } from '../core/rng.ts';
-import type { ChatMessage, ChatModel } from '../core/llm/chat_model.ts';
-import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
-import { playEpisode } from '../core/spade/agent.ts';
-import { designerAdvantages, groupAdvantages, mean } from '../core/spade/estimators.ts';
-import { extendTrace } from '../core/train/grpo.ts';
-import { initCheckpointFiles, initConfig } from './io/init_checkpoint.ts';
-import { loadCheckpoint, MemoryModelFiles } from './io/load.ts';
-import { exportPeft, importPeft, LORA_MODULES } from './io/peft.ts';
-import type { TextTokenizer } from './io/tokenizer.ts';
-import { LocalChatModel } from './local_model.ts';
-import { LlamaModel } from './model.ts';
-import { CpuOps, type Ops } from './ops.ts';
-import { decodeTrainerState, encodeTrainerState, LoraTrainer, type GrpoSample, type TrainOptions } from './train.ts';
+import { hashSeed } from '../../core/rng.ts';
+import type { ChatMessage, ChatModel } from '../../core/llm/chat_model.ts';
+import { createSandboxWorkerApi } from '../../core/sandbox/worker_api.ts';
+import { playEpisode } from '../../core/spade/agent.ts';
+import { designerAdvantages, groupAdvantages, mean } from '../../core/spade/estimators.ts';
+import { extendTrace } from '../../core/train/grpo.ts';
+import { initCheckpointFiles, initConfig } from '../io/init_checkpoint.ts';
+import { loadCheckpoint, MemoryModelFiles } from '../io/load.ts';
+import { exportPeft, importPeft, LORA_MODULES } from '../io/peft.ts';
+import type { TextTokenizer } from '../io/tokenizer.ts';
+import { LocalChatModel } from '../model/local_model.ts';
+import { LlamaModel } from '../model/model.ts';
+import { CpuOps, type Ops } from '../runtime/ops.ts';
+import {
+  decodeTrainerState,
+  encodeTrainerState,
+  LoraTrainer,
+  type GrpoSample,
+  type TrainOptions,
+} from '../train/train.ts';
 
 /**
  * The toy environment, written to the seed contract. It reads the first digit of the reply (not

@@ -21,7 +21,7 @@
  * exactly the sampler the engine had before top-k and min-p existed, bit for bit.
  * A row holding NaN or ±Infinity has no distribution: every path throws NonFiniteLogitsError.
  */
-import { NonFiniteLogitsError } from '../core/errors.ts';
+import { NonFiniteLogitsError } from '../../core/errors.ts';
 
 export interface SampleOptions {
   temperature: number;

@@ -4,7 +4,7 @@
  * its features and the limits the engine cares about, turns device loss into an
  * event, and caches compute pipelines by key (one per kernel + constants).
  */
-import { DeviceLostError, GpuError, WebGpuUnavailableError } from '../core/errors.ts';
+import { DeviceLostError, GpuError, WebGpuUnavailableError } from '../../core/errors.ts';
 
 export interface GpuReport {
   vendor: string;

@@ -5,7 +5,7 @@
  */
 import * as Comlink from 'comlink';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
-import { deserializeError, serializeError, type SerializedError } from '../src/core/errors.ts';
+import { deserializeError, serializeError, type SerializedError } from '../core/errors.ts';
 
 Comlink.transferHandlers.set('throw', {
   canHandle: (value: unknown): value is unknown => typeof value === 'object' && value !== null && 'value' in value,

@@ -3,7 +3,7 @@
  * 1,000 values against its CPU reference, which must match exactly.
  */
 import type { GpuContext } from './device.ts';
-import { add, addCpu } from './kernels/elementwise.ts';
+import { add, addCpu } from '../kernels/elementwise.ts';
 import { Engine } from './runtime.ts';
 
 export async function gpuSelfCheck(ctx: GpuContext): Promise<{ ok: boolean; maxAbsError: number }> {

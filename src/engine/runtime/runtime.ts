@@ -29,7 +29,7 @@
  * the device peak exceeds the live peak by the temporaries released during a step.
  */
 import type { GpuContext } from './device.ts';
-import { f16ToF32 } from './io/float16.ts';
+import { f16ToF32 } from '../io/float16.ts';
 
 export type DType = 'f32' | 'f16';
 

@@ -4,14 +4,14 @@
  * all measured in one run. Prefill is taken out by difference: each batch size decodes n₁ and then
  * n₂ tokens per sequence from the same prompts, and only the extra n₂ − n₁ steps are timed.
  */
-import { createRng } from '../core/rng.ts';
-import type { ModelConfig } from './io/config.ts';
-import type { WeightFormat } from './io/pack.ts';
-import { DecodeScheduler } from './batch.ts';
-import { LlamaModel } from './model.ts';
-import { GpuOps } from './ops.ts';
-import type { Engine, Tensor } from './runtime.ts';
-import { randomWeights } from './bench_model.ts';
+import { createRng } from '../../core/rng.ts';
+import type { ModelConfig } from '../io/config.ts';
+import type { WeightFormat } from '../io/pack.ts';
+import { DecodeScheduler } from '../model/batch.ts';
+import { LlamaModel } from '../model/model.ts';
+import { GpuOps } from '../runtime/ops.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
+import { randomWeights } from './model.ts';
 
 export interface BatchDecodeRow {
   batch: number;

@@ -21,7 +21,7 @@
  * The prefix cache holds k/v computed with the adapter of the moment: it is dropped when the model's
  * adapterVersion moves (a new or removed adapter, or LoraTrainer's optimiser step in place).
  */
-import { createRng, type Rng } from '../core/rng.ts';
+import { createRng, type Rng } from '../../core/rng.ts';
 import { generate, type GenerateOptions } from './generate.ts';
 import { KvPages, PAGE, type KvSeq, type StepItem } from './kv_pages.ts';
 import type { LlamaModel } from './model.ts';

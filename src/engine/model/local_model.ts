@@ -27,10 +27,10 @@ import {
   type ChatOptions,
   type ChatResult,
   type ModelCapabilities,
-} from '../core/llm/chat_model.ts';
-import type { Thinking } from '../core/llm/thinking.ts';
+} from '../../core/llm/chat_model.ts';
+import type { Thinking } from '../../core/llm/thinking.ts';
 import { DecodeScheduler } from './batch.ts';
-import type { TextTokenizer } from './io/tokenizer.ts';
+import type { TextTokenizer } from '../io/tokenizer.ts';
 import type { LlamaModel } from './model.ts';
 import { allowedTokenBias } from './policy.ts';
 

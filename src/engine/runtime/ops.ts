@@ -7,29 +7,29 @@
  */
 import type { Engine, Tensor } from './runtime.ts';
 import { numel } from './runtime.ts';
-import { attention, attentionBackward, attentionBackwardCpu, attentionCpu } from './kernels/attention.ts';
-import { add, addCpu, addInPlace, addInPlaceCpu, placeColumns, scale, scaleCpu } from './kernels/elementwise.ts';
-import { embedding, embeddingCpu } from './kernels/embedding.ts';
-import { matmul, matmulCpu } from './kernels/matmul.ts';
-import { gluMatvec, matvec, matvecFused, MATVEC_MAX_ROWS } from './kernels/matvec.ts';
-import { nll, nllBackward, nllBackwardCpu, nllCpu } from './kernels/nll.ts';
-import { rmsnorm, rmsnormBackward, rmsnormBackwardCpu, rmsnormCpu } from './kernels/rmsnorm.ts';
-import { rope, ropeBackward, ropeBackwardCpu, ropeCpu } from './kernels/rope.ts';
-import { swiglu, swigluBackward, swigluBackwardCpu, swigluCpu } from './kernels/swiglu.ts';
-import { adamw, adamwCpu, type AdamWOptions } from './kernels/adamw.ts';
-import { sumSquares, sumSquaresCpu } from './kernels/reduce.ts';
-import { readIds, sample, sampleCpu } from './kernels/sample.ts';
-import { grpoWeights, grpoWeightsCpu, type GrpoWeightOptions } from './kernels/grpo_weights.ts';
-import type { SampleOptions } from './sample.ts';
-import { packWeight, quantiseLike, type WeightFormat } from './io/pack.ts';
-import { embeddingPacked } from './kernels/embedding_packed.ts';
-import { matmulPacked } from './kernels/matmul_packed.ts';
-import { matvecPacked } from './kernels/matvec_packed.ts';
-import { isPacked, uploadPacked } from './kernels/packed_weight.ts';
+import { attention, attentionBackward, attentionBackwardCpu, attentionCpu } from '../kernels/attention.ts';
+import { add, addCpu, addInPlace, addInPlaceCpu, placeColumns, scale, scaleCpu } from '../kernels/elementwise.ts';
+import { embedding, embeddingCpu } from '../kernels/embedding.ts';
+import { matmul, matmulCpu } from '../kernels/matmul.ts';
+import { gluMatvec, matvec, matvecFused, MATVEC_MAX_ROWS } from '../kernels/matvec.ts';
+import { nll, nllBackward, nllBackwardCpu, nllCpu } from '../kernels/nll.ts';
+import { rmsnorm, rmsnormBackward, rmsnormBackwardCpu, rmsnormCpu } from '../kernels/rmsnorm.ts';
+import { rope, ropeBackward, ropeBackwardCpu, ropeCpu } from '../kernels/rope.ts';
+import { swiglu, swigluBackward, swigluBackwardCpu, swigluCpu } from '../kernels/swiglu.ts';
+import { adamw, adamwCpu, type AdamWOptions } from '../kernels/adamw.ts';
+import { sumSquares, sumSquaresCpu } from '../kernels/reduce.ts';
+import { readIds, sample, sampleCpu } from '../kernels/sample.ts';
+import { grpoWeights, grpoWeightsCpu, type GrpoWeightOptions } from '../kernels/grpo_weights.ts';
+import type { SampleOptions } from '../model/sample.ts';
+import { packWeight, quantiseLike, type WeightFormat } from '../io/pack.ts';
+import { embeddingPacked } from '../kernels/embedding_packed.ts';
+import { matmulPacked } from '../kernels/matmul_packed.ts';
+import { matvecPacked } from '../kernels/matvec_packed.ts';
+import { isPacked, uploadPacked } from '../kernels/packed_weight.ts';
 import { isSoftwareAdapter } from './device.ts';
-import type { PagedBatch } from './kernels/attention_paged.ts';
-import { ropeAppend, ropeAppendCpu } from './kernels/rope_append.ts';
-import { attentionPaged, attentionPagedCpu, packPagedIndex } from './kernels/attention_paged.ts';
+import type { PagedBatch } from '../kernels/attention_paged.ts';
+import { ropeAppend, ropeAppendCpu } from '../kernels/rope_append.ts';
+import { attentionPaged, attentionPagedCpu, packPagedIndex } from '../kernels/attention_paged.ts';
 
 export interface NllBackwardOpts {
   /** Scalar factor on the gradient (e.g. 1/T when logits were divided by a temperature T). Default 1. */

@@ -8,9 +8,9 @@
  * for the agent, 0–3 for the designer), and at this size a shared adapter would let one role's
  * updates swamp the other's; two tiny models cost little.
  */
-import type { EnvRunner } from '../core/env/checker.ts';
-import type { SeedRun } from '../core/micro/compare.ts';
-import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../core/micro/families.ts';
+import type { EnvRunner } from '../../core/env/checker.ts';
+import type { SeedRun } from '../../core/micro/compare.ts';
+import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../../core/micro/families.ts';
 import {
   MicroLab,
   playMicroEpisode,
@@ -19,12 +19,12 @@ import {
   type MicroDeps,
   type MicroPolicy,
   type MicroSettings,
-} from '../core/micro/lab.ts';
-import { mean } from '../core/spade/estimators.ts';
-import { hashSeed } from '../core/rng.ts';
-import type { PolicyTrainer } from '../core/train/schedule.ts';
+} from '../../core/micro/lab.ts';
+import { mean } from '../../core/spade/estimators.ts';
+import { hashSeed } from '../../core/rng.ts';
+import type { PolicyTrainer } from '../../core/train/schedule.ts';
 import { toyModel } from './toy_train.ts';
-import { LoraTrainer } from './train.ts';
+import { LoraTrainer } from '../train/train.ts';
 
 export interface MicroEngineOptions {
   /**

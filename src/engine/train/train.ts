@@ -31,12 +31,12 @@
  * closed loop before each training round).
  * State (AdamW's m, v and the step) exports and imports, so a resumed run repeats the same losses.
  */
-import type { LlamaModel } from './model.ts';
-import type { GrpoWeightOptions } from './kernels/grpo_weights.ts';
-import { tisRatios, tisStats, tisWeight, type TisStats } from '../core/train/grpo.ts';
-import { gradClipScale } from './kernels/adamw.ts';
-import { allowedTokenBias, policyTemperature } from './policy.ts';
-import { parseSafetensors, tensorF32, writeSafetensors, type TensorToWrite } from './io/safetensors.ts';
+import type { LlamaModel } from '../model/model.ts';
+import type { GrpoWeightOptions } from '../kernels/grpo_weights.ts';
+import { tisRatios, tisStats, tisWeight, type TisStats } from '../../core/train/grpo.ts';
+import { gradClipScale } from '../kernels/adamw.ts';
+import { allowedTokenBias, policyTemperature } from '../model/policy.ts';
+import { parseSafetensors, tensorF32, writeSafetensors, type TensorToWrite } from '../io/safetensors.ts';
 
 export interface GrpoSample {
   ids: number[];

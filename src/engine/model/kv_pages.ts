@@ -15,9 +15,9 @@
  * (copy-on-write). A full page is never written again, so sharing it needs no copy at all.
  * The stores grow by doubling (a new store, the old rows copied, the old store freed).
  */
-import type { PagedBatch } from './kernels/attention_paged.ts';
-import type { Ops } from './ops.ts';
-import { GpuError } from '../core/errors.ts';
+import type { PagedBatch } from '../kernels/attention_paged.ts';
+import type { Ops } from '../runtime/ops.ts';
+import { GpuError } from '../../core/errors.ts';
 
 export type { PagedBatch };
 

@@ -3,18 +3,18 @@
  * weights (no download): decode tokens/s with the KV cache, forward-only throughput, LoRA
  * training tokens/s (forward + backward + AdamW), and GPU bytes per base and per trained parameter.
  */
-import { createRng } from '../core/rng.ts';
-import { hfTensorSpecs, paramCount, type ModelConfig } from './io/config.ts';
-import type { TensorStore } from './io/safetensors.ts';
-import { weightBytes, type WeightFormat } from './io/pack.ts';
-import { generate } from './generate.ts';
-import { DecodeScheduler } from './batch.ts';
-import { LlamaModel } from './model.ts';
-import { GpuOps } from './ops.ts';
-import { Engine, type Tensor } from './runtime.ts';
-import { LORA_MODULES, type LoraModule } from './io/peft.ts';
-import { dryRunContext } from './dry_run.ts';
-import { LoraTrainer } from './train.ts';
+import { createRng } from '../../core/rng.ts';
+import { hfTensorSpecs, paramCount, type ModelConfig } from '../io/config.ts';
+import type { TensorStore } from '../io/safetensors.ts';
+import { weightBytes, type WeightFormat } from '../io/pack.ts';
+import { generate } from '../model/generate.ts';
+import { DecodeScheduler } from '../model/batch.ts';
+import { LlamaModel } from '../model/model.ts';
+import { GpuOps } from '../runtime/ops.ts';
+import { Engine, type Tensor } from '../runtime/runtime.ts';
+import { LORA_MODULES, type LoraModule } from '../io/peft.ts';
+import { dryRunContext } from '../runtime/dry_run.ts';
+import { LoraTrainer } from '../train/train.ts';
 
 /** ~60M parameters: a SmolLM2-135M-like layout, shrunk to 12 layers so it runs on a software GPU too. */
 export const BENCH_CONFIG: ModelConfig = {
