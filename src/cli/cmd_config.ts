@@ -34,8 +34,8 @@ export async function configLayers(a: Args): Promise<ResolvedConfig> {
   const hash = flag(a, 'link');
   let link: Record<string, unknown> = {};
   if (hash !== undefined) {
-    const { fields, warnings } = parseUrlState(hash.slice(hash.indexOf('#') + 1));
-    if (warnings.length) throw new UsageError(`--link: ${warnings.join('; ')}`);
+    const { fields, problems } = parseUrlState(hash.slice(hash.indexOf('#') + 1));
+    if (problems.length) throw new UsageError(`--link: ${problems.map((p) => p.message).join('; ')}`);
     link = fields.config;
   }
   try {

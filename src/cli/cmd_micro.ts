@@ -28,24 +28,29 @@ import {
   type DesignerKind,
   type MicroSettings,
 } from '../core/micro/lab.ts';
+import { labDefaults, type LabChoices } from '../core/micro/settings.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
 import { learningCheck, runMicro } from '../engine/lab/micro_policy.ts';
 import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 
-/** The comparison's default cycles (docs/micro.md, "Pre-registered settings"). */
-export const COMPARE_CYCLES = 16;
+/**
+ * Where the flags start (core/micro/settings.ts): one run from the `cli` preset, the check and the
+ * comparison from the pre-registered settings (docs/micro.md).
+ */
+const RUN_DEFAULTS = labDefaults('cli');
+const PRE_REGISTERED = labDefaults();
 
 const f2 = (x: number | null) => (x === null ? '  -  ' : x.toFixed(2));
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
 
-/** The lab settings the flags give (everything else: MICRO_DEFAULTS). */
-function settingsOf(args: Args): Partial<MicroSettings> {
+/** The lab settings the flags give over `defaults` (everything else: MICRO_DEFAULTS). */
+function settingsOf(args: Args, defaults: LabChoices): Partial<MicroSettings> {
   const temperature = Number(flag(args, 'temperature') ?? MICRO_DEFAULTS.temperature);
   if (!(temperature > 0)) throw new UsageError('--temperature must be a number > 0');
   return {
-    levels: intFlag(args, 'levels', MICRO_DEFAULTS.levels),
-    plays: intFlag(args, 'plays', MICRO_DEFAULTS.plays),
-    probePlays: intFlag(args, 'probe-plays', MICRO_DEFAULTS.probePlays),
+    levels: intFlag(args, 'levels', defaults.levels),
+    plays: intFlag(args, 'plays', defaults.plays),
+    probePlays: intFlag(args, 'probe-plays', defaults.probePlays),
     temperature,
     families: args.flags.has('traps') ? [...MAIN_FAMILIES, ...TRAP_FAMILIES] : [...MAIN_FAMILIES],
   };
@@ -67,12 +72,12 @@ export async function micro(argv: string[], io: Io): Promise<number> {
   if (sub === 'check') return check(args, io);
   if (sub !== undefined) throw new UsageError(`spade micro: unknown subcommand "${sub}" (compare, check)`);
   const json = args.flags.has('json');
-  const cycles = intFlag(args, 'cycles', 10);
-  const seed = intFlag(args, 'seed', 0);
-  const designer = (flag(args, 'designer') ?? 'regret') as DesignerKind;
+  const cycles = intFlag(args, 'cycles', RUN_DEFAULTS.cycles);
+  const seed = intFlag(args, 'seed', RUN_DEFAULTS.seed);
+  const designer = (flag(args, 'designer') ?? RUN_DEFAULTS.designer) as DesignerKind;
   if (!DESIGNERS.includes(designer)) throw new UsageError(`--designer must be one of ${DESIGNERS.join(', ')}`);
   if (cycles < 1) throw new UsageError('--cycles must be ≥ 1');
-  const settings = settingsOf(args);
+  const settings = settingsOf(args, RUN_DEFAULTS);
   const { run, lab } = await runMicro({ ...settings, seed, designer }, cycles, createSandboxWorkerApi(), {}, (r) =>
     io.out(
       `cycle ${String(r.cycle).padStart(2)}  probe ${f2(r.probe.mean)} (easy ${f2(r.probe.byBucket.easy)} medium ${f2(r.probe.byBucket.medium)} hard ${f2(r.probe.byBucket.hard)})` +
@@ -102,12 +107,12 @@ export async function micro(argv: string[], io: Io): Promise<number> {
 }
 
 async function check(args: Args, io: Io): Promise<number> {
-  const seed = intFlag(args, 'seed', 1);
-  const cycles = intFlag(args, 'cycles', COMPARE_CYCLES);
+  const seed = intFlag(args, 'seed', PRE_REGISTERED.seed);
+  const cycles = intFlag(args, 'cycles', PRE_REGISTERED.cycles);
   const runner = createSandboxWorkerApi();
   const out = [];
   for (const family of MAIN_FAMILIES) {
-    const c = await learningCheck(family, seed, cycles, runner, settingsOf(args));
+    const c = await learningCheck(family, seed, cycles, runner, settingsOf(args, PRE_REGISTERED));
     io.out(
       `${FAMILIES[family]!.name.padEnd(6)} ${c.masteredAt === null ? 'NOT mastered' : `mastered at cycle ${c.masteredAt}`} within ${cycles}: ${c.curve.map((x) => x.toFixed(2)).join(' ')}  ${c.seconds.toFixed(0)} s;` +
         ` then the agent itself: ${f2(c.agentNoHint)} without the hint, ${f2(c.agentWithHint)} with it`,
@@ -147,9 +152,9 @@ async function compare(args: Args, io: Io): Promise<number> {
     }
   } else {
     const seeds = seedRange(flag(args, 'seeds'));
-    const cycles = intFlag(args, 'cycles', COMPARE_CYCLES);
+    const cycles = intFlag(args, 'cycles', PRE_REGISTERED.cycles);
     if (cycles < 1) throw new UsageError('--cycles must be ≥ 1');
-    const settings = settingsOf(args);
+    const settings = settingsOf(args, PRE_REGISTERED);
     const runner = createSandboxWorkerApi();
     for (const seed of seeds)
       for (const designer of DESIGNERS) {

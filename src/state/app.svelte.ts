@@ -49,8 +49,9 @@ export class AppState {
 
   /** Apply the fields the hash validly sets; absent or rejected ones keep their current value. */
   applyHash(hash: string): void {
-    const { fields, warnings } = parseUrlState(hash);
-    this.notices.push(...warnings);
+    const { fields, problems } = parseUrlState(hash);
+    // the Lab shows its own (`lab.*`) problems
+    this.notices.push(...problems.filter((p) => p.scope === 'app').map((p) => p.message));
     const next = applyUrlFields(this.urlState(), fields);
     this.panel = next.panel;
     this.theme = next.theme;

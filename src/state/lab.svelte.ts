@@ -7,8 +7,10 @@
  * after another, judged by core/micro/compare.ts as `spade micro compare` judges them) and
  * "play this level yourself" records for the Environments panel.
  *
- * The lab's URL fields are its own small codec (lab.seed, lab.cycles, lab.designer, lab.K, lab.N,
- * lab.P, lab.S): the app's config has a `seed` of its own, and the lab's fields mean nothing elsewhere.
+ * The lab's settings, their ranges and defaults are core/micro/settings.ts's table (the `browser`
+ * preset); in the link they are the `lab.*` keys (lab.seed, lab.cycles, lab.designer, lab.K, lab.N,
+ * lab.P, lab.S), read by the app's one link parser (core/url_state.ts): the app's config has a
+ * `seed` of its own, and the lab's keys mean nothing elsewhere.
  */
 import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
@@ -25,95 +27,17 @@ import {
   type DesignerKind,
   type ProbeReport,
 } from '../core/micro/lab.ts';
+import { clampLabChoices, labDefaults, type LabChoices } from '../core/micro/settings.ts';
+import { formatLabLink, parseUrlState } from '../core/url_state.ts';
 import type { LearningCheck } from '../engine/lab/micro_policy.ts';
 import { hashSeed } from '../core/rng.ts';
 import type { LabEvent, LabSettings, LabWorkerApi } from '../../workers/lab.worker.ts';
 
-export interface LabUrlSettings extends LabSettings {
-  cycles: number;
-  /** Seeds "Compare designers" runs, from `seed` up. */
-  seeds: number;
-}
+/** The Lab's starting settings: the `browser` preset of the lab's schema (core/micro/settings.ts). */
+export const LAB_DEFAULTS: Readonly<LabChoices> = Object.freeze(labDefaults('browser'));
 
-/**
- * Defaults for a browser tab: seed 1; K = 4 levels × N = 8 plays per cycle and 8 probe plays per
- * probe level (the pre-registered settings of `spade micro compare`, docs/micro.md); 3 cycles (the
- * CLI's comparison runs 16) and the comparison on 2 seeds (the fewest that give an interval), so the
- * default comparison — 8 runs — stays under 2 minutes (100 s in Chromium on the machine
- * docs/micro.md was measured on). It is a demonstration: the pre-registered result itself is shown
- * from MEASURED.
- */
-export const LAB_DEFAULTS: LabUrlSettings = {
-  seed: 1,
-  cycles: 3,
-  designer: 'regret',
-  levels: 4,
-  plays: 8,
-  probePlays: 8,
-  seeds: 2,
-};
-
-/** Bounds of each numeric field (a link outside them is ignored, with a warning). */
-export const LAB_BOUNDS = {
-  seed: [0, 2 ** 31 - 1],
-  cycles: [1, 200],
-  levels: [1, 8],
-  plays: [1, 16],
-  probePlays: [1, 16],
-  seeds: [1, 20],
-} as const satisfies Record<string, readonly [number, number]>;
-
-/** URL key per field. */
-const KEYS = {
-  seed: 'lab.seed',
-  cycles: 'lab.cycles',
-  designer: 'lab.designer',
-  levels: 'lab.K',
-  plays: 'lab.N',
-  probePlays: 'lab.P',
-  seeds: 'lab.S',
-} as const satisfies Record<keyof LabUrlSettings, string>;
-
-/** The lab fields a hash validly sets (absent or bad ones are missing), with a warning per bad one. */
-export function parseLabHash(hash: string): { fields: Partial<LabUrlSettings>; warnings: string[] } {
-  const params = new URLSearchParams(hash.replace(/^#/, ''));
-  const fields: Partial<LabUrlSettings> = {};
-  const warnings: string[] = [];
-  const designer = params.get(KEYS.designer);
-  if (designer !== null) {
-    if ((DESIGNERS as readonly string[]).includes(designer)) fields.designer = designer as DesignerKind;
-    else warnings.push(`ignored from the link: ${KEYS.designer} must be one of ${DESIGNERS.join(', ')}`);
-  }
-  for (const k of Object.keys(LAB_BOUNDS) as (keyof typeof LAB_BOUNDS)[]) {
-    const raw = params.get(KEYS[k]);
-    if (raw === null) continue;
-    const v = Number(raw);
-    const [lo, hi] = LAB_BOUNDS[k];
-    if (raw.trim() !== '' && Number.isInteger(v) && v >= lo && v <= hi) fields[k] = v;
-    else warnings.push(`ignored from the link: ${KEYS[k]} must be a whole number from ${lo} to ${hi}`);
-  }
-  return { fields, warnings };
-}
-
-/** The lab's part of the hash (no "#"); fields equal to their default are left out. */
-export function formatLabHash(s: LabUrlSettings): string {
-  const params = new URLSearchParams();
-  for (const k of Object.keys(KEYS) as (keyof LabUrlSettings)[])
-    if (s[k] !== LAB_DEFAULTS[k]) params.set(KEYS[k], String(s[k]));
-  return params.toString();
-}
-
-/** Whole numbers within bounds; anything else falls back to the default (the inputs are free text). */
-export function cleanSettings(s: LabUrlSettings): LabUrlSettings {
-  const out = { ...s };
-  for (const k of Object.keys(LAB_BOUNDS) as (keyof typeof LAB_BOUNDS)[]) {
-    const [lo, hi] = LAB_BOUNDS[k];
-    const v = Number(s[k]);
-    out[k] = Number.isFinite(v) ? Math.min(hi, Math.max(lo, Math.round(v))) : LAB_DEFAULTS[k];
-  }
-  if (!DESIGNERS.includes(out.designer)) out.designer = LAB_DEFAULTS.designer;
-  return out;
-}
+/** Typed-in settings made valid: into their range, anything unreadable back to the Lab's default. */
+const clean = (s: LabChoices): LabChoices => clampLabChoices(s, LAB_DEFAULTS);
 
 const madeKey = (s: LabSettings) => JSON.stringify([s.seed, s.designer, s.levels, s.plays, s.probePlays]);
 
@@ -154,7 +78,7 @@ export function compareResult(rows: readonly CompareRow[]): CompareResult | null
 export const HINT_NOTE = `The hint is a strategy, never the episode's code (e.g. mirror A = 4: "${hintText({ family: 1, L: 0, A: 2, D: 0 })}"); it is read by an oracle — a scripted player that follows it exactly, standing in for a pretrained model's instruction following (a fresh tiny model cannot read it) — so it never hurts, and regret is how much of the level the agent has still to learn.`;
 
 export class LabState {
-  settings = $state<LabUrlSettings>({ ...LAB_DEFAULTS });
+  settings = $state<LabChoices>({ ...LAB_DEFAULTS });
   status = $state<'idle' | 'running' | 'paused' | 'done' | 'error'>('idle');
   error = $state<string | null>(null);
   /** The probe before any training. */
@@ -203,22 +127,23 @@ export class LabState {
     return this.api;
   }
 
-  /** Apply the lab fields of a location hash (others keep their values). */
+  /** Apply the lab fields of a location hash (others keep their values); its `lab.*` problems become warnings. */
   applyHash(hash: string): void {
-    const { fields, warnings } = parseLabHash(hash);
-    this.warnings = warnings;
-    if (!Object.keys(fields).length) return;
-    this.settings = { ...this.settings, ...fields };
+    const { fields, problems } = parseUrlState(hash);
+    this.warnings = [...new Set(problems.filter((p) => p.scope === 'lab').map((p) => p.message))];
+    if (!Object.keys(fields.lab).length) return;
+    this.settings = { ...this.settings, ...fields.lab };
   }
 
+  /** The lab's part of the hash (no "#"): the settings that differ from the Lab's defaults. */
   hash(): string {
-    return formatLabHash(cleanSettings(this.settings));
+    return formatLabLink(clean(this.settings), LAB_DEFAULTS);
   }
 
   /** ▶: continue the run on screen up to `cycles`, or start a new one (first run, or the settings changed). */
   async start(): Promise<void> {
     if (this.busy) return;
-    this.settings = cleanSettings(this.settings);
+    this.settings = clean(this.settings);
     const s = $state.snapshot(this.settings);
     if (this.made !== madeKey(s)) {
       // new settings: a new run (the comparison, made with its own settings, stays)
@@ -293,7 +218,7 @@ export class LabState {
    */
   async runChecks(): Promise<void> {
     if (this.busy) return;
-    this.settings = cleanSettings(this.settings);
+    this.settings = clean(this.settings);
     const s = $state.snapshot(this.settings);
     this.checks = [];
     this.checkStatus = 'running';
@@ -315,7 +240,7 @@ export class LabState {
    */
   async compareDesigners(): Promise<void> {
     if (this.busy) return;
-    this.settings = cleanSettings(this.settings);
+    this.settings = clean(this.settings);
     const s = $state.snapshot(this.settings);
     const key = JSON.stringify([madeKey(s), s.cycles, s.seeds]);
     if (this.compareMade !== key) {
@@ -405,6 +330,6 @@ export class LabState {
 const compareKey = (r: Pick<CompareRow, 'seed' | 'designer'>) => `cmp:${r.seed}:${r.designer}`;
 
 /** The worker's part of the settings. */
-function lab(s: LabUrlSettings): LabSettings {
+function lab(s: LabChoices): LabSettings {
   return { seed: s.seed, designer: s.designer, levels: s.levels, plays: s.plays, probePlays: s.probePlays };
 }

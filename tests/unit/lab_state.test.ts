@@ -1,15 +1,16 @@
-// The Lab panel's pure parts (src/state/lab.svelte.ts): its URL codec (a link carries the seed and
-// the settings; bad values are dropped with a warning) and the comparison it shows (the rows of
-// its runs judged by core/micro/compare.ts, as `spade micro compare` judges them).
+// The Lab panel's pure parts (src/state/lab.svelte.ts): its settings in the link (the app's one link
+// parser, core/url_state.ts, over the lab's schema, core/micro/settings.ts: bad values are dropped
+// with a warning) and the comparison it shows (the rows of its runs judged by core/micro/compare.ts,
+// as `spade micro compare` judges them).
 import { describe, expect, it } from 'vitest';
 import { compareRuns } from '../../src/core/micro/compare.ts';
 import { DESIGNERS } from '../../src/core/micro/lab.ts';
+import { clampLabChoices } from '../../src/core/micro/settings.ts';
+import { formatLabLink, parseUrlState } from '../../src/core/url_state.ts';
 import {
-  cleanSettings,
   compareResult,
-  formatLabHash,
   LAB_DEFAULTS,
-  parseLabHash,
+  LabState,
   PROBE_CHANCE,
   rowsToRuns,
   type CompareRow,
@@ -26,28 +27,31 @@ describe('lab URL fields', () => {
       probePlays: LAB_DEFAULTS.probePlays,
       seeds: 3,
     };
-    const hash = formatLabHash(s);
+    const hash = formatLabLink(s, LAB_DEFAULTS);
     expect(hash).toBe('lab.seed=3&lab.cycles=2&lab.designer=fixed&lab.K=2&lab.N=1&lab.S=3');
-    expect(parseLabHash(`#panel=lab&seed=9&${hash}`)).toEqual({
-      fields: { seed: 3, cycles: 2, designer: 'fixed', levels: 2, plays: 1, seeds: 3 },
-      warnings: [],
-    });
-    expect(formatLabHash(LAB_DEFAULTS)).toBe('');
+    const { fields, problems } = parseUrlState(`#panel=lab&seed=9&${hash}`);
+    expect(fields.lab).toEqual({ seed: 3, cycles: 2, designer: 'fixed', levels: 2, plays: 1, seeds: 3 });
+    expect(fields.config).toEqual({ seed: 9 });
+    expect(problems).toEqual([]);
+    expect(formatLabLink(LAB_DEFAULTS, LAB_DEFAULTS)).toBe('');
   });
 
   it('drops bad values with a warning each, keeping the good ones', () => {
-    const { fields, warnings } = parseLabHash('#lab.seed=abc&lab.K=99&lab.designer=oracle&lab.N=2&lab.cycles=');
-    expect(fields).toEqual({ plays: 2 });
-    expect(warnings).toEqual([
-      'ignored from the link: lab.designer must be one of regret, random, fixed, control',
+    const lab = new LabState();
+    lab.applyHash('#lab.seed=abc&lab.K=99&lab.designer=oracle&lab.N=2&lab.cycles=&seed=x');
+    expect(lab.settings).toEqual({ ...LAB_DEFAULTS, plays: 2 });
+    // in schema order; the app's own `seed=x` is the app's notice, not the Lab's
+    expect(lab.warnings).toEqual([
       'ignored from the link: lab.seed must be a whole number from 0 to 2147483647',
       'ignored from the link: lab.cycles must be a whole number from 1 to 200',
+      'ignored from the link: lab.designer must be one of regret, random, fixed, control',
       'ignored from the link: lab.K must be a whole number from 1 to 8',
     ]);
+    expect(lab.hash()).toBe('lab.N=2');
   });
 
   it('cleans typed-in values into bounds', () => {
-    expect(cleanSettings({ ...LAB_DEFAULTS, levels: 50, plays: 0, cycles: 2.6 })).toMatchObject({
+    expect(clampLabChoices({ ...LAB_DEFAULTS, levels: 50, plays: 0, cycles: 2.6 }, LAB_DEFAULTS)).toMatchObject({
       levels: 8,
       plays: 1,
       cycles: 3,

@@ -28,23 +28,24 @@ describe('url state', () => {
     };
     const text = formatUrlState(s);
     expect(text).toBe('panel=memory&seed=5&setting=tool_use');
-    const { fields, warnings } = parseUrlState(`#${text}`);
-    expect(warnings).toEqual([]);
-    expect(fields).toEqual({ panel: 'memory', config: { seed: 5, setting: 'tool_use' } });
+    const { fields, problems } = parseUrlState(`#${text}`);
+    expect(problems).toEqual([]);
+    expect(fields).toEqual({ panel: 'memory', config: { seed: 5, setting: 'tool_use' }, lab: {} });
     expect(applyUrlFields(URL_DEFAULTS, fields)).toEqual(s);
   });
 
   it('returns only fields present and valid, with a warning for each rejected one', () => {
-    const { fields, warnings } = parseUrlState('#panel=%3Cscript%3E&seed=abc&estimator=paired&theme=neon&maxTurns=3');
+    const { fields, problems } = parseUrlState('#panel=%3Cscript%3E&seed=abc&estimator=paired&theme=neon&maxTurns=3');
     // seed=abc, the panel and the theme are rejected; maxTurns is not a URL field at all
-    expect(fields).toEqual({ config: { estimator: 'paired' } });
-    expect(warnings).toEqual([
+    expect(fields).toEqual({ config: { estimator: 'paired' }, lab: {} });
+    expect(problems.map((p) => p.message)).toEqual([
+      'ignored from the link: unknown key "maxTurns"',
       'unknown panel "<script>" in the link; it was ignored',
       'unknown theme "neon" in the link; it was ignored',
       'ignored from the link: seed must be a number; got "abc"',
     ]);
     expect(parseUrlState('#seed=&playsPerEnv=99').fields.config).toEqual({});
-    expect(parseUrlState('').fields).toEqual({ config: {} });
+    expect(parseUrlState('').fields).toEqual({ config: {}, lab: {} });
   });
 
   it('keeps a saved seed when the link carries a rejected one', () => {
@@ -73,8 +74,8 @@ describe('url state', () => {
     const paperAt3 = { ...URL_DEFAULTS, config: { ...URL_DEFAULTS.config, preset: 'paper' as const, seed: 3 } };
     const hash = formatUrlState(paperAt3);
     expect(hash).toBe('preset=paper&seed=3');
-    const { fields, warnings } = parseUrlState(`#${hash}`);
-    expect(warnings).toEqual([]);
+    const { fields, problems } = parseUrlState(`#${hash}`);
+    expect(problems).toEqual([]);
     const cfg = configFromLink({ ...DEFAULTS }, fields);
     // keys the link does not list come from the preset; the link's seed wins
     expect(cfg).toMatchObject({ preset: 'paper', seed: 3, envsPerSkill: 8, playsPerEnv: 16, envReuse: 4 });

@@ -1,0 +1,240 @@
+// The micro lab's settings table (src/core/micro/settings.ts: every setting with its range, default
+// and reason; the `cli` and `browser` presets, each difference with its reason) and the app's one
+// link parser (src/core/url_state.ts): each part of a link round-trips, and hostile links — huge,
+// malformed, repeated or unknown keys, out-of-range lab values — come back as typed problems, never
+// as a throw, with nothing wrong applied.
+import { describe, expect, it } from 'vitest';
+import { MAX_LINK_CHARS } from '../../src/core/env/envset.ts';
+import { MICRO_DEFAULTS } from '../../src/core/micro/lab.ts';
+import {
+  clampLabChoices,
+  LAB_KEYS,
+  LAB_PRESET_NAMES,
+  LAB_PRESETS,
+  LAB_SCHEMA,
+  labDefaults,
+  parseLabField,
+  type LabChoices,
+} from '../../src/core/micro/settings.ts';
+import { createRng } from '../../src/core/rng.ts';
+import {
+  formatLabLink,
+  formatRunLink,
+  formatUrlState,
+  MAX_HASH_CHARS,
+  MAX_LINK_KEYS,
+  MAX_SETTING_CHARS,
+  parseUrlState,
+  URL_DEFAULTS,
+  type LinkProblem,
+} from '../../src/core/url_state.ts';
+import { LAB_DEFAULTS } from '../../src/state/lab.svelte.ts';
+
+const valid = (k: (typeof LAB_KEYS)[number], v: unknown) => parseLabField(k, String(v)).ok;
+
+describe('the lab settings table', () => {
+  it('gives every setting a reason, a link key and a default it accepts', () => {
+    expect(LAB_KEYS).toEqual(['seed', 'cycles', 'designer', 'levels', 'plays', 'probePlays', 'seeds']);
+    for (const k of LAB_KEYS) {
+      const f = LAB_SCHEMA[k];
+      expect(f.why.length, k).toBeGreaterThan(20);
+      expect(f.url, k).toMatch(/^lab\.[A-Za-z]+$/);
+      expect(valid(k, f.default), k).toBe(true);
+    }
+    expect(new Set(LAB_KEYS.map((k) => LAB_SCHEMA[k].url)).size).toBe(LAB_KEYS.length);
+  });
+
+  it('keeps the pre-registered settings as its defaults (docs/micro.md), the ones the micro lab itself uses', () => {
+    expect(labDefaults()).toEqual({
+      seed: 1,
+      cycles: 16,
+      designer: 'regret',
+      levels: 4,
+      plays: 8,
+      probePlays: 8,
+      seeds: 10,
+    });
+    for (const k of ['designer', 'levels', 'plays', 'probePlays'] as const)
+      expect(LAB_SCHEMA[k].default, k).toBe(MICRO_DEFAULTS[k]);
+  });
+
+  it('names the CLI and browser starting points as presets, each difference valid and with its reason', () => {
+    // `spade micro` (one run) and the Lab panel start where they always started
+    expect(labDefaults('cli')).toEqual({ ...labDefaults(), seed: 0, cycles: 10 });
+    expect(labDefaults('browser')).toEqual({ ...labDefaults(), cycles: 3, seeds: 2 });
+    expect(LAB_DEFAULTS).toEqual(labDefaults('browser'));
+    for (const name of LAB_PRESET_NAMES)
+      for (const [k, e] of Object.entries(LAB_PRESETS[name]) as [keyof LabChoices, { value: unknown; why: string }][]) {
+        expect(valid(k, e.value), `${name}.${k}`).toBe(true);
+        expect(e.value, `${name}.${k} differs from the default`).not.toBe(LAB_SCHEMA[k].default);
+        expect(e.why.length, `${name}.${k}`).toBeGreaterThan(20);
+      }
+    // both keep the pre-registered K, N and probe plays: the same seed and cycles print the same numbers
+    for (const k of ['levels', 'plays', 'probePlays'] as const)
+      expect(labDefaults('cli')[k]).toBe(labDefaults('browser')[k]);
+  });
+
+  it('`spade micro` starts one run from the cli preset (seed, designer), the flags over it', async () => {
+    const { main } = await import('../../src/cli/spade.ts');
+    const lines: string[] = [];
+    const argv = ['micro', '--cycles', '1', '--levels', '2', '--plays', '1', '--probe-plays', '1', '--json'];
+    const code = await main(argv, { out: (l) => lines.push(l), err: (l) => lines.push(l) });
+    expect(code, lines.join('\n')).toBe(0);
+    const summary = JSON.parse(lines.at(-1)!) as { seed: number; designer: string; cycles: number };
+    expect(summary).toMatchObject({ seed: labDefaults('cli').seed, designer: labDefaults('cli').designer, cycles: 1 });
+  }, 60_000);
+
+  it('clamps typed-in values into the ranges of the table, and replaces what is no number', () => {
+    const typed = { ...LAB_DEFAULTS, seed: -5, cycles: 1e9, levels: Number.NaN, designer: 'oracle' } as never;
+    expect(clampLabChoices(typed, LAB_DEFAULTS)).toEqual({
+      ...LAB_DEFAULTS,
+      seed: 0,
+      cycles: LAB_SCHEMA.cycles.max,
+      levels: LAB_DEFAULTS.levels,
+      designer: LAB_DEFAULTS.designer,
+    });
+  });
+});
+
+describe('the link parser: every part round-trips', () => {
+  it('config, panel, theme, set, run and lab.* together, as the app writes them', () => {
+    const app = formatUrlState({
+      panel: 'lab',
+      theme: 'dark',
+      config: { ...URL_DEFAULTS.config, preset: 'paper', seed: 7, estimator: 'paired' },
+      set: '1.abc-_XYZ',
+    });
+    const run = 'https://example.org/runs/a b.json?x=1&run=2#frag';
+    const lab: LabChoices = {
+      seed: 0,
+      cycles: 200,
+      designer: 'control',
+      levels: 8,
+      plays: 16,
+      probePlays: 1,
+      seeds: 20,
+    };
+    const hash = `#${[app, formatRunLink(run), formatLabLink(lab, LAB_DEFAULTS)].join('&')}`;
+    const { fields, problems } = parseUrlState(hash);
+    expect(problems).toEqual([]);
+    expect(fields).toEqual({
+      panel: 'lab',
+      theme: 'dark',
+      config: { preset: 'paper', seed: 7, estimator: 'paired' },
+      set: '1.abc-_XYZ',
+      run,
+      lab,
+    });
+  });
+
+  it('each lab setting alone, at both ends of its range', () => {
+    for (const k of LAB_KEYS) {
+      const f = LAB_SCHEMA[k];
+      const ends = f.kind === 'enum' ? f.values : [f.min, f.max];
+      for (const v of ends) {
+        const s = { ...labDefaults(), [k]: v } as LabChoices;
+        const { fields, problems } = parseUrlState(formatLabLink(s, labDefaults()));
+        expect(problems, `${k}=${v}`).toEqual([]);
+        expect({ ...labDefaults(), ...fields.lab }, `${k}=${v}`).toEqual(s);
+      }
+    }
+  });
+
+  it('a data: run link of a few hundred KB, as a self-contained run file is shared', () => {
+    const run = `data:application/json;base64,${'A'.repeat(300_000)}`;
+    const { fields, problems } = parseUrlState(`#panel=run&${formatRunLink(run)}`);
+    expect(problems).toEqual([]);
+    expect(fields.run).toBe(run);
+  });
+});
+
+describe('the link parser: hostile links', () => {
+  const codes = (p: LinkProblem[]) => p.map((x) => `${x.code}:${x.scope}:${x.key}`);
+
+  it('refuses a link past its length whole, quickly, saying what to do', () => {
+    const huge = `#seed=3&run=${'x'.repeat(MAX_HASH_CHARS)}`;
+    const t = performance.now();
+    const { fields, problems } = parseUrlState(huge);
+    expect(performance.now() - t).toBeLessThan(500);
+    expect(fields).toEqual({ config: {}, lab: {} });
+    expect(codes(problems)).toEqual(['too-long:app:null']);
+    expect(problems[0]!.message).toMatch(
+      /^The link is too long \(2,097,163 characters; a link may have at most 2,097,152\)/,
+    );
+  });
+
+  it('refuses a link with too many parts whole', () => {
+    const many = `#${Array.from({ length: MAX_LINK_KEYS + 1 }, (_, i) => `k${i}=1`).join('&')}`;
+    const { fields, problems } = parseUrlState(many);
+    expect(fields).toEqual({ config: {}, lab: {} });
+    expect(codes(problems)).toEqual(['too-many-keys:app:null']);
+  });
+
+  it('drops a value past its length, keeps the rest, and never quotes a long value whole', () => {
+    const long = '9'.repeat(MAX_SETTING_CHARS + 1);
+    const set = `1.${'a'.repeat(MAX_LINK_CHARS)}`;
+    const { fields, problems } = parseUrlState(`#seed=${long}&lab.K=${long}&set=${set}&theme=dark`);
+    expect(fields).toEqual({ theme: 'dark', config: {}, lab: {} });
+    expect(codes(problems)).toEqual(['too-long:app:seed', 'too-long:lab:lab.K', 'too-long:app:set']);
+    expect(problems[0]!.message).toBe('ignored from the link: seed is 101 characters long; it may be at most 100');
+    expect(problems[2]!.message).toMatch(/environment set is 60,002 characters; a set link holds at most 60,000/);
+    for (const p of problems) expect(p.message.length).toBeLessThan(200);
+  });
+
+  it('reports unknown keys, cut short, and applies the known ones', () => {
+    const { fields, problems } = parseUrlState(`#lab.X=1&${'z'.repeat(500)}=2&glossary&seed=4`);
+    expect(fields.config).toEqual({ seed: 4 });
+    expect(codes(problems)).toEqual([
+      `unknown-key:app:lab.X`,
+      `unknown-key:app:${'z'.repeat(40)}`,
+      'unknown-key:app:glossary',
+    ]);
+    expect(problems[1]!.message).toBe(`ignored from the link: unknown key "${'z'.repeat(40)}…"`);
+  });
+
+  it('uses the first of a repeated key and reports the others', () => {
+    const { fields, problems } = parseUrlState('#seed=2&seed=3&lab.K=2&lab.K=5&lab.K=99&run=a&run=b');
+    expect(fields.config).toEqual({ seed: 2 });
+    expect(fields.lab).toEqual({ levels: 2 });
+    expect(fields.run).toBe('a');
+    expect(codes(problems)).toEqual([
+      'duplicate-key:app:seed',
+      'duplicate-key:lab:lab.K',
+      'duplicate-key:lab:lab.K',
+      'duplicate-key:app:run',
+    ]);
+    expect(problems[1]!.message).toBe('ignored from the link: a second lab.K; the first one was used');
+  });
+
+  it('refuses out-of-range and non-integer lab values, naming the range', () => {
+    const { fields, problems } = parseUrlState(
+      '#lab.K=9&lab.N=0&lab.seed=-1&lab.cycles=2.5&lab.P=1e400&lab.S=&lab.designer=Regret',
+    );
+    expect(fields.lab).toEqual({});
+    expect(problems.every((p) => p.code === 'bad-value' && p.scope === 'lab')).toBe(true);
+    expect(problems.map((p) => p.message)).toEqual([
+      'ignored from the link: lab.seed must be a whole number from 0 to 2147483647',
+      'ignored from the link: lab.cycles must be a whole number from 1 to 200',
+      'ignored from the link: lab.designer must be one of regret, random, fixed, control',
+      'ignored from the link: lab.K must be a whole number from 1 to 8',
+      'ignored from the link: lab.N must be a whole number from 1 to 16',
+      'ignored from the link: lab.P must be a whole number from 1 to 16',
+      'ignored from the link: lab.S must be a whole number from 1 to 20',
+    ]);
+  });
+
+  it('survives malformed escapes and random bytes: never throws, every problem typed', () => {
+    expect(parseUrlState('#lab.K=%E0%A4%A&panel=%&%%%=&&&=').fields).toEqual({ config: {}, lab: {} });
+    const rng = createRng(24);
+    const alphabet = 'ab=&%#+ .1-9\u0000\u00e9\ud800lab.Kseedrunset';
+    for (let i = 0; i < 300; i++) {
+      const text = Array.from({ length: rng.int(81) }, () => alphabet[rng.int(alphabet.length)]).join('');
+      const { fields, problems } = parseUrlState(text);
+      expect(fields.config).toBeTypeOf('object');
+      for (const p of problems) {
+        expect(['too-long', 'too-many-keys', 'unknown-key', 'duplicate-key', 'bad-value']).toContain(p.code);
+        expect(p.message.length).toBeLessThan(400);
+      }
+    }
+  });
+});
