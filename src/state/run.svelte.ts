@@ -102,6 +102,8 @@ export class RunState implements RunView {
         archive: ArchiveRecord[];
         rollouts: RolloutRecord[];
         read: (cycle: number) => Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>;
+        /** The run's stop: training ends its round between two optimiser steps. */
+        signal?: AbortSignal;
       }) => Promise<void>)
     | null
   >(null);
@@ -173,7 +175,8 @@ export class RunState implements RunView {
         rollouts: (await store.readRollouts()).filter((r) => r.cycle === cycle),
       });
       try {
-        await hook({ runId, config, cycle: c.cycle, archive: c.archive, rollouts: c.rollouts, read });
+        const signal = this.abort?.signal;
+        await hook({ runId, config, cycle: c.cycle, archive: c.archive, rollouts: c.rollouts, read, signal });
       } catch (err) {
         const e = serializeError(err);
         throw new Error(`Training after cycle ${c.cycle + 1} failed: ${e.message}`, { cause: err });

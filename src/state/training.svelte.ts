@@ -1,44 +1,33 @@
 /**
- * On-device LoRA training, as a rune class: our engine in a worker (workers/engine.worker.ts),
- * a checkpoint loaded from the Hugging Face Hub, from local files (byte-level progress) or built
- * fresh in memory ("start from a tiny fresh model"), a LoRA adapter (new, or imported in PEFT
- * format), and closed-loop training: after every cycle of the run, the token-exact clipped-GRPO
- * round of core/train/schedule.ts (the same schedule as `spade run --train`, src/cli/run_training.ts),
- * the probe set before the first update and every probeEvery updates, and the adapter, AdamW's
- * state and the progress saved in the store (IndexedDB) after every update, so a reload that
- * loads the same checkpoint trains on where it was. `chatModel` is the `local` backend the Models
- * panel offers for any role.
+ * On-device LoRA training, as a rune class: our engine in a worker (workers/engine.worker.ts, its
+ * client platform/browser/engine_chat_model.ts), a checkpoint loaded from the Hugging Face Hub, from
+ * local files (byte-level progress) or built fresh in memory ("start from a tiny fresh model"), a
+ * LoRA adapter (new, or imported in PEFT format), and closed-loop training: after every cycle of the
+ * run, the closed loop of core/train/closed_loop.ts (the same loop as `spade run --train`), with this
+ * class as its store — the adapter, AdamW's state, the progress and the charts' records saved in the
+ * store (IndexedDB) after every update and probe, so a reload that loads the same checkpoint trains on
+ * where it was. `chatModel` is the `local` backend the Models panel offers for any role.
  */
 import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
 import type { Config } from '../core/config.ts';
 import { ModelLoadError, serializeError } from '../core/errors.ts';
-import {
-  throwIfAborted,
-  type ChatMessage,
-  type ChatModel,
-  type ChatOptions,
-  type ChatResult,
-  type ModelCapabilities,
-} from '../core/llm/chat_model.ts';
-import type { Thinking } from '../core/llm/thinking.ts';
-import { createRng, hashSeed } from '../core/rng.ts';
-import { evaluateProbe } from '../core/spade/probe.ts';
+import type { ChatModel } from '../core/llm/chat_model.ts';
 import { formatSeconds } from '../core/spade/run_progress.ts';
-import { replayUnhinted } from '../core/spade/reuse.ts';
 import type { ArchiveRecord, RolloutRecord } from '../core/spade/run_store.ts';
 import type { Store } from '../core/store.ts';
 import type { StepRecord } from '../core/train/evidence.ts';
-import { mergeTisStats, roundLearnerLogprobs, type TisStats, type TokenSample } from '../core/train/grpo.ts';
 import {
-  cycleBatch,
-  trainerOptions,
-  trainerSample,
-  trainRound,
-  type CycleData,
-  type UpdateStats,
-} from '../core/train/schedule.ts';
+  ClosedLoop,
+  DEFAULT_LORA,
+  type LoopProgress,
+  type ProbeRecord,
+  type RoundSummary,
+  type TrainStore,
+} from '../core/train/closed_loop.ts';
+import { trainerOptions } from '../core/train/schedule.ts';
 import type { EngineApi, FreshModel, ModelSource, ModelSummary } from '../engine/model/engine_api.ts';
+import { EngineChatModel } from '../platform/browser/engine_chat_model.ts';
 import { sandboxPool } from './envs.svelte.ts';
 import type { LoadProgress } from '../engine/io/load.ts';
 import type { WeightFormat } from '../engine/io/pack.ts';
@@ -47,20 +36,11 @@ import type { LoraModule } from '../engine/io/peft.ts';
 export const LORA_TARGETS: LoraModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
 export type { StepRecord } from '../core/train/evidence.ts';
+export type { ProbeRecord } from '../core/train/closed_loop.ts';
 
-/** The probe set's result after `updates` updates (0: before training). */
-export interface ProbeRecord {
-  updates: number;
-  label: string;
-  meanReturn: number;
-  winRate: number;
-}
-
-/** Where training stands: updates with at least one optimiser step, and the last cycle trained (−1: none). */
-export interface TrainProgress {
+/** Where training stands: the run it follows, and the closed loop's progress on it. */
+export interface TrainProgress extends LoopProgress {
   runId: string | null;
-  updates: number;
-  trainedThrough: number;
 }
 
 /** What the store keeps per model (settings/training.<model>): enough to continue after a reload. */
@@ -82,6 +62,8 @@ export interface CycleDone {
   rollouts: RolloutRecord[];
   /** An earlier cycle of this run from the store (after a reload the in-memory ones are gone). */
   read(cycle: number): Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>;
+  /** The run's stop: it ends a training round between two optimiser steps. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -115,37 +97,6 @@ export function freshModelWarning(softwareAdapter: boolean): string {
 
 type Remote = Comlink.Remote<EngineApi>;
 
-/** Names each call (across models: one worker), so aborting one stops only that call in the worker. */
-let engineCalls = 0;
-
-/** ChatModel over the engine worker: replies carry `tokens` (ids, log π_old); prompts are counted exactly. */
-class EngineChatModel implements ChatModel {
-  readonly backend = 'local';
-  /** config.thinking (the Models panel sets it per run): sent with every call. */
-  thinking: Thinking = 'off';
-  constructor(
-    private readonly api: Remote,
-    readonly model: string,
-    readonly capabilities: ModelCapabilities,
-  ) {}
-  async chat(messages: ChatMessage[], o: ChatOptions = {}): Promise<ChatResult> {
-    const { signal, onToken, ...rest } = o;
-    throwIfAborted(signal); // a call stopped before it starts never reaches the worker
-    const id = ++engineCalls;
-    const stop = () => void this.api.abort(id);
-    signal?.addEventListener('abort', stop, { once: true });
-    try {
-      const r = await this.api.chat(messages, rest, onToken ? Comlink.proxy(onToken) : undefined, this.thinking, id);
-      return { ...r, ...(r.tokens ? { tokens: r.tokens } : {}) };
-    } finally {
-      signal?.removeEventListener('abort', stop);
-    }
-  }
-  countTokens(messages: ChatMessage[]): Promise<number> {
-    return this.api.countTokens(messages, this.thinking);
-  }
-}
-
 /** Bytes ↔ base64 (the store keeps JSON). */
 function toBase64(bytes: Uint8Array): string {
   let s = '';
@@ -167,7 +118,7 @@ export class TrainingState {
   summary = $state<ModelSummary | null>(null);
   error = $state<string | null>(null);
   repo = $state('HuggingFaceTB/SmolLM2-135M-Instruct');
-  lora = $state({ r: 8, alpha: 16, targets: ['q_proj', 'v_proj'] as LoraModule[], lr: 1e-4, seed: 0 });
+  lora = $state({ ...DEFAULT_LORA, targets: [...DEFAULT_LORA.targets] as LoraModule[], lr: 1e-4, seed: 0 });
   autoTrain = $state(false);
   /** Every optimiser step of this adapter (charts). */
   steps = $state<StepRecord[]>([]);
@@ -190,11 +141,8 @@ export class TrainingState {
 
   private api: Remote | null = null;
   private worker: Worker | null = null;
-  /** The current run's recent cycles (the designer trains designerLag cycles behind the agent). */
-  private readonly cycles = new Map<
-    number,
-    { archive: ArchiveRecord[]; rollouts: RolloutRecord[]; reuse?: RolloutRecord[] }
-  >();
+  /** The closed loop of the run being trained (its window of recent cycles), for that run and stop signal. */
+  private closed: { runId: string; signal?: AbortSignal; loop: ClosedLoop } | null = null;
 
   constructor(private readonly store: Store | null = null) {}
 
@@ -218,7 +166,7 @@ export class TrainingState {
     this.probes = [];
     this.trained = { runId: null, updates: 0, trainedThrough: -1 };
     this.lastRound = null;
-    this.cycles.clear();
+    this.closed = null;
     this.plan = null;
     try {
       // config.json first, so the memory each format needs shows while the weights download (a fresh
@@ -313,6 +261,7 @@ export class TrainingState {
     this.api = null;
     this.summary = null;
     this.chatModel = null;
+    this.closed = null;
     this.status = 'empty';
   }
 
@@ -328,6 +277,7 @@ export class TrainingState {
       this.probes = [];
       this.trained = { runId: null, updates: 0, trainedThrough: -1 };
       this.lastRound = null;
+      this.closed = null;
       await this.forget();
     });
   }
@@ -350,22 +300,12 @@ export class TrainingState {
     return out;
   }
 
-  /** The probe set on the local model (seed-library environments, fixed seeds, no hint, greedy). */
-  private async probe(cfg: Config, label: string): Promise<void> {
-    if (!this.chatModel) return;
-    this.activity = { what: `probe set (${label})`, since: performance.now() };
-    const r = await evaluateProbe(sandboxPool(), this.chatModel, cfg);
-    this.probes = [
-      ...this.probes,
-      { updates: this.trained.updates, label, meanReturn: r.meanReturn, winRate: r.winRate },
-    ];
-  }
-
   /**
-   * The run's hook after each cycle: the probe before the first update, then the training round of
-   * every cycle not trained yet (a reload between a cycle and its round trains it now), each
-   * followed by a save, and the probe every probeEvery updates. Errors propagate: the loop stops
-   * the run (resumable) with the cause.
+   * The run's hook after each cycle: the closed loop (core/train/closed_loop.ts) trains every cycle
+   * not trained yet (a reload between a cycle and its round trains it now), the probe before the
+   * first update and every probeEvery updates, with this store saving after each. Errors propagate
+   * (the loop stops the run, resumable, with the cause); a round that failed or was stopped is
+   * undone: the adapter, optimiser and records go back to the last save.
    */
   async afterCycle(c: CycleDone): Promise<void> {
     if (!this.chatModel || !this.summary)
@@ -374,91 +314,90 @@ export class TrainingState {
     this.status = 'training';
     try {
       if (!this.summary.adapter) await this.newAdapter();
-      if (this.trained.runId !== c.runId) {
-        // a new run: the adapter and the optimiser carry over; this run's cycles start from here
-        this.trained = { ...this.trained, runId: c.runId, trainedThrough: c.cycle - 1 };
-        this.cycles.clear();
+      if (this.closed?.runId !== c.runId || this.closed.signal !== c.signal) {
+        // the run started (or resumed, with a new stop signal): the loop starts from the saved progress;
+        // a new run keeps the adapter and the optimiser, and its cycles start from here
+        if (this.trained.runId !== c.runId)
+          this.trained = { ...this.trained, runId: c.runId, trainedThrough: c.cycle - 1 };
+        this.closed = { runId: c.runId, signal: c.signal, loop: this.openLoop(c, this.chatModel) };
       }
-      this.cycles.set(c.cycle, { archive: c.archive, rollouts: c.rollouts });
-      if (this.trained.updates === 0 && !this.probes.length) await this.probe(c.config, 'before training');
-      for (let k = this.trained.trainedThrough + 1; k <= c.cycle; k++) await this.trainCycle(k, c);
+      await this.closed.loop.afterCycle(c);
+    } catch (err) {
+      this.closed = null;
+      if (this.summary) await this.restore(this.summary.name).catch(() => undefined);
+      throw err;
     } finally {
       this.status = prev === 'training' ? 'ready' : prev;
       this.activity = null;
     }
   }
 
-  /** One training round (agent on cycle k, designer on k − designerLag), seeded by (seed, k); then save. */
-  private async trainCycle(k: number, c: CycleDone): Promise<void> {
+  /** The closed loop over the worker's engine, with this store, from the progress saved for this run. */
+  private openLoop(c: CycleDone, model: ChatModel): ClosedLoop {
     const cfg = c.config;
-    const history: CycleData[] = [];
-    for (const at of new Set([k, k - cfg.designerLag])) {
-      if (at < 0) continue;
-      const d = this.cycles.get(at) ?? (await c.read(at));
-      this.cycles.set(at, d);
-      history.push({ cycle: at, ...d });
-    }
-    const batch = cycleBatch(history, k, cfg.designerLag, cfg);
-    const update = this.trained.updates + 1;
-    const opts = { ...trainerOptions(cfg), tisCap: cfg.tisCap };
     const api = this.remote();
-    // as spade run --train: each round's π_old recomputed by the current adapter before its first step (TIS)
-    let learner = new Map<TokenSample, number[]>();
-    const tisRounds: (TisStats | null)[] = [];
-    const relearn = async (b: { agent: TokenSample[]; designer: TokenSample[] }) => {
-      const r = await roundLearnerLogprobs([...b.agent, ...b.designer], cfg.tisCap, (ss) =>
-        api.learnerLogprobs(
-          ss.map((s) => trainerSample(s, cfg)),
-          opts,
-        ),
-      );
-      learner = r.learner;
-      tisRounds.push(r.tis);
+    const opts = { ...trainerOptions(cfg), tisCap: cfg.tisCap };
+    return new ClosedLoop(
+      {
+        cfg,
+        trainer: {
+          releaseDecodeMemory: () => api.releaseDecodeMemory(),
+          learnerLogprobs: (ss) => api.learnerLogprobs(ss, opts),
+          step: (mb) => api.trainGrpo(mb, opts),
+        },
+        store: this.loopStore(c),
+        runner: sandboxPool(),
+        model,
+        signal: c.signal,
+      },
+      { updates: this.trained.updates, trainedThrough: this.trained.trainedThrough, probed: this.probes.length > 0 },
+    );
+  }
+
+  /** The loop's store: the run's records, the panel's activity line and charts, and a save after each update and probe. */
+  private loopStore(c: CycleDone): TrainStore {
+    let since = performance.now();
+    let samples = '';
+    return {
+      read: (cycle) => c.read(cycle),
+      phase: (p) => {
+        if (p.phase === 'probe') {
+          this.activity = { what: `probe set (${p.label})`, since: performance.now() };
+          return;
+        }
+        since = performance.now();
+        if (p.phase === 'replay') {
+          this.activity = {
+            what: `cycle ${p.cycle + 1}: replaying its environments unhinted (round ${p.round})`,
+            since,
+          };
+          return;
+        }
+        samples = `cycle ${p.cycle + 1}: ${p.agent} agent and ${p.designer} designer samples`;
+        this.activity = { what: `${samples}, recomputing π_old (TIS)`, since };
+      },
+      step: (s, done, total) => {
+        this.steps = [...this.steps, s];
+        const left = ((performance.now() - since) / 1000 / done) * (total - done);
+        const eta = done < total ? `, about ${formatSeconds(left)} left in this round` : '';
+        this.activity = { what: `${samples}, optimiser step ${done} of ${total} done${eta}`, since };
+      },
+      save: async (progress, summary) => {
+        this.trained = { ...this.trained, ...progress };
+        this.lastRound = roundWords(summary, c.config.tisCap);
+        await this.save();
+      },
+      probe: async (r) => {
+        const record: ProbeRecord = {
+          updates: r.updates,
+          label: r.label,
+          meanReturn: r.meanReturn,
+          winRate: r.winRate,
+        };
+        this.probes = [...this.probes, record];
+        await this.save();
+      },
     };
-    const trainer = {
-      step: (mb: TokenSample[]) =>
-        api.trainGrpo(
-          mb.map((s) => ({ ...trainerSample(s, cfg), learnerLogprobs: learner.get(s) })),
-          opts,
-        ),
-    };
-    const since = performance.now();
-    const samples = `${batch.agent.length} agent and ${batch.designer.length} designer samples`;
-    const record = (s: UpdateStats, done: number, total: number) => {
-      this.steps = [...this.steps, { ...s, cycle: k, update }];
-      const left = ((performance.now() - since) / 1000 / done) * (total - done);
-      const eta = done < total ? `, about ${formatSeconds(left)} left in this round` : '';
-      this.activity = { what: `cycle ${k + 1}: ${samples}, optimiser step ${done} of ${total} done${eta}`, since };
-    };
-    this.activity = { what: `cycle ${k + 1}: ${samples}, recomputing π_old (TIS)`, since };
-    // as spade run --train: the order derives from (seed, cycle), so a resumed round repeats it
-    await relearn(batch);
-    const stats = await trainRound(trainer, batch, cfg, createRng(hashSeed(`${cfg.seed}:train:${k}`)), record);
-    // envReuse: the cycle's environments replayed unhinted by the updated agent, for more agent updates
-    const archive = history.find((h) => h.cycle === k)?.archive ?? [];
-    for (let round = 1; round < cfg.envReuse && this.chatModel; round++) {
-      this.activity = { what: `cycle ${k + 1}: replaying its environments unhinted (round ${round})`, since };
-      const replayed = await replayUnhinted(sandboxPool(), this.chatModel, archive, cfg, round);
-      // the replays join the designer's window of cycle k (its lagged reward reads them)
-      const entry = this.cycles.get(k);
-      if (entry) entry.reuse = [...(entry.reuse ?? []), ...replayed];
-      const more = cycleBatch([{ cycle: k, archive: [], rollouts: replayed }], k, 0).agent;
-      const rng = createRng(hashSeed(`${cfg.seed}:train:${k}:${round}`));
-      await relearn({ agent: more, designer: [] });
-      stats.push(...(await trainRound(trainer, { agent: more, designer: [] }, cfg, rng, record)));
-    }
-    this.trained = { ...this.trained, updates: this.trained.updates + (stats.length ? 1 : 0), trainedThrough: k };
-    const tis = mergeTisStats(tisRounds);
-    this.lastRound = stats.length
-      ? `cycle ${k + 1}: ${batch.agent.length} agent and ${batch.designer.length} designer samples, ${stats.length} optimiser steps` +
-        (tis
-          ? `; π_old/π_sampler ratio mean ${tis.tisMean.toFixed(3)}, max ${tis.tisMax.toFixed(3)}, ${(100 * tis.tisTruncated).toFixed(1)}% truncated at ${cfg.tisCap}`
-          : '')
-      : `cycle ${k + 1}: no training signal (every play of each environment scored the same, and every design of a skill earned the same reward)`;
-    for (const at of this.cycles.keys()) if (at < k - cfg.designerLag) this.cycles.delete(at);
-    await this.save();
-    if (stats.length && cfg.probeEvery > 0 && this.trained.updates % cfg.probeEvery === 0)
-      await this.probe(cfg, `after update ${this.trained.updates}`).then(() => this.save());
   }
 
   private async guard(fn: () => Promise<void>): Promise<void> {
@@ -469,4 +408,16 @@ export class TrainingState {
       this.error = serializeError(err).message;
     }
   }
+}
+
+/** What a cycle's training did, in words (the panel's last round). */
+function roundWords(r: RoundSummary, tisCap: number): string {
+  if (!r.steps.length)
+    return `cycle ${r.cycle + 1}: no training signal (every play of each environment scored the same, and every design of a skill earned the same reward)`;
+  return (
+    `cycle ${r.cycle + 1}: ${r.agentSamples} agent and ${r.designerSamples} designer samples, ${r.steps.length} optimiser steps` +
+    (r.tis
+      ? `; π_old/π_sampler ratio mean ${r.tis.tisMean.toFixed(3)}, max ${r.tis.tisMax.toFixed(3)}, ${(100 * r.tis.tisTruncated).toFixed(1)}% truncated at ${tisCap}`
+      : '')
+  );
 }

@@ -214,6 +214,11 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       return { configJson: f.adapterConfigJson, weights: f.weights };
     },
 
+    /** Give the idle decode KV cache back (a training round's forward passes need the memory). */
+    releaseDecodeMemory(): void {
+      if (local) releaseDecodeMemory(local.llm);
+    },
+
     /**
      * One clipped-GRPO optimiser step on one minibatch of token-exact samples (ids, spans, old
      * log-probs, advantage, temperature); `o` (the run's trainLr, clipLow, clipHigh, klCoef,
