@@ -1,4 +1,4 @@
-// The split (flash-decoding) path of attentionPaged (issue 12) on the software adapter: pass 1
+// The split (flash-decoding) path of attentionPaged on the software adapter: pass 1
 // (attention.wgsl's SPLIT variant) writes a partial softmax per (row, head, split) and
 // attention_merge combines them. Checked: splitPlan's thresholds; the merge's CPU reference against
 // a direct softmax (empty splits included); split outputs against the single pass and the CPU

@@ -1,4 +1,4 @@
-// Batched decoding on the WebGPU kernels (issue 12): LlamaModel.step on the paged cache against the
+// Batched decoding on the WebGPU kernels: LlamaModel.step on the paged cache against the
 // contiguous-cache forward on the same device, and the DecodeScheduler's per-request results against
 // generate() on its own (tokens equal, log-probs within 1e-4). Tiny: 2 layers, hidden 32, vocab 272.
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Batched decoding on the CPU references (issue 12): the paged KV allocator (sharing, copy-on-write,
+// Batched decoding on the CPU references: the paged KV allocator (sharing, copy-on-write,
 // growth), LlamaModel.step against forward() with a contiguous cache, and the DecodeScheduler's
 // per-request results against generate() on its own — concurrent requests, prefix reuse, chunked
 // prefill, admission mid-decode, abort, and a failing step.

@@ -1,4 +1,4 @@
-// The paged-KV decode ops' CPU references (issue 12), checked against the existing references:
+// The paged-KV decode ops' CPU references, checked against the existing references:
 // ropeAppend against rmsnormCpu + ropeCpu at the same positions (bit for bit), attentionPaged
 // against attentionCpu on each row's sequence laid out contiguously; and through CpuOps.
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// The pure pieces behind the first hour (issue 22): the toy demo's verdict and time-left estimate,
+// The pure pieces behind the first hour: the toy demo's verdict and time-left estimate,
 // the Run panel's progress line, the charts' y axis and the Models panel's "test connection".
 import { describe, expect, it } from 'vitest';
 import { axisRange, tickLabels } from '../../src/core/chart_range.ts';

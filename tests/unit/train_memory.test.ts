@@ -1,4 +1,4 @@
-// Training memory (issue 12) on the CPU references: the GRPO weights kernel's reference against the
+// Training memory on the CPU references: the GRPO weights kernel's reference against the
 // objective's terms, per-layer activation checkpointing (the same gradients as the full tape), the
 // LM head in chunks (the same loss, statistics and gradients as one chunk), and a step over several
 // samples that reads the backend once (no read-back per sample). The GPU side, with the allocator's

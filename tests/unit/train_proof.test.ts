@@ -1,4 +1,4 @@
-// The learning proofs of issue 11, on the CPU references (seeded; minutes of CPU at most):
+// The learning proofs, on the CPU references (seeded; minutes of CPU at most):
 // a tiny fresh model learns an environment through the app's path (engine sampling → QuickJS
 // sandbox → GRPO update), the designer learns to write the rewarded kind, and an interrupted run
 // resumed from its saved state (PEFT adapter, optimiser state, update index) repeats the same losses.

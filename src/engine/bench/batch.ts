@@ -1,5 +1,5 @@
 /**
- * Batched decoding for `spade bench engine` (issue 12): aggregate decode tokens/s of the
+ * Batched decoding for `spade bench engine`: aggregate decode tokens/s of the
  * DecodeScheduler (batch.ts) at several batch sizes on one model, and the speed-up over batch 1,
  * all measured in one run. Prefill is taken out by difference: each batch size decodes n₁ and then
  * n₂ tokens per sequence from the same prompts, and only the extra n₂ − n₁ steps are timed.

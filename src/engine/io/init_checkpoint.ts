@@ -9,8 +9,8 @@
  *   tokenizer_config.json    a ChatML chat template, eos <|im_end|>
  *   generation_config.json   bos/eos ids
  *
- * A model to start from without downloading (issue 11: the toy proof and "start from a tiny fresh
- * model"), loadable by io/load.ts and, being the standard layout, by transformers.
+ * A model to start from without downloading (the toy proof, and "start from a tiny fresh
+ * model" in the app), loadable by io/load.ts and, being the standard layout, by transformers.
  *
  * Two initialisations, both seeded with createRng:
  *   'normal'  (default): transformers' own — every matrix and the embedding N(0, std²) with std =

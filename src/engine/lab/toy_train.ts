@@ -1,5 +1,5 @@
 /**
- * The learning proofs of issue 11, small enough for the CPU references (`CpuOps`) in the unit tier
+ * The learning proofs, small enough for the CPU references (`CpuOps`) in the unit tier
  * and for `spade train toy`:
  *
  * toyTrain — a tiny fresh model (io/init_checkpoint.ts, the `spade engine init` path) learns the

@@ -4,7 +4,7 @@
  * device in between). Sampling (temperature, top-k, top-p, min-p; temperature 0 is greedy) follows
  * sample.ts and runs on the model's backend (`Ops.sample`: on the GPU only the id is read back);
  * its uniform comes from an explicit seeded Rng, one draw per sampled token.
- * Optional, for training (issue 11): `logitBias` (V,) is added to every row before sampling (a
+ * Optional, for training: `logitBias` (V,) is added to every row before sampling (a
  * vocabulary constraint of the policy: −1e9 on disallowed ids), and `logprobs` collects log π(id)
  * of each sampled id under log_softmax((logits + bias) / T) (T = 1 when greedy), before the
  * top-k/top-p/min-p filters — computed on the device from the logits already there and read back

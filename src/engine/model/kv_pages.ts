@@ -1,5 +1,5 @@
 /**
- * A paged KV cache for batched decoding (issue 12). Every layer keeps one K store and one V store
+ * A paged KV cache for batched decoding. Every layer keeps one K store and one V store
  * of shape (pages · PAGE, Hkv, D); a sequence owns a list of pages, so sequences of any length
  * share the stores without a slot of the maximum length each. A step's new rows are described to
  * the kernels by one host object, `PagedBatch` (uploaded once per step on the GPU).

@@ -7,7 +7,7 @@
  * (Qwen3's switch; other templates ignore the variable). Replies are not stripped of think blocks
  * here: the text must stay the generated tokens, which training reads back.
  *
- * Token-exact replies (issue 11): every result carries `tokens` — the prompt ids fed, the ids
+ * Token-exact replies: every result carries `tokens` — the prompt ids fed, the ids
  * sampled and log π_old of each under the sampling policy (policy.ts: log_softmax((logits + bias)
  * / T), before top-p). A conversation stays one token sequence: when the messages extend an
  * earlier call's messages + its reply (the agent loop appends the reply and the next observation),
@@ -16,7 +16,7 @@
  * reply, so a template that renders old turns differently (Qwen3 drops their think blocks) still
  * extends the ids the model really saw; the reply is never re-tokenised. `allowedTokens`
  * constrains the policy's vocabulary (sampling here, and the trainer's log-softmax, same bias).
- * Concurrent chats on one model are decoded together by its DecodeScheduler (batch.ts, issue 12):
+ * Concurrent chats on one model are decoded together by its DecodeScheduler (batch.ts):
  * one step serves every active reply, and a prompt that extends a cached one (the next turn of an
  * episode, another play of the same environment) reuses its KV cache.
  */

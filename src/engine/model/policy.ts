@@ -1,6 +1,6 @@
 /**
  * What "the policy" means for sampling and for training, in one place so that both use the same
- * distribution (issue 11): π(· | context) = softmax((logits + bias) / T), where T is the sampling
+ * distribution: π(· | context) = softmax((logits + bias) / T), where T is the sampling
  * temperature (1 when greedy) and `bias` is a vocabulary constraint — 0 on allowed ids, −1e9 on
  * the rest (−1e9 rather than −Infinity: exp underflows to exactly 0 and no kernel sees inf − inf).
  * The sampler's top-k/top-p/min-p truncation is not part of π (vLLM reports the same log-probs).

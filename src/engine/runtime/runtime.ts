@@ -11,7 +11,7 @@
  *
  * The f16/bf16 conversions live in io/float16.ts (pure; the safetensors reader uses them too).
  *
- * Buffer recycling (issue 12, training memory). A released buffer goes to one of two lists:
+ * Buffer recycling (training memory). A released buffer goes to one of two lists:
  *   - released this step: released while the step that reads it is still being recorded. It may be
  *     handed out again in the SAME step, but only to work that writes it on the GPU timeline after
  *     the recorded reads: kernel outputs and zeros() (dispatches, copies and clearBuffer run in
@@ -130,7 +130,7 @@ export class Engine {
 
   /**
    * `recycleInStep: false` keeps every released buffer out of use until the next flush (the
-   * behaviour before issue 12), for measuring what recycling saves; default true.
+   * behaviour before recycling), for measuring what recycling saves; default true.
    * `sizeClasses: false` pools kernel outputs by exact byte size and never evicts (the pool before
    * size classes: a run of mixed lengths keeps every length's buffers); default true: size
    * classes (classBytes), and when a buffer has to be created while the pool would then hold more

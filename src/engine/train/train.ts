@@ -1,5 +1,5 @@
 /**
- * GRPO training of the LoRA adapter on the engine (issue 11; docs/training.md has the equations).
+ * GRPO training of the LoRA adapter on the engine (docs/training.md has the equations).
  *
  * A sample is one token sequence — a whole episode, or one design — with the tokens the policy
  * sampled marked (spans or a 0/1 mask), their log-probs under the sampling policy at sampling time
@@ -21,7 +21,7 @@
  * ∂L/∂logits (then through 1/T and the model's backward into the adapter). Gradients are summed over
  * the minibatch, clipped by global norm and applied with AdamW.
  *
- * Memory (issue 12): the LM head runs in chunks of rows (logits, log π, weights and ∂L/∂logits of a
+ * Memory: the LM head runs in chunks of rows (logits, log π, weights and ∂L/∂logits of a
  * chunk at a time, never a (T, V) tensor; model.headChunkRows), the weights stay on the device (no
  * read-back per sample: the loss terms of the whole minibatch are read once at the end), and the
  * forward keeps only each layer's input (per-layer activation checkpointing; the backward recomputes
