@@ -19,55 +19,15 @@
  * before one read-back of their ids (the ids stay on the GPU in between; default 8; the same
  * tokens for every K; on the CPU every step is read at once).
  */
-import { basename } from 'node:path';
 import { UsageError } from '../core/errors.ts';
-import { LocalChatModel } from '../engine/model/local_model.ts';
-import type { TextTokenizer } from '../engine/io/tokenizer.ts';
 import { DecodeScheduler } from '../engine/model/batch.ts';
 import { generate } from '../engine/model/generate.ts';
-import { loadCheckpoint, loadPeftAdapter } from '../engine/io/load.ts';
 import { parseWeightFormat, type WeightFormat } from '../engine/io/pack.ts';
-import { LlamaModel } from '../engine/model/model.ts';
-import { CpuOps, GpuOps, type Ops } from '../engine/runtime/ops.ts';
-import { Engine } from '../engine/runtime/runtime.ts';
-import { acquireNodeGpu } from '../platform/node/gpu.ts';
-import { DirModelFiles, writeModelFiles } from '../platform/node/model_files.ts';
+import { loadModelFromDir } from '../platform/node/local_model.ts';
+import { writeModelFiles } from '../platform/node/model_files.ts';
 import { initCheckpointFiles, initConfig, type InitDType } from '../engine/io/init_checkpoint.ts';
 import { paramCount, type Architecture } from '../engine/io/config.ts';
 import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
-
-/** Load a model (and adapter) from directories onto the chosen device. */
-export async function loadModelFromDir(
-  dir: string,
-  adapterDir: string | undefined,
-  device: string,
-  withTokenizer = false,
-  weights: WeightFormat = 'f32',
-): Promise<{ model: LlamaModel<unknown>; close: () => void; tokenizer: TextTokenizer | null }> {
-  if (device !== 'gpu' && device !== 'cpu') throw new UsageError(`--device must be gpu or cpu; got "${device}"`);
-  const ckpt = await loadCheckpoint(new DirModelFiles(dir), { tokenizer: withTokenizer });
-  let ops: Ops<unknown>;
-  let close = () => {};
-  if (device === 'gpu') {
-    const ctx = await acquireNodeGpu();
-    ops = new GpuOps(new Engine(ctx));
-    close = () => ctx.destroy();
-  } else ops = new CpuOps();
-  const model = new LlamaModel(ckpt.config, ops, ckpt.weights, { weights });
-  if (adapterDir) model.setLora(await loadPeftAdapter(new DirModelFiles(adapterDir), { model: ckpt.config }));
-  return { model, close, tokenizer: ckpt.tokenizer };
-}
-
-/** Our engine as the `local` ChatModel for `spade run` and `spade chat` (needs the checkpoint's tokenizer). */
-export async function loadLocalChatModel(
-  dir: string,
-  adapterDir: string | undefined,
-  device: string,
-): Promise<LocalChatModel<unknown>> {
-  const { model, tokenizer } = await loadModelFromDir(dir, adapterDir, device, true);
-  if (!tokenizer) throw new UsageError(`${dir} has no tokenizer.json; the local backend needs it to chat`);
-  return new LocalChatModel(basename(dir), model, tokenizer);
-}
 
 /** Every --tokens value as a list of ids (the flag may be repeated: one prompt each). */
 function parseTokens(a: Args): number[][] {

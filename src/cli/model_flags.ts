@@ -55,7 +55,8 @@ export async function modelFromFlags(
       throw new UsageError(
         '--backend local needs --model-dir DIR (a Hugging Face checkpoint directory with tokenizer.json)',
       );
-    const { loadLocalChatModel } = await import('./cmd_engine.ts');
+    // loaded on demand: the engine (and webgpu) stays out of the openai and replay paths
+    const { loadLocalChatModel } = await import('../platform/node/local_model.ts');
     const local = await loadLocalChatModel(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu');
     local.thinking = thinking;
     return local;

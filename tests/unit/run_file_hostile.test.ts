@@ -203,7 +203,7 @@ describe('hostile run files', () => {
         (d) => (d.rollouts[0].turns[0].reward = 1e308),
         'rollouts[0].turns[0].reward must be a number from -1000000000 to 1000000000.',
       ],
-      [(d) => (d.rollouts[0].tokens = -5), `rollouts[0].tokens must be a number from 0 to ${2 ** 40}.`],
+      [(d) => (d.rollouts[0].tokens = -5), `rollouts[0].tokens must be a whole number from 0 to ${2 ** 40}.`],
       [(d) => (d.metrics = [{ cycle: 1e308 }]), 'metrics[0].cycle must be a whole number from 0 to 100000.'],
     ];
     for (const [fn, message] of cases) expect(refusal(() => parseRunFileJson(mutated(fn))).message).toBe(message);

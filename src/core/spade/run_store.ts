@@ -6,134 +6,13 @@
  * DirRunStore (Node run directory: config.json, archive.jsonl, rollouts.jsonl,
  * metrics.jsonl, memory.json).
  */
-import type { Config } from '../config.ts';
 import { StorageError } from '../errors.ts';
-import type { CallBudget } from '../llm/budget.ts';
-import type { SampledTokens } from '../train/trace.ts';
 import type { Store } from '../store.ts';
-import type { Episode } from './agent.ts';
 import type { Memory } from './memory.ts';
+import type { ArchiveRecord, MetricsRecord, RolloutRecord, RunSpec } from './run_schema.ts';
 
-export interface RunSpec {
-  config: Config;
-  /** Skills to rotate over (default: all six of the setting). */
-  skills: string[];
-  models: { designer: string; hint: string; agent: string };
-  corpus: string;
-  createdAt: string;
-  /** The cycles asked for when the run started: `--resume` without `--iterations` goes on to it. */
-  iterations?: number;
-}
-
-export interface Attempt {
-  reply: string;
-  code: string | null;
-  ok: boolean;
-  failures: string[];
-  /** Findings of the strict checks that did not fail the design under `checks: paper`. */
-  soft?: string[];
-  /** The reply's ids and sampling log-probs (local backend; kept for the first attempt, which trains). */
-  tokens?: SampledTokens;
-}
-
-/** Why a task ended early: a model call (design, validate, hint, play) or the checker failed. */
-export interface TaskFailure {
-  phase: 'design' | 'validate' | 'check' | 'hint' | 'play';
-  name: string;
-  message: string;
-}
-
-export interface ArchiveRecord {
-  cycle: number;
-  index: number;
-  skill: string;
-  setting: 'games' | 'tool_use';
-  difficulty: string;
-  envId: string | null;
-  title: string;
-  code: string | null;
-  hint: string | null;
-  source: { title: string; ref: string } | null;
-  valid: boolean;
-  firstAttemptValid: boolean;
-  /** The first attempt hung or broke the checker (blacklisted; rewarded like a time-out). */
-  firstAttemptCrashed?: boolean;
-  attempts: Attempt[];
-  validator: { accept: boolean; reason: string } | null;
-  stats: {
-    noHint: number[];
-    withHint: number[];
-    winRate: number;
-    winRateHinted: number;
-    regret: number;
-    raw: number | null;
-    designerReward: number | null;
-    timedOut: boolean;
-    blacklisted: boolean;
-  } | null;
-  leak: { values: string[]; suspicious: boolean; reasons?: string[] } | null;
-  /** Set when the task ended early; the run went on. */
-  error?: TaskFailure | null;
-  /** The hint call failed: only the unhinted plays ran and the regret scored 0 (the task went on). */
-  hintError?: TaskFailure | null;
-  /** The designer's raw reward entering the centring (estimator value, 0 invalid, −0.5 time-out); null: no part. */
-  rawReward?: number | null;
-  /** (raw − its skill's centre) × envRewardScale: what trains the designer's first attempt. */
-  designerAdvantage?: number | null;
-  /** The context budget of each designer, repair, validator and hint call. */
-  calls?: CallBudget[];
-}
-
-export interface RolloutRecord extends Episode {
-  cycle: number;
-  index: number;
-  skill: string;
-  envId: string;
-  play: number;
-}
-
-export interface MetricsRecord {
-  cycle: number;
-  skills: string[];
-  envs: number;
-  valid: number;
-  validityRate: number;
-  firstAttemptValidityRate: number;
-  meanRegret: number | null;
-  meanWinRate: number | null;
-  meanWinRateHinted: number | null;
-  /** Mean raw designer reward (before centring). */
-  meanDesignerReward: number | null;
-  /** Mean centred, scaled designer reward (what the designer is trained on). */
-  meanDesignerAdvantage?: number | null;
-  /** Share of scored environments whose win rate is in the plateau band [0.4, 0.6]. */
-  inBandShare?: number | null;
-  timeouts: number;
-  leaks: number;
-  /** Tasks ended by a failed model call or checker. */
-  errors?: number;
-  /** The context budget of the cycle's calls (designer, repair, validator, hint; agent prompts in maxPromptTokens). */
-  budget?: {
-    calls: number;
-    maxPromptTokens: number;
-    window: number | null;
-    clamped: number;
-    shrunk: number;
-    skipped: number;
-    agentTurnsDropped: number;
-    contextFullPlays: number;
-  };
-  /** The scale the cycle's centred designer rewards were multiplied by (fixed, or computed as the reference does). */
-  envRewardScale?: number;
-  /**
-   * The designer's window: the designs of cycle `designsOf` (this cycle − designerLag; null before
-   * the first) train at this cycle, on a reward recomputed over `plays` unhinted plays of their
-   * environments recorded so far (their cycle's; the envReuse rounds' replays join when training).
-   */
-  designerWindow?: { lag: number; designsOf: number | null; rounds: number; designs: number; plays: number };
-  ms: number;
-  modelMs: number;
-}
+// The records' types come from their schemas (run_schema.ts), which also validate run files.
+export type { ArchiveRecord, Attempt, MetricsRecord, RolloutRecord, RunSpec, TaskFailure } from './run_schema.ts';
 
 export interface PendingTask {
   archive: ArchiveRecord;

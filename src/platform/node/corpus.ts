@@ -5,14 +5,13 @@ import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UsageError } from '../../core/errors.ts';
 import { chunkText, parseCorpusJsonl, type CorpusDoc } from '../../core/spade/corpus.ts';
-
-const DEFAULT = new URL('../../../public/corpus/default.jsonl', import.meta.url);
+import { buildDefaultCorpus, DEFAULT_CORPUS } from './corpus_build.ts';
 
 export async function loadCorpus(spec: string): Promise<CorpusDoc[]> {
   if (spec === 'none') return [];
   if (spec === 'default') {
-    if (!existsSync(DEFAULT)) await import('../../../scripts/build_corpus.js' as string);
-    return parseCorpusJsonl(await readFile(fileURLToPath(DEFAULT), 'utf8'), 'default');
+    if (!existsSync(DEFAULT_CORPUS)) buildDefaultCorpus();
+    return parseCorpusJsonl(await readFile(fileURLToPath(DEFAULT_CORPUS), 'utf8'), 'default');
   }
   let text: string;
   try {
