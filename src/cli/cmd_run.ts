@@ -17,7 +17,7 @@
 import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { DEFAULTS, parseConfig, type Config } from '../core/config.ts';
+import { concurrencySizes, DEFAULTS, parseConfig, type Config } from '../core/config.ts';
 import { RunFileError, StorageError, UsageError } from '../core/errors.ts';
 import { modelLimits, type ChatModel } from '../core/llm/chat_model.ts';
 import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
@@ -45,6 +45,13 @@ import { attachTraining } from './run_training.ts';
 async function localDecodeStats(model: ChatModel) {
   const { LocalChatModel, schedulerFor } = await import('../engine/model/local_model.ts');
   return model instanceof LocalChatModel ? schedulerFor(model.llm).stats() : undefined;
+}
+
+/** The local engine's scheduler decodes up to `maxBatch` chats in one step (other backends never load the engine). */
+async function sizeDecodeBatch(model: ChatModel, maxBatch: number): Promise<void> {
+  if (model.backend !== 'local') return;
+  const { LocalChatModel, schedulerFor } = await import('../engine/model/local_model.ts');
+  if (model instanceof LocalChatModel) schedulerFor(model.llm).maxBatch = maxBatch;
 }
 
 /** The run's config: defaults < --preset (or the --link's) < --link < --config, --set, --seed. */
@@ -278,13 +285,16 @@ export async function run(argv: string[], io: Io): Promise<number> {
       throw new UsageError(`--memory ${memoryFile}: ${(err as Error).message}`);
     }
   }
-  const pool = createNodeSandboxPool({ size: Math.min(4, Math.max(1, spec.config.concurrency)) });
+  const cfg = { ...DEFAULTS, ...spec.config };
+  // the sandbox pool and the engine's batch follow the run's budget of chats in flight
+  const sizes = concurrencySizes(cfg.concurrency);
+  await sizeDecodeBatch(model, sizes.decodeBatch);
+  const pool = createNodeSandboxPool({ size: sizes.cliSandboxWorkers });
   const ac = new AbortController();
   const onSig = () => ac.abort();
   process.once('SIGINT', onSig);
   const bar = progress(io, iterations, spec.config.skillsPerCycle * (spec.config.envsPerSkill ?? 1));
   try {
-    const cfg = { ...DEFAULTS, ...spec.config };
     const training = a.flags.has('train')
       ? await attachTraining({ model, cfg, out, runner: pool, io, signal: ac.signal })
       : null;

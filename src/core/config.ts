@@ -168,7 +168,7 @@ export const CONFIG_SCHEMA = {
     min: 1,
     max: 64,
     default: 8,
-    why: 'the local engine decodes concurrent calls together (up to 16 rows a step) and servers batch them; WebLLM queues them one at a time',
+    why: "the run's one budget of model chats in flight: a designer, validator or hint call holds a slot for the call, a play one for its episode (its agent turns come one at a time); the local engine decodes them together in one step and servers batch them, WebLLM answers one at a time. The engine's batch and the sandbox pools follow it (CONCURRENCY_SIZES)",
   },
   llmValidator: {
     kind: 'enum',
@@ -343,6 +343,50 @@ export const CONFIG_KEYS = Object.keys(CONFIG_SCHEMA) as ConfigKey[];
 export const DEFAULTS: Readonly<Config> = Object.freeze(
   Object.fromEntries(CONFIG_KEYS.map((k) => [k, CONFIG_SCHEMA[k].default])) as Config,
 );
+
+/** A size that follows `concurrency`: the knob clamped to [min, max], with the reason for the bounds. */
+interface DerivedSize {
+  min: number;
+  max: number;
+  why: string;
+}
+
+/**
+ * What follows from `concurrency`, the run's one budget of model chats in flight (the loop's
+ * slots: phases.ts TaskContext.budget). Each size is made from it where its pool or scheduler is
+ * built (cli/cmd_run.ts, state/envs.svelte.ts); the engine takes its batch as a number.
+ */
+export const CONCURRENCY_SIZES = {
+  decodeBatch: {
+    min: 1,
+    max: 64,
+    why: "rows the local engine's scheduler decodes in one step (engine/model/batch.ts maxBatch): every chat the budget lets into flight gets a row at once, and a larger batch would never fill",
+  },
+  cliSandboxWorkers: {
+    min: 1,
+    max: 4,
+    why: "worker threads of `spade run`: a play's step takes milliseconds between chats of seconds, so a few workers keep up with every play in flight; more than 4 take a laptop's cores from the model for checks that finish in under a second",
+  },
+  browserSandboxWorkers: {
+    min: 2,
+    max: 4,
+    why: "the page's Web Workers: at least 2 so a check and a play (or a hand-played game) never wait for each other; at most 4, as in the CLI, since the page shares the machine's cores with the browser",
+  },
+} as const satisfies Record<string, DerivedSize>;
+
+/**
+ * The sizes of CONCURRENCY_SIZES for a budget of `concurrency` chats in flight (a value that is
+ * not a number, as in a run saved before the knob existed, reads the knob's default).
+ */
+export function concurrencySizes(concurrency: number): Record<keyof typeof CONCURRENCY_SIZES, number> {
+  const c = Number.isFinite(concurrency) ? Math.floor(concurrency) : DEFAULTS.concurrency;
+  const size = (d: DerivedSize) => Math.min(d.max, Math.max(d.min, c));
+  return {
+    decodeBatch: size(CONCURRENCY_SIZES.decodeBatch),
+    cliSandboxWorkers: size(CONCURRENCY_SIZES.cliSandboxWorkers),
+    browserSandboxWorkers: size(CONCURRENCY_SIZES.browserSandboxWorkers),
+  };
+}
 
 /** Render a value in a message: numbers as written (NaN, Infinity), the rest as JSON. */
 function show(value: unknown): string {

@@ -4,6 +4,7 @@
  * sets persist in the store, so a reload keeps them. Environment code only ever
  * runs in the sandbox worker pool.
  */
+import { concurrencySizes, DEFAULTS } from '../core/config.ts';
 import { SEED_ENVS } from '../core/env/seeds/index.ts';
 import { HOSTILE_DEMOS } from '../core/env/hostile.ts';
 import {
@@ -42,9 +43,19 @@ export interface EnvGroup {
 }
 
 let sharedPool: SandboxPool | null = null;
-/** One pool of sandbox workers for the page (two workers: play and checks don't block each other). */
-export function sandboxPool(): SandboxPool {
-  sharedPool ??= createBrowserSandboxPool({ size: 2 });
+/**
+ * The page's one pool of sandbox workers, sized from a budget of `concurrency` chats in flight
+ * (config.ts CONCURRENCY_SIZES.browserSandboxWorkers; the knob's default when none is given). A run
+ * that asks for another size gets a new pool when the current one is idle; otherwise (a game played
+ * by hand, a check under way) it shares the pool it finds.
+ */
+export function sandboxPool(concurrency?: number): SandboxPool {
+  const size = concurrencySizes(concurrency ?? DEFAULTS.concurrency).browserSandboxWorkers;
+  if (sharedPool && concurrency !== undefined && sharedPool.size !== size && sharedPool.idle) {
+    void sharedPool.terminate();
+    sharedPool = null;
+  }
+  sharedPool ??= createBrowserSandboxPool({ size });
   return sharedPool;
 }
 

@@ -226,7 +226,7 @@ export class RunState implements RunView {
     this.loop = new SpadeLoop({
       spec,
       models,
-      runner: sandboxPool(),
+      runner: sandboxPool(spec.config.concurrency),
       corpus,
       store,
       onEvent: this.onEvent,

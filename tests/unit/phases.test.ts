@@ -32,6 +32,7 @@ import {
 } from '../../src/core/spade/phases.ts';
 import { applyEvent, emptyRunView, type LoopEvent } from '../../src/core/spade/run_events.ts';
 import { replayUnhinted } from '../../src/core/spade/reuse.ts';
+import { Limiter } from '../../src/core/limiter.ts';
 import type { ArchiveRecord, PendingTask } from '../../src/core/spade/run_store.ts';
 
 const sandbox = inProcessRunner();
@@ -46,8 +47,9 @@ function ctx(
   const events: LoopEvent[] = [];
   const { cfg, ...rest } = over;
   const agent = new MeteredChatModel(scriptedAgent());
+  const config = { ...DEFAULTS, seed: 3, playsPerEnv: 2, maxTurns: 12, repairTurns: 1, ...cfg };
   return {
-    cfg: { ...DEFAULTS, seed: 3, playsPerEnv: 2, maxTurns: 12, repairTurns: 1, ...cfg },
+    cfg: config,
     cycle: 0,
     index: 0,
     skill: 'mathematical',
@@ -56,6 +58,7 @@ function ctx(
     emaWinRate: undefined,
     runner: sandbox,
     models: { designer: agent, hint: agent, agent },
+    budget: new Limiter(config.concurrency),
     corpus: chunkText('Binary search halves an interval each time.', 'doc', 50),
     rng: createRng(1),
     limits: DEFAULT_LIMITS,

@@ -113,6 +113,11 @@ export class SandboxPool implements EnvRunner {
     return this.slots.length;
   }
 
+  /** No environment is loaded and no call is queued or in flight. */
+  get idle(): boolean {
+    return this.envs.size === 0 && this.slots.every((s) => s.busy === 0);
+  }
+
   /**
    * Load into the least busy worker with room for `limits.memoryBytes`; a worker that refuses
    * for lack of room (SandboxMemoryError, data.workerFull) passes the load to the next. When no

@@ -4,8 +4,8 @@
  * (rotated) and runs envsPerSkill tasks per skill; each task runs the phases of
  * phases.ts (brief → design/check/repair → hint → plays → leak probe → score). At the
  * end of a cycle the designer rewards are centred per skill, and memory and metrics
- * are written. This class keeps only scheduling: pause/resume/stop gating, bounded
- * concurrency, persistence after every task, and the error policy — one failed task
+ * are written. This class keeps only scheduling: pause/resume/stop gating, the run's one
+ * concurrency budget, persistence after every task, and the error policy — one failed task
  * never stops the run; maxConsecutiveErrors failed tasks in a row do, with the cause.
  * Deterministic given the seed and a deterministic model: every random choice derives
  * from (seed, cycle, task), and all tasks of a cycle read the memory as it was when
@@ -167,27 +167,34 @@ export class SpadeLoop {
     state.consecutiveErrors = 0;
     state.pending = state.pending.filter((p) => !p.archive.error || p.archive.error.phase === 'check');
     const skills = this.d.spec.skills.length ? this.d.spec.skills : defaultSkills(this.cfg.setting);
-    const limiter = new Limiter(this.cfg.concurrency);
+    // One budget of `concurrency` model chats in flight, shared by every task through its context:
+    // chats and plays take its slots (phases.ts). Tasks hold none; they start at most `concurrency`
+    // at a time, so the checks they run share the sandbox pool as the chats share the model.
+    const budget = new Limiter(this.cfg.concurrency);
+    const tasks = new Limiter(this.cfg.concurrency);
     try {
       while (state.cycle < iterations) {
         const cycle = state.cycle;
         const cycleSkills = skillsForCycle(skills, cycle, this.cfg.skillsPerCycle);
-        const tasks = tasksForCycle(cycleSkills, this.cfg.envsPerSkill);
-        this.emit({ type: 'cycle_start', cycle, skills: tasks.map((t) => t.skill) });
+        const cycleTasks = tasksForCycle(cycleSkills, this.cfg.envsPerSkill);
+        this.emit({ type: 'cycle_start', cycle, skills: cycleTasks.map((t) => t.skill) });
         const memory = state.memory; // the snapshot every task of this cycle reads
         // so is the blacklist: what a task adds joins it at the end of the cycle, so with concurrent
         // tasks (or after a resume) no task's checks depend on which task finished first
         const cycleBlacklist = [...state.blacklist];
-        const todo = tasks.filter((t) => !state.pending.some((p) => p.archive.index === t.index));
-        await limiter.map(todo, async (t) => {
+        const todo = cycleTasks.filter((t) => !state.pending.some((p) => p.archive.index === t.index));
+        await tasks.map(todo, async (t) => {
           await this.gate();
-          const done = await runTask(this.taskContext(cycle, t.index, t.skill, memory, cycleBlacklist, state));
+          const done = await runTask(this.taskContext(cycle, t.index, t.skill, memory, cycleBlacklist, state, budget));
           state.pending.push(done);
           state.pending.sort((a, b) => a.archive.index - b.archive.index);
           this.countErrors(state, done);
           await this.save(state);
         });
         if (this.halted) throw this.halted;
+        // a stop that lands after the last task finished leaves the cycle to the resume (its tasks
+        // are saved): no cycle is written and no training round starts after a stop
+        if (this.d.signal?.aborted) throw abortError(this.d.signal, 'The run was stopped.');
         await this.finishCycle(state, cycleSkills);
       }
       this.emit({ type: 'done', cycle: state.cycle });
@@ -211,6 +218,7 @@ export class SpadeLoop {
     memory: Memory,
     blacklist: readonly string[],
     state: RunState,
+    budget: Limiter,
   ): TaskContext {
     return {
       cfg: this.cfg,
@@ -226,6 +234,7 @@ export class SpadeLoop {
         hint: new MeteredChatModel(this.d.models.hint),
         agent: new MeteredChatModel(this.d.models.agent),
       },
+      budget,
       corpus: this.d.corpus,
       rng: createRng(hashSeed(`${this.cfg.seed}:${cycle}:${index}:${skill}`)),
       limits: limitsFromConfig(this.cfg),

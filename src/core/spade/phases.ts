@@ -5,7 +5,10 @@
  *
  * and, per cycle, `cycleMetrics`. Each phase takes the context, returns its part of the
  * archive record and emits its own events; none touches run state or storage (that is
- * SpadeLoop's job: gating, concurrency, persistence). A failed model call or a failed
+ * SpadeLoop's job: gating, persistence). Model chats and plays draw on the run's one budget
+ * (`ctx.budget`, `concurrency` slots): a designer, validator or hint call holds a slot for the
+ * call, a play one for its episode, and nothing that holds a slot waits for another, so the
+ * budget cannot deadlock and chats in flight never exceed it. A failed model call or a failed
  * checker is caught here and becomes a `TaskFailure` on the record: one bad reply ends one
  * task, never the run. A stop (AbortError) is the only error that escapes.
  */
@@ -14,7 +17,7 @@ import type { CheckName, CheckOptions, CheckReport, EnvRunner } from '../env/che
 import { envId as codeId } from '../env/envset.ts';
 import { ContextBudgetError, serializeError } from '../errors.ts';
 import { callBudget, planCall, type CallBudget, type CallPlan } from '../llm/budget.ts';
-import { Limiter } from '../limiter.ts';
+import type { Limiter } from '../limiter.ts';
 import {
   ROLE_PRESETS,
   roleOptions,
@@ -58,6 +61,12 @@ export interface TaskContext {
   emaWinRate: number | undefined;
   runner: CheckingRunner;
   models: { designer: MeteredChatModel; hint: MeteredChatModel; agent: MeteredChatModel };
+  /**
+   * The run's budget of model chats in flight (`cfg.concurrency` slots), shared by every task:
+   * each designer, validator and hint call takes a slot for the call, each play one for its
+   * episode (its agent chats, one at a time, take none). A task itself holds none.
+   */
+  budget: Limiter;
   corpus: CorpusDoc[];
   rng: Rng;
   limits: SandboxLimits;
@@ -285,15 +294,17 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
     let text: string;
     let tokens: ChatResult['tokens'];
     try {
-      const reply = await ctx.models.designer.chat(
-        messages,
-        roleOptions('designer', {
-          temperature: cfg.designerTemperature,
-          max_tokens: maxTokens,
-          seed: hashSeed(`${cfg.seed}:d:${cycle}:${index}:${a}`),
-          signal: ctx.signal,
-          onToken: (delta) => ctx.emit({ type: 'designer_token', cycle, index, attempt: a, delta }),
-        }),
+      const reply = await ctx.budget.run(() =>
+        ctx.models.designer.chat(
+          messages,
+          roleOptions('designer', {
+            temperature: cfg.designerTemperature,
+            max_tokens: maxTokens,
+            seed: hashSeed(`${cfg.seed}:d:${cycle}:${index}:${a}`),
+            signal: ctx.signal,
+            onToken: (delta) => ctx.emit({ type: 'designer_token', cycle, index, attempt: a, delta }),
+          }),
+        ),
       );
       text = reply.text;
       tokens = a === 0 ? reply.tokens : undefined; // only the first attempt is trained on
@@ -317,14 +328,16 @@ export async function checkAndRepair(ctx: TaskContext, b: Brief): Promise<Design
         out.validator = { accept: true, reason: 'validator skipped: the program fills the context window' };
       else {
         try {
-          const v = await ctx.models.designer.chat(
-            vm,
-            roleOptions('hint', {
-              temperature: 0,
-              max_tokens: plan.maxTokens,
-              seed: hashSeed(`${cfg.seed}:v:${cycle}:${index}:${a}`),
-              signal: ctx.signal,
-            }),
+          const v = await ctx.budget.run(() =>
+            ctx.models.designer.chat(
+              vm,
+              roleOptions('hint', {
+                temperature: 0,
+                max_tokens: plan.maxTokens,
+                seed: hashSeed(`${cfg.seed}:v:${cycle}:${index}:${a}`),
+                signal: ctx.signal,
+              }),
+            ),
           );
           out.validator = parseVerdict(v.text);
           if (!out.validator.accept) c.failures.push(`validator: ${out.validator.reason}`);
@@ -372,14 +385,16 @@ export async function writeHint(ctx: TaskContext, code: string): Promise<{ hint:
   const plan = await planCall(ctx.models.hint, messages, ROLE_PRESETS.hint.max_tokens!, MIN_REPLY.hint);
   const budget = callBudget('hint', plan);
   if (!plan.fits) throw Object.assign(overBudget('hint', plan, MIN_REPLY.hint), { budget });
-  const reply = await ctx.models.hint.chat(
-    messages,
-    roleOptions('hint', {
-      temperature: cfg.hintTemperature,
-      max_tokens: plan.maxTokens,
-      seed: hashSeed(`${cfg.seed}:h:${ctx.cycle}:${ctx.index}`),
-      signal: ctx.signal,
-    }),
+  const reply = await ctx.budget.run(() =>
+    ctx.models.hint.chat(
+      messages,
+      roleOptions('hint', {
+        temperature: cfg.hintTemperature,
+        max_tokens: plan.maxTokens,
+        seed: hashSeed(`${cfg.seed}:h:${ctx.cycle}:${ctx.index}`),
+        signal: ctx.signal,
+      }),
+    ),
   );
   const hint = extractHint(reply.text);
   ctx.emit({ type: 'hint', cycle: ctx.cycle, index: ctx.index, hint });
@@ -414,7 +429,8 @@ export async function play(
     ctx.emit({ type: 'rollout_end', cycle, index, play: p.play, hinted: p.hinted, return: ep.return, end: ep.end });
     return { ...p, ep };
   };
-  const plays = await new Limiter(cfg.concurrency).map(todo, async (p) => {
+  // every play takes a slot of the run's budget for its whole episode (ctx.budget)
+  const plays = await ctx.budget.map(todo, async (p) => {
     await ctx.gate();
     const ep = await playFresh(
       code,

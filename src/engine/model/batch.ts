@@ -28,7 +28,11 @@ import type { LlamaModel } from './model.ts';
 import { checkSampleOptions, type SampleOptions } from './sample.ts';
 
 export interface SchedulerOptions {
-  /** Most sequences decoded together in one step (default 16: the chat concurrency of a self-play cycle). */
+  /**
+   * Most sequences decoded together in one step (default 16). A run passes its budget of chats in
+   * flight (the loop's `concurrency`), so every chat it sends gets a row; `maxBatch` can also be set
+   * on the scheduler later, and the next admission follows it.
+   */
   maxBatch?: number;
   /**
    * Most prompt tokens prefilled in one step (default 512: a long prompt does not stall the decoding
@@ -102,7 +106,7 @@ const ZERO_STATS = {
 };
 
 export class DecodeScheduler<X> {
-  private readonly maxBatch: number;
+  private batchLimit = 16;
   private readonly prefillBudget: number;
   private readonly prefixCacheTokens: number;
   private readonly waiting: Request<X>[] = [];
@@ -117,6 +121,16 @@ export class DecodeScheduler<X> {
   private running = false;
   private counts = { ...ZERO_STATS };
 
+  /** Most sequences decoded together in one step (SchedulerOptions.maxBatch); a new value applies from the next admission. */
+  get maxBatch(): number {
+    return this.batchLimit;
+  }
+  set maxBatch(n: number) {
+    if (!(Number.isInteger(n) && n >= 1))
+      throw new RangeError(`DecodeScheduler: maxBatch must be a whole number ≥ 1; got ${n}`);
+    this.batchLimit = n;
+  }
+
   constructor(
     readonly model: LlamaModel<X>,
     readonly opts: SchedulerOptions = {},
@@ -124,8 +138,6 @@ export class DecodeScheduler<X> {
     this.maxBatch = opts.maxBatch ?? 16;
     this.prefillBudget = opts.prefillBudget ?? 512;
     this.prefixCacheTokens = opts.prefixCacheTokens ?? 8192;
-    if (!(Number.isInteger(this.maxBatch) && this.maxBatch >= 1))
-      throw new RangeError(`DecodeScheduler: maxBatch must be a whole number ≥ 1; got ${this.maxBatch}`);
     if (!(Number.isInteger(this.prefillBudget) && this.prefillBudget >= 1))
       throw new RangeError(`DecodeScheduler: prefillBudget must be a whole number ≥ 1; got ${this.prefillBudget}`);
     if (!(this.prefixCacheTokens >= 0))
