@@ -16,7 +16,7 @@ import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
 import type { RunFileWorkerApi } from '../../workers/run_file.worker.ts';
 import { joinChunks } from '../core/bytes.ts';
-import { DEFAULTS, type Config } from '../core/config.ts';
+import { concurrencySizes, DEFAULTS, type Config } from '../core/config.ts';
 import { abortError, RunFileError, serializeError } from '../core/errors.ts';
 import type { ChatModel, ModelRole } from '../core/llm/chat_model.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
@@ -221,6 +221,10 @@ export class RunState implements RunView {
       };
     this.spec = spec;
     this.abort = new AbortController();
+    // the engine worker decodes as many chats in one step as the run keeps in flight
+    const { decodeBatch } = concurrencySizes({ ...DEFAULTS, ...spec.config }.concurrency);
+    for (const m of new Set(Object.values(models)))
+      if ('setDecodeBatch' in m && typeof m.setDecodeBatch === 'function') await m.setDecodeBatch(decodeBatch);
     // the loop reads missing knobs as their defaults; so must training
     const afterCycle = this.trainAfter(runId, { ...DEFAULTS, ...spec.config }, store);
     this.loop = new SpadeLoop({

@@ -102,4 +102,23 @@ describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
     expect(await race(() => api.abort(12))).toEqual(['done', 'AbortError']); // one call, by its id
     expect(await race(() => api.abort())).toEqual(['AbortError', 'AbortError']); // every call in flight
   });
+
+  it('decodes as many chats in one step as the run asks (setDecodeBatch), before and after a load', async () => {
+    const api = createEngineApi({ gpu: await nodeGpu() });
+    expect(() => api.setDecodeBatch(0)).toThrow(RangeError);
+    api.setDecodeBatch(1); // before any model: kept for the next load
+    await api.load({ kind: 'fresh', arch: 'llama', layers: 1, hidden: 16, seed: 4 });
+    const ask = (content: string, seed: number) =>
+      api.chat([{ role: 'user', content }], { max_tokens: 3, temperature: 1, seed });
+    // three 3-token replies: one sequence a step takes three times the steps of all three together
+    await Promise.all([ask('one', 1), ask('two', 2), ask('three', 3)]);
+    const one = api.decodeStats();
+    expect(one.maxBatch).toBe(1);
+    expect(one.steps).toBeGreaterThanOrEqual(9);
+    api.setDecodeBatch(3);
+    await Promise.all([ask('one', 1), ask('two', 2), ask('three', 3)]);
+    const three = api.decodeStats();
+    expect(three.maxBatch).toBe(3);
+    expect(three.steps - one.steps).toBeLessThanOrEqual(one.steps / 3 + 1);
+  });
 });

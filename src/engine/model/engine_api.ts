@@ -26,7 +26,7 @@ import { paramCount, type Architecture } from '../io/config.ts';
 import { initCheckpointFiles, initConfig } from '../io/init_checkpoint.ts';
 import type { WeightFormat } from '../io/pack.ts';
 import { exportPeft, importPeft, type LoraModule } from '../io/peft.ts';
-import { LocalChatModel, releaseDecodeMemory } from './local_model.ts';
+import { LocalChatModel, releaseDecodeMemory, schedulerFor } from './local_model.ts';
 import { LlamaModel } from './model.ts';
 import { GpuOps } from '../runtime/ops.ts';
 import { Engine, type Tensor } from '../runtime/runtime.ts';
@@ -78,6 +78,8 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
   const inFlight = new Map<number, AbortController>();
   let anonymous = 0;
   let summary: ModelSummary | null = null;
+  /** Most chats decoded in one step, as the run last asked (setDecodeBatch); kept for a model loaded later. */
+  let decodeBatch: number | null = null;
 
   const need = (): LocalChatModel<Tensor> => {
     if (!local) throw new Error('No model is loaded in the engine; load one in the Training panel first.');
@@ -139,6 +141,7 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
         weights: o.weights,
       });
       local = new LocalChatModel(name, llm, ckpt.tokenizer);
+      if (decodeBatch !== null) schedulerFor(llm).maxBatch = decodeBatch;
       trainer = null;
       const c = ckpt.config;
       const params = paramCount(c);
@@ -212,6 +215,22 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       if (!a) throw new Error('There is no adapter to export; start one with "New adapter" first.');
       const f = exportPeft(a, { baseModel: m.model });
       return { configJson: f.adapterConfigJson, weights: f.weights };
+    },
+
+    /**
+     * Decode up to `n` chats in one step (the run's budget of chats in flight,
+     * `concurrencySizes(concurrency).decodeBatch`); applies to this model and to any loaded later.
+     */
+    setDecodeBatch(n: number): void {
+      if (!(Number.isInteger(n) && n >= 1)) throw new RangeError(`setDecodeBatch: a whole number ≥ 1; got ${n}`);
+      decodeBatch = n;
+      if (local) schedulerFor(local.llm).maxBatch = n;
+    },
+
+    /** The loaded model's decode scheduler: its batch limit and counters (steps, rows, most rows in a step). */
+    decodeStats() {
+      const sched = schedulerFor(need().llm);
+      return { maxBatch: sched.maxBatch, ...sched.stats() };
     },
 
     /** Give the idle decode KV cache back (a training round's forward passes need the memory). */

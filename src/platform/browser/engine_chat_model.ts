@@ -42,6 +42,10 @@ export class EngineChatModel implements ChatModel {
       signal?.removeEventListener('abort', stop);
     }
   }
+  /** Decode up to `n` of this worker's chats in one step (the run's budget of chats in flight). */
+  setDecodeBatch(n: number): Promise<void> {
+    return this.api.setDecodeBatch(n);
+  }
   countTokens(messages: ChatMessage[]): Promise<number> {
     return this.api.countTokens(messages, this.thinking);
   }
