@@ -158,16 +158,27 @@ describe('phases: checkDesign', () => {
 
 describe('phases: the paper-level checker still rejects every hostile program', () => {
   const pool = createNodeSandboxPool({ size: 2, graceMs: 700, checkMs: 15_000 });
-  afterAll(() => pool.terminate());
-  it('fails each catalogue entry at checks: paper (the pool contains the ones that need a kill)', async () => {
+  // the programs that need the kill switch get a pool of their own: a worker that is killed fails
+  // every check in flight on it, which would hide which check each other program fails
+  const killPool = createNodeSandboxPool({ size: 1, graceMs: 700, checkMs: 15_000 });
+  afterAll(() => Promise.all([pool.terminate(), killPool.terminate()]));
+  // the check that fails when the host call of a hostile entry's phase fails; a program the
+  // watchdog has to kill crashes the checker itself
+  const CHECK_OF_PHASE = { load: 'loads', reset: 'reset', step: 'step', close: 'closes' } as const;
+  it('fails each catalogue entry at checks: paper, at the check of its phase (the pool contains the ones that need a kill)', async () => {
     const outs = await Promise.all(
       HOSTILE.map(async (h) => {
         const t0 = Date.now();
-        const out = await checkDesign(ctx({ runner: pool, cfg: { checks: 'paper' } }), h.code);
+        const runner = h.needsKill ? killPool : pool;
+        const out = await checkDesign(ctx({ runner, cfg: { checks: 'paper' } }), h.code);
         return { h, out, ms: Date.now() - t0 };
       }),
     );
-    for (const { h, out } of outs) expect(out.failures.length, h.name).toBeGreaterThan(0);
+    for (const { h, out } of outs)
+      expect(
+        out.failures.map((f) => f.slice(0, f.indexOf(':'))),
+        `${h.name}: ${out.failures.join(' | ')}`,
+      ).toEqual([h.needsKill ? 'checker' : CHECK_OF_PHASE[h.phase]]);
     console.log(`paper checks on ${outs.length} hostile programs: slowest ${Math.max(...outs.map((o) => o.ms))} ms`);
   }, 180_000);
 });
