@@ -7,6 +7,7 @@ import { DEFAULTS, type Config } from '../../src/core/config.ts';
 import type { CheckReport } from '../../src/core/env/checker.ts';
 import { envId } from '../../src/core/env/envset.ts';
 import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
+import { LOCK_ENV } from '../../src/core/env/broken.ts';
 import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 import { ModelCallError, WorkerCrashedError } from '../../src/core/errors.ts';
 import { MeteredChatModel, type ChatModel } from '../../src/core/llm/chat_model.ts';
@@ -181,6 +182,23 @@ describe('phases: the paper-level checker still rejects every hostile program', 
       ).toEqual([h.needsKill ? 'checker' : CHECK_OF_PHASE[h.phase]]);
     console.log(`paper checks on ${outs.length} hostile programs: slowest ${Math.max(...outs.map((o) => o.ms))} ms`);
   }, 180_000);
+});
+
+describe('phases: a program is not blamed for a neighbour that broke their shared worker', () => {
+  const pool = createNodeSandboxPool({ size: 1, graceMs: 700, checkMs: 15_000 });
+  afterAll(() => pool.terminate());
+  it('checks a good program again when its environment was lost with the worker; the breaker alone fails', async () => {
+    const thrash = HOSTILE.find((h) => h.needsKill)!;
+    // one worker: the good program's calls queue behind the thrash's, and are lost when it is killed
+    const [bad, good] = await Promise.all([
+      checkDesign(ctx({ runner: pool, cfg: { checks: 'paper' } }), thrash.code),
+      checkDesign(ctx({ runner: pool, cfg: { checks: 'paper' } }), LOCK_ENV),
+    ]);
+    expect(pool.kills).toBeGreaterThanOrEqual(1);
+    expect(bad.crashed, thrash.name).not.toBeNull();
+    expect(good.failures).toEqual([]);
+    expect(good.crashed).toBeNull();
+  }, 60_000);
 });
 
 describe('phases: checkAndRepair', () => {

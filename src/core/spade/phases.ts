@@ -15,7 +15,7 @@
 import type { Config } from '../config.ts';
 import type { CheckName, CheckOptions, CheckReport, EnvRunner } from '../env/checker.ts';
 import { envId as codeId } from '../env/envset.ts';
-import { ContextBudgetError, serializeError } from '../errors.ts';
+import { ContextBudgetError, serializeError, SpadeError } from '../errors.ts';
 import { callBudget, planCall, type CallBudget, type CallPlan } from '../llm/budget.ts';
 import type { Limiter } from '../limiter.ts';
 import {
@@ -221,6 +221,10 @@ export interface CheckOutcome {
 }
 
 /** Check one program: blacklist, the checker at the configured level, the setting. Never throws. */
+/** An environment lost because its worker was replaced, without a watchdog stopping this environment's own call. */
+const lostWithItsWorker = (err: unknown): boolean =>
+  err instanceof SpadeError && err.data.lost === true && err.data.killed !== true;
+
 export async function checkDesign(ctx: TaskContext, code: string | null): Promise<CheckOutcome> {
   const { cfg } = ctx;
   if (!code)
@@ -238,8 +242,14 @@ export async function checkDesign(ctx: TaskContext, code: string | null): Promis
       crashed: null,
     };
   let report: CheckReport;
+  const check = () => ctx.runner.check(code, { maxTurns: cfg.maxTurns, limits: ctx.limits });
   try {
-    report = await ctx.runner.check(code, { maxTurns: cfg.maxTurns, limits: ctx.limits });
+    report = await check().catch((err: unknown) => {
+      // its environment went down with a worker that a neighbour's program broke: check it once
+      // more on a live worker before blaming it (a program that breaks its worker breaks it again)
+      if (isStop(err, ctx.signal) || !lostWithItsWorker(err)) throw err;
+      return check();
+    });
   } catch (err) {
     if (isStop(err, ctx.signal)) throw err;
     const f = failure('check', err);
