@@ -1,4 +1,4 @@
-// The first hour of a new visitor in Chromium (issue 22), at 1280 and 360 px in both themes: the
+// The first hour of a new visitor in Chromium, at 1280 and 360 px in both themes: the
 // first screen's "no download" start runs the toy learning demo with one click (a tiny fresh model
 // trained by GRPO on its own Lucky Digit plays, in a worker on the CPU references — `spade train toy`
 // in the tab), shows its progress while it runs and ends with a plain verdict read from the measured

@@ -1,12 +1,18 @@
-// The paged-KV decode kernels (issue 12) on the software adapter: rope_append and attention_paged
+// The paged-KV decode kernels on the software adapter: rope_append and attention_paged
 // against their CPU references (Qwen3 q/k norm, GQA Hq=4/Hkv=2, rows of 3 sequences of different
 // lengths, pages in shuffled order, a row at position 0), attention_paged against the contiguous
-// attention kernel, and GpuOps' per-step index upload (once per step, re-made after a flush).
+// attention kernel and, GQA-packed, for groups of 7 (Qwen2.5-0.5B), 8 of 16 and 1 with and without
+// splits, and GpuOps' per-step index upload (once per step, re-made after a flush).
 import { describe, expect, it, vi } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
 import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { attention } from '../../src/engine/kernels/attention.ts';
-import { attentionPagedCpu } from '../../src/engine/kernels/attention_paged.ts';
+import {
+  attentionPaged,
+  attentionPagedCpu,
+  groupWidth,
+  packPagedIndex,
+} from '../../src/engine/kernels/attention_paged.ts';
 import { rope, ropeCpu, ropeFrequencies } from '../../src/engine/kernels/rope.ts';
 import { ropeAppendCpu } from '../../src/engine/kernels/rope_append.ts';
 import type { PagedBatch } from '../../src/engine/model/kv_pages.ts';
@@ -151,6 +157,51 @@ describe.skipIf(!ctx)(`paged decode kernels on WebGPU ${reason}`, () => {
       expect(errContig).toBeLessThan(1e-6);
     },
   );
+
+  it('groups the query heads of a KV head into workgroups of up to 8', () => {
+    expect(groupWidth(14, 2)).toBe(7); // Qwen2.5-0.5B: one workgroup reads a KV head for 7 heads
+    expect(groupWidth(9, 3)).toBe(3);
+    expect(groupWidth(32, 2)).toBe(8); // 16 per KV head: two workgroups of 8
+    expect(groupWidth(8, 8)).toBe(1);
+  });
+
+  // GQA-packed: per head the arithmetic of one workgroup per head, so within f32 rounding of the
+  // CPU; groups of 7 (Qwen2.5-0.5B), 8 of 16 (two workgroups per KV head) and 1 (MHA), single pass
+  // and split.
+  it.each([
+    { Hq: 14, Hkv: 2, D: 64, splitKeys: undefined },
+    { Hq: 14, Hkv: 2, D: 64, splitKeys: 32 },
+    { Hq: 16, Hkv: 1, D: 40, splitKeys: undefined },
+    { Hq: 3, Hkv: 3, D: 130, splitKeys: 50 },
+  ])('attentionPaged Hq=$Hq Hkv=$Hkv D=$D splitKeys=$splitKeys equals the CPU reference', async (c) => {
+    const { Hq: hq, Hkv: hkv, D } = c;
+    const f = pagedFixture({ lengths: [150, 3], pageSize: 8, Hkv: hkv, D, spare: 2, seed: hq + D });
+    const rowsOf: [number, number][] = [
+      [0, 149],
+      [1, 2],
+      [0, 63],
+      [1, 0],
+    ];
+    const b = f.batch(rowsOf);
+    const N = rowsOf.length;
+    const q = randomArray(N * hq * D, hq * D, -3, 3);
+    const e = new Engine(gpu);
+    const rows = f.kStore.length / (hkv * D);
+    const { data, ...offsets } = packPagedIndex(b);
+    const out = await e.read(
+      attentionPaged(
+        e,
+        e.tensor([N, hq, D], q),
+        e.tensor([rows, hkv, D], f.kStore),
+        e.tensor([rows, hkv, D], f.vStore),
+        b,
+        { tensor: e.tensor([data.length], data), ...offsets },
+        { splitKeys: c.splitKeys },
+      ),
+    );
+    const err = relError(out, attentionPagedCpu(q, f.kStore, f.vStore, b, { N, Hq: hq, Hkv: hkv, D }), 1);
+    expect(err).toBeLessThan(2e-6);
+  });
 
   it('GpuOps uploads the batch index once per step, keeps it through the step, and again after a flush', async () => {
     const D = 8;

@@ -1,4 +1,4 @@
-// Training memory on WebGPU (issue 12): the engine allocator's accounting (live and peak bytes),
+// Training memory on WebGPU: the engine allocator's accounting (live and peak bytes),
 // buffers recycled within a recorded step under the safe rule (kernel outputs may take a buffer
 // released in the same step, uploads may not), and a LoRA training step's peak with checkpointing
 // and the chunked LM head against the old path (full tape, one (T, V) chunk, no in-step recycling),

@@ -1,5 +1,5 @@
 /**
- * A generator of hostile environment programs (issue 9): families of attacks on the sandbox's
+ * A generator of hostile environment programs: families of attacks on the sandbox's
  * host and glue, combined at random from a fixed seed. Every program holds at least one
  * "fatal" family — one that must end in a typed error — and up to two more (tampered built-ins,
  * clock and time-zone probes, or another fatal family) placed anywhere: top level, the

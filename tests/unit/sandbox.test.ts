@@ -123,7 +123,7 @@ describe.each(HOSTILE.filter((h) => !h.needsKill))('hostile: $name', (h) => {
   });
 });
 
-describe('issue 9 findings (in-process)', () => {
+describe('red-team findings (in-process)', () => {
   const probe = (expr: string) =>
     `class ProbeEnv { reset(){ return [String(${expr}), {}]; } step(){ return ['', 0, true, false, {}]; } }`;
   const run = async (code: string, h: SandboxHost = host) => {
@@ -135,7 +135,7 @@ describe('issue 9 findings (in-process)', () => {
     }
   };
 
-  it('finding 8: Date is fixed in every reachable form and in UTC, whatever the host time zone', async () => {
+  it('Date is fixed in every reachable form and in UTC, whatever the host time zone', async () => {
     const before = process.env.TZ;
     process.env.TZ = 'Asia/Kolkata'; // +05:30: local-time methods would show it
     const h = await SandboxHost.create();
@@ -168,7 +168,7 @@ describe('issue 9 findings (in-process)', () => {
     }
   });
 
-  it('finding 10: strings that start with \\u0000 and spell NaN or Infinity stay strings', async () => {
+  it('strings that start with \\u0000 and spell NaN or Infinity stay strings', async () => {
     const env = await host.load(`class NulEnv {
       reset(){ return ['\\u0000NaN', { a: '\\u0000Infinity' }]; }
       step(){ return ['\\u0000-Infinity', 0.5, false, false, { b: '\\u0000NaN', c: ['\\u0000Infinity'] }]; } }`);
@@ -183,7 +183,7 @@ describe('issue 9 findings (in-process)', () => {
     host.dispose(env.id);
   });
 
-  it('finding 5: an action nested thousands deep is refused on the host; the module never restarts', async () => {
+  it('an action nested thousands deep is refused on the host; the module never restarts', async () => {
     const restarts = host.moduleRestarts;
     const tool = await host.load(`class DeepEnv extends ToolUseEnv {
       static tools = [{ name: 't', description: 'echo', parameters: { type: 'object', properties: {} } }];
@@ -202,7 +202,7 @@ describe('issue 9 findings (in-process)', () => {
     host.dispose(sibling.id);
   });
 
-  it('finding 5: when the module does restart, its other environments fail naming the cause', async () => {
+  it('when the module does restart, its other environments fail naming the cause', async () => {
     const h = await SandboxHost.create();
     const sibling = await h.load(FAKE_ENV);
     // built at run time, so no source check sees it; 100,000 deep overflows a 1 MiB host stack
@@ -229,14 +229,14 @@ describe('issue 9 findings (in-process)', () => {
     expect(h.liveCount()).toBe(0);
   });
 
-  it('finding 10: native array loops too long to fit in memory are refused at once', async () => {
+  it('native array loops too long to fit in memory are refused at once', async () => {
     expect(await run(probe(`[1, 2, 3].join('-') + Array(5).fill(0).length`))).toBe('1-2-35');
     const env = await host.load(probe(`Array(2 ** 32 - 1).indexOf(1)`));
     expect(() => host.reset(env.id, 0)).toThrow(/Array\.prototype\.indexOf on a length of 4294967295/);
     host.dispose(env.id);
   });
 
-  it('host and guest extractBoxed agree (issue 14)', async () => {
+  it('host and guest extractBoxed agree', async () => {
     const inputs = [
       '',
       'no box',

@@ -18,12 +18,12 @@ const hostile = (prefix: string) => HOSTILE.find((h) => h.name.startsWith(prefix
 /** FAKE_ENV with extra methods spliced into its class. */
 const fakeWith = (methods: string) => FAKE_ENV.replace(/\n}$/, `\n  ${methods}\n}`);
 
-describe('finding 1: close() is called, and its failures are attributed', () => {
+describe('close() is called, and its failures are attributed', () => {
   it('the host frees the env and throws a typed error naming it when close() hangs or throws', async () => {
     const h = await SandboxHost.create();
     for (const [prefix, cls] of [
-      ['finding 1: close() that hangs', SandboxTimeoutError],
-      ['finding 1: close() that throws', SandboxRuntimeError],
+      ['close() that hangs', SandboxTimeoutError],
+      ['close() that throws', SandboxRuntimeError],
     ] as const) {
       const env = await h.load(hostile(prefix).code);
       h.reset(env.id, 0);
@@ -64,7 +64,7 @@ describe('finding 1: close() is called, and its failures are attributed', () => 
     const limits = { ...DEFAULT_LIMITS, stepMs: 150 };
     const report = await pool.check(fakeWith('close() { for (;;) {} }'), { limits });
     expect(report.checks.find((c) => c.name === 'closes')).toMatchObject({ ok: false });
-    const native = await pool.check(hostile('finding 1: close() joins').code, { limits }).catch((e: unknown) => e);
+    const native = await pool.check(hostile('close() joins').code, { limits }).catch((e: unknown) => e);
     expect(native).toBeInstanceOf(SandboxTimeoutError);
     expect((native as SpadeError).message).toMatch(/close\(\) of p\d+ did not return within 550 ms/);
     expect((native as SpadeError).data).toMatchObject({ killed: true, method: 'close' });
@@ -90,7 +90,7 @@ describe('finding 1: close() is called, and its failures are attributed', () => 
   });
 });
 
-describe('finding 2: a watchdog times a call from when its worker starts it', () => {
+describe('a watchdog times a call from when its worker starts it', () => {
   const pool = createNodeSandboxPool({ size: 1, graceMs: 300 });
   afterAll(() => pool.terminate());
 
@@ -122,15 +122,11 @@ describe('finding 2: a watchdog times a call from when its worker starts it', ()
   });
 });
 
-describe('finding 3: an interrupt cannot be swallowed', () => {
+describe('an interrupt cannot be swallowed', () => {
   it('in-process: a step whose async function busy-loops fails with SandboxTimeoutError at its limit', async () => {
     const h = await SandboxHost.create();
     const limits = { ...DEFAULT_LIMITS, stepMs: 100 };
-    for (const prefix of [
-      'finding 3: an async function',
-      'finding 3: a loop of promise executors',
-      'finding 3: promise callbacks',
-    ]) {
+    for (const prefix of ['an async function', 'a loop of promise executors', 'promise callbacks']) {
       const env = await h.load(hostile(prefix).code, 12, limits);
       h.reset(env.id, 0);
       const t0 = performance.now();
@@ -143,7 +139,7 @@ describe('finding 3: an interrupt cannot be swallowed', () => {
   it('through the pool: endless loops in promise executors are stopped by QuickJS, not the watchdog', async () => {
     const pool = createNodeSandboxPool({ size: 1, graceMs: 1500 });
     try {
-      const env = await pool.load(hostile('finding 3: a loop of promise executors').code, 12, {
+      const env = await pool.load(hostile('a loop of promise executors').code, 12, {
         ...DEFAULT_LIMITS,
         stepMs: 100,
       });
@@ -159,7 +155,7 @@ describe('finding 3: an interrupt cannot be swallowed', () => {
   });
 });
 
-describe('finding 8: one environment cannot starve its neighbours of memory', () => {
+describe('one environment cannot starve its neighbours of memory', () => {
   it('a hog that grabs the whole module is stopped, and a good environment beside it still loads', async () => {
     const h = await SandboxHost.create();
     const sibling = await h.load(FAKE_ENV);

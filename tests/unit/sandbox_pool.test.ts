@@ -94,7 +94,7 @@ function fakeWorkers(opts: { ping?: 'hang'; hang?: string[] } = {}) {
   return { factory, made };
 }
 
-describe('sandbox pool timers and lost environments (finding 3)', () => {
+describe('sandbox pool timers and lost environments', () => {
   afterEach(() => {
     vi.useRealTimers();
   });
@@ -168,7 +168,7 @@ describe('checker and validate against hostile programs (findings 1 and 10)', ()
   });
 
   it('check() reports a hostile thrown value as a failed check, without waiting for a watchdog', async () => {
-    const finding1 = HOSTILE.find((h) => h.name.startsWith('finding 1: inherited toJSON'))!;
+    const finding1 = HOSTILE.find((h) => h.name.startsWith('inherited toJSON'))!;
     const report = await pool.check(finding1.code);
     expect(report.ok).toBe(false);
     expect(report.checks[0]!.message).toMatch(/Error while loading the environment code: x/);
@@ -178,7 +178,7 @@ describe('checker and validate against hostile programs (findings 1 and 10)', ()
     const dir = await mkdtemp(join(tmpdir(), 'spade-validate-'));
     const files = {
       hang: NATIVE_HANG,
-      tojson: HOSTILE[HOSTILE.findIndex((h) => h.name.startsWith('finding 1:'))]!.code,
+      tojson: HOSTILE[HOSTILE.findIndex((h) => h.name.startsWith('inherited toJSON'))]!.code,
       good: FAKE_ENV,
     };
     for (const [name, code] of Object.entries(files)) await writeFile(join(dir, `${name}.js`), code);
