@@ -98,8 +98,11 @@ describe('matmul shapes (CPU)', () => {
     expect(() => matmulDims([13], [13, 5])).toThrow(/2-D or 3-D/);
     expect(pickTile(1, 4096)).toEqual({ wgX: 64, wgY: 4, bk: 8 });
     expect(pickTile(64, 64)).toEqual({ wgX: 16, wgY: 16, bk: 16 });
-    expect(pickTile(1, 4096, true)).toEqual({ wgX: 8, wgY: 8, bk: 8 });
+    expect(pickTile(1, 4096, true)).toEqual({ wgX: 8, wgY: 8, bk: 16, tm: 8 });
     expect(pickTile(4096, 16)).toEqual({ wgX: 4, wgY: 64, bk: 8 });
+    // 128 × 64 tiles (8 rows per thread) once they make enough workgroups to fill a GPU
+    expect(pickTile(4096, 1024)).toEqual({ wgX: 16, wgY: 16, bk: 16, tm: 8 });
+    expect(pickTile(256, 256)).toEqual({ wgX: 16, wgY: 16, bk: 16 });
   });
 });
 
@@ -197,7 +200,14 @@ describe.skipIf(!ctx)(`matmul on WebGPU ${reason}`, () => {
     [{ wgX: 4, wgY: 64, bk: 4 }, 300, 20, 10, true, true],
     [{ wgX: 64, wgY: 4, bk: 4 }, 3, 20, 300, false, true],
     [{ wgX: 2, wgY: 8, bk: 4 }, 37, 19, 41, true, false],
-  ])('tile %o at %ix%i·?x%i (transA=%s, transB=%s)', async (tile, m, k, n, ta, tb) => {
+    // 8 rows per thread, sizes no tile divides: vec4 staging of both operands (K % 4 = 0, transB) ...
+    [{ wgX: 16, wgY: 16, bk: 16, tm: 8 }, 130, 36, 70, false, true],
+    // ... of neither (odd M, K, N: the scalar staging) ...
+    [{ wgX: 16, wgY: 16, bk: 16, tm: 8 }, 131, 37, 67, true, false],
+    // ... of a transposed A (M % 4 = 0) and a plain B (N % 4 = 0), and 4 rows per thread with both transposed
+    [{ wgX: 8, wgY: 8, bk: 16, tm: 8 }, 68, 41, 20, true, false],
+    [{ wgX: 8, wgY: 8, bk: 8, tm: 4 }, 36, 44, 52, true, true],
+  ] as const)('tile %o at %ix%i·?x%i (transA=%s, transB=%s)', async (tile, m, k, n, ta, tb) => {
     const aShape = stored(m, k, ta);
     const bShape = stored(k, n, tb);
     const a = randomArray(m * k, m + k);
@@ -205,6 +215,33 @@ describe.skipIf(!ctx)(`matmul on WebGPU ${reason}`, () => {
     const e = new Engine(gpu);
     const got = await e.read(matmul(e, e.tensor(aShape, a), e.tensor(bShape, b), { transA: ta, transB: tb, tile }));
     expectClose(got, matmulCpu(a, aShape, b, bShape, { transA: ta, transB: tb }));
+  });
+
+  // Every product of a Qwen2.5-0.5B layer (hidden 896, MLP 4864, 2 KV heads of 64, LoRA rank 16)
+  // at 19 tokens (no tile divides it): the forward y = x·Wᵀ, the input gradient dx = dy·W and the
+  // weight gradient dW = dyᵀ·x, with the tile the adapter picks, within 1e-5 of the CPU relative to
+  // the output's largest magnitude (floor 1: an element-wise ratio cannot hold 1e-5 for f32 sums of
+  // thousands of terms that cancel to near zero).
+  it.each([
+    [896, 896],
+    [896, 128],
+    [896, 4864],
+    [4864, 896],
+    [896, 16],
+    [16, 896],
+  ])('the model product %i → %i at 19 tokens (forward, dx, dW) matches the CPU within 1e-5', async (k, n) => {
+    const t = 19;
+    const x = randomArray(t * k, k + n);
+    const w = randomArray(n * k, k * n);
+    const dy = randomArray(t * n, k - n);
+    const e = new Engine(gpu);
+    const [xt, wt, dyt] = [e.tensor([t, k], x), e.tensor([n, k], w), e.tensor([t, n], dy)];
+    const y = matmul(e, xt, wt, { transB: true });
+    const dx = matmul(e, dyt, wt);
+    const dw = matmul(e, dyt, xt, { transA: true });
+    expectClose(await e.read(y), matmulCpu(x, [t, k], w, [n, k], { transB: true }), 1e-5, 1);
+    expectClose(await e.read(dx), matmulCpu(dy, [t, n], w, [n, k]), 1e-5, 1);
+    expectClose(await e.read(dw), matmulCpu(dy, [t, n], x, [t, k], { transA: true }), 1e-5, 1);
   });
 
   // The backward against finite differences of the forward (as every other backward here), not

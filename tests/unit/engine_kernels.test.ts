@@ -65,6 +65,20 @@ describe('matmul storage variants', () => {
       .filter((l) => l && !l.startsWith('//'));
     expect(lines[0]).toBe('enable f16;');
   });
+
+  it('tile flags: 8 rows per thread and vec4 staging make their own variants, vec4 for f32 only', () => {
+    const plain = matmulVariantCode('f32', 'f32');
+    const tm8 = matmulVariantCode('f32', 'f32', { TM8: true, VEC4_A: false, VEC4_B: false });
+    expect(plain).not.toMatch(/acc7/);
+    expect(tm8).toMatch(/acc7 \+= /);
+    expect(tm8).toMatch(/override TM: u32 = 8u;/);
+    const va = matmulVariantCode('f32', 'f32', { TM8: false, VEC4_A: true, VEC4_B: false });
+    expect(va).toMatch(/var<storage, read> a: array<vec4<f32>>/);
+    expect(va).toMatch(/var<storage, read> b: array<TB>/);
+    expect(va).toMatch(/load_a4\(z, gm, gk\)/);
+    expect(va).not.toMatch(/#include|#if/);
+    expect(() => matmulVariantCode('f16', 'f32', { TM8: false, VEC4_A: true, VEC4_B: false })).toThrow(/f32 operands/);
+  });
 });
 
 describe('dispatch grids', () => {

@@ -11,7 +11,10 @@
 import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
+import { wgslOnce } from './wgsl_preprocess.ts';
 import shader from './adamw.wgsl?raw';
+
+const code = wgslOnce(shader, 'adamw.wgsl');
 
 const WG = 256;
 
@@ -85,7 +88,7 @@ export function adamw(e: Engine, param: Tensor, grad: Tensor, m: Tensor, v: Tens
   if (n === 0) return param;
   e.run({
     key: 'adamw',
-    code: shader,
+    code: code(),
     constants: { WG, USE_NORM: clip ? 1 : 0 },
     bindings: [param, grad, m, v, clip ? clip.sumSq : grad],
     uniforms: uniforms(

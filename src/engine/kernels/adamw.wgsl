@@ -9,6 +9,8 @@
 // Constants (overrides): WG = workgroup size (default 256), USE_NORM.
 // Dispatch: ceil(N / WG) workgroups laid out as (x, y) (dispatch_grid.ts).
 
+// #include "grid.wgsl"
+
 override WG: u32 = 256u;
 override USE_NORM: bool = false;
 
@@ -35,12 +37,8 @@ struct Params {
 @group(0) @binding(5) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-  @builtin(local_invocation_index) lid: u32,
-) {
-  let i = (wid.x + wid.y * nwg.x) * WG + lid;
+fn main(at: Groups, @builtin(local_invocation_index) lid: u32) {
+  let i = grid_thread(at, lid);
   if (i >= p.n) {
     return;
   }

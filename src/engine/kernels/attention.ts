@@ -19,13 +19,15 @@
 import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import attentionShader from './attention.wgsl?raw';
-import { preprocessWgsl } from './wgsl_preprocess.ts';
+import { preprocessWgsl, wgslOnce } from './wgsl_preprocess.ts';
 import backwardShader from './attention_backward.wgsl?raw';
 import dkvShader from './attention_backward_dkv.wgsl?raw';
 
 /** The contiguous variant of attention.wgsl (attention_paged.ts builds the paged one). */
 let contiguous: string | undefined;
 const shader = () => (contiguous ??= preprocessWgsl(attentionShader, { PAGED: false }, 'attention.wgsl'));
+const backwardCode = wgslOnce(backwardShader, 'attention_backward.wgsl');
+const dkvCode = wgslOnce(dkvShader, 'attention_backward_dkv.wgsl');
 
 const WG = 64;
 const MAX_D = 256;
@@ -209,7 +211,7 @@ export function attentionBackward(
   const u = params(dims);
   e.run({
     key: 'attention_backward',
-    code: backwardShader,
+    code: backwardCode(),
     constants: { WG },
     bindings: [q, k, v, out, dout, lse, delta, dq],
     uniforms: u,
@@ -217,7 +219,7 @@ export function attentionBackward(
   });
   e.run({
     key: 'attention_backward_dkv',
-    code: dkvShader,
+    code: dkvCode(),
     constants: { WG },
     bindings: [q, k, v, dout, lse, delta, dk, dv],
     uniforms: u,

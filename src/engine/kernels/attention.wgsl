@@ -19,6 +19,8 @@
 // Dispatch: (Hq, T) workgroups (paged: (Hq, N); SPLIT: (Hq, N, splits)).
 
 override WG: u32 = 64u;
+
+// #include "wg_sum.wgsl"
 const MAX_D: u32 = 256u;
 const NEG_BIG: f32 = -3.0e38;
 
@@ -49,18 +51,8 @@ override SPLIT: bool = false;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>; // (N, Hq, D); SPLIT: part (N, Hq, splits, 2 + D)
 @group(0) @binding(5) var<uniform> p: Params;
 // #else
-struct Params {
-  T: u32,
-  S: u32,
-  Hq: u32,
-  Hkv: u32,
-  D: u32,
-  scale: f32,
-}
+// #include "attention_layout.wgsl"
 
-@group(0) @binding(0) var<storage, read> q: array<f32>;         // (T, Hq, D)
-@group(0) @binding(1) var<storage, read> k: array<f32>;         // (S, Hkv, D)
-@group(0) @binding(2) var<storage, read> v: array<f32>;         // (S, Hkv, D)
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // (T, Hq, D)
 @group(0) @binding(4) var<storage, read_write> lse: array<f32>; // (Hq, T)
 @group(0) @binding(5) var<uniform> p: Params;
@@ -70,7 +62,8 @@ var<workgroup> qs: array<f32, MAX_D>;  // q row, pre-scaled
 var<workgroup> acc: array<f32, MAX_D>; // unnormalised output row
 var<workgroup> probs: array<f32, WG>;  // exp(s - m) for the chunk's keys
 var<workgroup> kvRow: array<u32, WG>;  // k/v row of the chunk's keys
-var<workgroup> red: array<f32, WG>;    // reduction scratch
+var<workgroup> red: array<f32, WG>;    // the chunk's max reduction
+alias SumT = f32;                      // wg_sum.wgsl: the final Σ
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -144,15 +137,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier(); // probs, kvRow and red are rewritten by the next chunk
   }
 
-  red[lid] = l;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
-    if (lid < stride) {
-      red[lid] += red[lid + stride];
-    }
-    workgroupBarrier();
-  }
-  let total = red[0];
+  let total = wg_sum(lid, l);
   // #if PAGED
   if (SPLIT) {
     // an empty split leaves m = NEG_BIG, total = 0, acc = 0: weight exp(NEG_BIG - M) = 0 in the merge

@@ -12,18 +12,9 @@
 override WG: u32 = 64u;
 const MAX_D: u32 = 256u;
 
-struct Params {
-  T: u32,
-  S: u32,
-  Hq: u32,
-  Hkv: u32,
-  D: u32,
-  scale: f32,
-}
+// #include "attention_layout.wgsl"
+// #include "wg_sum.wgsl"
 
-@group(0) @binding(0) var<storage, read> q: array<f32>;           // (T, Hq, D)
-@group(0) @binding(1) var<storage, read> k: array<f32>;           // (S, Hkv, D)
-@group(0) @binding(2) var<storage, read> v: array<f32>;           // (S, Hkv, D)
 @group(0) @binding(3) var<storage, read> out: array<f32>;         // (T, Hq, D)
 @group(0) @binding(4) var<storage, read> dout: array<f32>;        // (T, Hq, D)
 @group(0) @binding(5) var<storage, read> lse: array<f32>;         // (Hq, T)
@@ -35,7 +26,7 @@ var<workgroup> qs: array<f32, MAX_D>;
 var<workgroup> dos: array<f32, MAX_D>;
 var<workgroup> acc: array<f32, MAX_D>;
 var<workgroup> dss: array<f32, WG>; // ds_j for the chunk's keys
-var<workgroup> red: array<f32, WG>;
+alias SumT = f32; // wg_sum.wgsl
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -53,15 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     acc[d] = 0.0;
     part += dout[qBase + d] * out[qBase + d];
   }
-  red[lid] = part;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
-    if (lid < stride) {
-      red[lid] += red[lid + stride];
-    }
-    workgroupBarrier();
-  }
-  let dlt = red[0];
+  let dlt = wg_sum(lid, part);
   let L = lse[h * p.T + t];
   if (lid == 0u) {
     delta[h * p.T + t] = dlt;

@@ -11,18 +11,8 @@
 override WG: u32 = 64u;
 const MAX_D: u32 = 256u;
 
-struct Params {
-  T: u32,
-  S: u32,
-  Hq: u32,
-  Hkv: u32,
-  D: u32,
-  scale: f32,
-}
+// #include "attention_layout.wgsl"
 
-@group(0) @binding(0) var<storage, read> q: array<f32>;        // (T, Hq, D)
-@group(0) @binding(1) var<storage, read> k: array<f32>;        // (S, Hkv, D)
-@group(0) @binding(2) var<storage, read> v: array<f32>;        // (S, Hkv, D)
 @group(0) @binding(3) var<storage, read> dout: array<f32>;     // (T, Hq, D)
 @group(0) @binding(4) var<storage, read> lse: array<f32>;      // (Hq, T)
 @group(0) @binding(5) var<storage, read> delta: array<f32>;    // (Hq, T)

@@ -7,7 +7,10 @@
 import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
+import { wgslOnce } from './wgsl_preprocess.ts';
 import shader from './elementwise.wgsl?raw';
+
+const code = wgslOnce(shader, 'elementwise.wgsl');
 
 const WG = 256;
 const OP_ADD = 0;
@@ -34,7 +37,7 @@ function record(
   if (place.n === 0) return;
   e.run({
     key: 'elementwise',
-    code: shader,
+    code: code(),
     constants: { OP: op, WG },
     bindings: [a, b, out],
     uniforms: uniforms(

@@ -9,6 +9,8 @@
 // Dispatch: ceil(N / WG) workgroups laid out as (x, y) (dispatch_grid.ts), flat index
 // wid.x + wid.y * nwg.x.
 
+// #include "grid.wgsl"
+
 override OP: u32 = 0u;
 override WG: u32 = 256u;
 
@@ -27,12 +29,8 @@ struct Params {
 @group(0) @binding(3) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-  @builtin(local_invocation_index) lid: u32,
-) {
-  let i = (wid.x + wid.y * nwg.x) * WG + lid;
+fn main(at: Groups, @builtin(local_invocation_index) lid: u32) {
+  let i = grid_thread(at, lid);
   if (i >= p.n) {
     return;
   }

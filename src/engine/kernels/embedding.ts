@@ -5,10 +5,20 @@
 import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
+import { preprocessWgsl } from './wgsl_preprocess.ts';
 import shader from './embedding.wgsl?raw';
 
 const WG = 256;
-let f16Code: string | null = null;
+const variants = new Map<string, string>();
+/** The shader for an f32 or f16 table (each variant preprocessed once). */
+const variantCode = (dtype: string) => {
+  let code = variants.get(dtype);
+  if (!code) {
+    code = preprocessWgsl(shader, { F16: dtype === 'f16' }, 'embedding.wgsl');
+    variants.set(dtype, code);
+  }
+  return code;
+};
 
 /** CPU reference. table: (V, C), ids: (T,) → (T, C); an id ≥ V gives a zero row. */
 export function embeddingCpu(table: Float32Array, v: number, c: number, ids: Uint32Array): Float32Array {
@@ -42,13 +52,9 @@ export function embedding(
   if (t * c >= 2 ** 32) throw new RangeError('embedding: output too large');
   const out = e.tensor([t, c]);
   if (t * c === 0) return out;
-  const code =
-    table.dtype === 'f16'
-      ? (f16Code ??= 'enable f16;\n' + shader.replace('alias TT = f32;', 'alias TT = f16;'))
-      : shader;
   e.run({
     key: `embedding_${table.dtype}`,
-    code,
+    code: variantCode(table.dtype),
     constants: { WG },
     bindings: [table, ids, out],
     uniforms: uniforms({ u32: t }, { u32: c }, { u32: v }, { u32: at?.offset ?? 0 }, { u32: at?.base ?? 0 }),

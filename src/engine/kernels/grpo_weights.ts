@@ -13,7 +13,10 @@
 import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
+import { wgslOnce } from './wgsl_preprocess.ts';
 import shader from './grpo_weights.wgsl?raw';
+
+const code = wgslOnce(shader, 'grpo_weights.wgsl');
 
 const WG = 64;
 
@@ -85,7 +88,7 @@ export function grpoWeights(
   if (R > 0)
     e.run({
       key: 'grpo_weights',
-      code: shader,
+      code: code(),
       constants: { WG, ON_POLICY: o.onPolicy ? 1 : 0, HAS_BASE: base ? 1 : 0 },
       bindings: [logp, info, base ?? logp, w, stats],
       uniforms: uniforms(

@@ -14,6 +14,8 @@
 // Constants (overrides): WG = workgroup size (default 64), ON_POLICY, HAS_BASE.
 // Dispatch: ceil(R / WG) workgroups laid out as (x, y) (dispatch_grid.ts), flat row index.
 
+// #include "grid.wgsl"
+
 override WG: u32 = 64u;
 override ON_POLICY: bool = false;
 override HAS_BASE: bool = false;
@@ -36,12 +38,8 @@ struct Params {
 @group(0) @binding(5) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-  @builtin(local_invocation_index) lid: u32,
-) {
-  let j = (wid.x + wid.y * nwg.x) * WG + lid;
+fn main(at: Groups, @builtin(local_invocation_index) lid: u32) {
+  let j = grid_thread(at, lid);
   if (j >= p.R) {
     return;
   }

@@ -38,9 +38,31 @@ export interface MatmulOptions {
 }
 
 export interface MatmulTile {
+  /** Threads along N and M. */
   wgX: number;
   wgY: number;
+  /** K slab staged per step (a multiple of 4). */
   bk: number;
+  /** Rows of C per thread, 4 (default) or 8: each thread holds tm × 4 outputs. */
+  tm?: 4 | 8;
+}
+
+/** Rows × columns of C a workgroup computes with this tile. */
+export const tileSize = (t: MatmulTile) => ({ bm: (t.tm ?? 4) * t.wgY, bn: 4 * t.wgX });
+
+/** Bytes of workgroup memory the tile stages (matmul_tile.wgsl: rows padded by one word). */
+const tileBytes = (t: MatmulTile) => {
+  const { bm, bn } = tileSize(t);
+  return t.bk * (bm + 1 + bn + 1) * 4;
+};
+
+/** Compile-time choices of the tile shader (matmul_tile.wgsl's flags). */
+export interface TileFlags {
+  /** 8 rows per thread instead of 4. */
+  TM8: boolean;
+  /** op(A) / op(B) staged four stored words at a time (f32, contiguous length a multiple of 4). */
+  VEC4_A: boolean;
+  VEC4_B: boolean;
 }
 
 /** Shapes of a matmul, resolved from the stored shapes of A and B. */
@@ -144,29 +166,59 @@ export function packF16(x: Float32Array): Uint16Array {
 }
 
 const variants = new Map<string, string>();
-/** The shader for these storage types (each variant preprocessed once). */
-export function matmulVariantCode(ta: 'f32' | 'f16', tb: 'f32' | 'f16'): string {
-  const key = `${ta}${tb}`;
+const NO_TILE_FLAGS: TileFlags = { TM8: false, VEC4_A: false, VEC4_B: false };
+
+/** The shader for these storage types and tile flags (each variant preprocessed once). */
+export function matmulVariantCode(ta: 'f32' | 'f16', tb: 'f32' | 'f16', tile: TileFlags = NO_TILE_FLAGS): string {
+  if ((tile.VEC4_A && ta !== 'f32') || (tile.VEC4_B && tb !== 'f32'))
+    throw new RangeError('matmul: vec4 staging is for f32 operands only');
+  const key = `${ta}${tb}${variantKey(tile)}`;
   let code = variants.get(key);
   if (!code) {
-    const flags = { F16: ta === 'f16' || tb === 'f16', F16_A: ta === 'f16', F16_B: tb === 'f16' };
+    const flags = { F16: ta === 'f16' || tb === 'f16', F16_A: ta === 'f16', F16_B: tb === 'f16', ...tile };
     code = preprocessWgsl(shader, flags, 'matmul.wgsl');
     variants.set(key, code);
   }
   return code;
 }
 
+/** A short name of the tile flags, for pipeline keys. */
+export const variantKey = (f: TileFlags) => `_tm${f.TM8 ? 8 : 4}${f.VEC4_A ? '_va' : ''}${f.VEC4_B ? '_vb' : ''}`;
+
 /**
- * Tile for a shape: 64×64 by default, wide-and-short / narrow-and-tall for skinny outputs. On
- * software adapters a 32×32 tile with an 8-deep slab: SwiftShader's compile time grows steeply
- * with the workgroup memory (seconds for the 8 KiB of the 64×64×16 tile) and it gains nothing
- * from the larger tiles.
+ * Whether an operand can be staged as vec4: f32, its stored rows (the contiguous dimension) a
+ * multiple of 4 long, and the K slab too (groups of four along K must not straddle a slab).
+ */
+export const vec4Ok = (dtype: string, rowLength: number, bk: number) =>
+  dtype === 'f32' && rowLength % 4 === 0 && bk % 4 === 0;
+
+/** Workgroups of 128 × 64 below which a product takes the 64 × 64 tile (more, smaller workgroups). */
+const MIN_LARGE_TILES = 96;
+
+/**
+ * Tile for a shape. Skinny outputs: wide-and-short / narrow-and-tall. Otherwise 128 × 64 (8 rows ×
+ * 4 columns per thread, 12.4 KiB of workgroup memory) when that still makes enough workgroups to
+ * fill a GPU, else 64 × 64 (4 × 4 per thread). On software adapters 64 × 32 (8 × 4 per thread)
+ * with a 16-deep slab, 6.3 KiB: SwiftShader's compile time grows steeply with the workgroup memory
+ * (seconds for 8 KiB), and there this tile measured 1.5–2× the 32 × 32 × 8 one at 512³ (fewer
+ * barriers and shared-memory reads per multiply-add).
  */
 export function pickTile(m: number, n: number, software = false): MatmulTile {
-  if (software) return { wgX: 8, wgY: 8, bk: 8 };
+  if (software) return { wgX: 8, wgY: 8, bk: 16, tm: 8 };
   if (m <= 16 && n > m) return { wgX: 64, wgY: 4, bk: 8 }; // 16 × 256 (decode, M = tokens)
   if (n <= 16 && m > n) return { wgX: 4, wgY: 64, bk: 8 }; // 256 × 16 (LoRA rank outputs)
-  return { wgX: 16, wgY: 16, bk: 16 }; // 64 × 64 (8 KiB of workgroup memory)
+  if (Math.ceil(m / 128) * Math.ceil(n / 64) >= MIN_LARGE_TILES) return { wgX: 16, wgY: 16, bk: 16, tm: 8 };
+  return { wgX: 16, wgY: 16, bk: 16 }; // 64 × 64 (8.3 KiB of workgroup memory)
+}
+
+/** Whether the device can run a tile (invocations and workgroup memory). */
+function tileFits(
+  t: MatmulTile,
+  limits: { maxComputeInvocationsPerWorkgroup: number; maxComputeWorkgroupStorageSize: number },
+): boolean {
+  return (
+    t.wgX * t.wgY <= limits.maxComputeInvocationsPerWorkgroup && tileBytes(t) <= limits.maxComputeWorkgroupStorageSize
+  );
 }
 
 /** GPU version, recorded on `e`. A, B stored as their shapes say → (batch?, M, N) f32. */
@@ -197,18 +249,17 @@ export function matmul(e: Engine, a: Tensor, b: Tensor, opts: MatmulOptions = {}
   }
   if (d.m === 0 || d.n === 0) return out;
   const tile = opts.tile ?? pickTile(d.m, d.n, isSoftwareAdapter(e.ctx.report));
-  const lim = e.ctx.report.limits;
-  if (
-    tile.wgX * tile.wgY > lim.maxComputeInvocationsPerWorkgroup ||
-    tile.bk * (tile.wgX + tile.wgY) * 16 > lim.maxComputeWorkgroupStorageSize
-  ) {
+  if (!tileFits(tile, e.ctx.report.limits))
     throw new RangeError(`matmul: tile ${JSON.stringify(tile)} exceeds the device's workgroup limits`);
-  }
-  const bm = tile.wgY * 4;
-  const bn = tile.wgX * 4;
+  const { bm, bn } = tileSize(tile);
+  const flags: TileFlags = {
+    TM8: tile.tm === 8,
+    VEC4_A: vec4Ok(a.dtype, transA ? d.m : d.k, tile.bk),
+    VEC4_B: vec4Ok(b.dtype, transB ? d.k : d.n, tile.bk),
+  };
   e.run({
-    key: `matmul_${a.dtype}_${b.dtype}`,
-    code: matmulVariantCode(a.dtype, b.dtype),
+    key: `matmul_${a.dtype}_${b.dtype}${variantKey(flags)}`,
+    code: matmulVariantCode(a.dtype, b.dtype, flags),
     constants: {
       WG_X: tile.wgX,
       WG_Y: tile.wgY,

@@ -9,7 +9,7 @@ import { unpackWeight, type PackedWeight } from '../io/pack.ts';
 import { isSoftwareAdapter } from '../runtime/device.ts';
 import { numel, uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
-import { matmulCpu, pickTile } from './matmul.ts';
+import { matmulCpu, pickTile, tileSize, variantKey, vec4Ok, type TileFlags } from './matmul.ts';
 import { packedKernelCode, type PackedTensor } from './packed_weight.ts';
 import shader from './matmul_packed.wgsl?raw';
 
@@ -52,9 +52,11 @@ export function matmulPacked(e: Engine, a: Tensor, w: PackedTensor, opts: Matmul
   }
   if (m === 0 || n === 0) return out;
   const tile = pickTile(m, n, isSoftwareAdapter(e.ctx.report));
+  const { bm, bn } = tileSize(tile);
+  const flags: TileFlags = { TM8: tile.tm === 8, VEC4_A: vec4Ok(a.dtype, k, tile.bk), VEC4_B: false };
   e.run({
-    key: `matmul_packed_${format}`,
-    code: packedKernelCode('matmul_packed', shader, format),
+    key: `matmul_packed_${format}${variantKey(flags)}`,
+    code: packedKernelCode('matmul_packed', shader, format, { ...flags }),
     constants: {
       WG_X: tile.wgX,
       WG_Y: tile.wgY,
@@ -64,7 +66,7 @@ export function matmulPacked(e: Engine, a: Tensor, w: PackedTensor, opts: Matmul
     },
     bindings: [a, w, out],
     uniforms: uniforms({ u32: m }, { u32: n }, { u32: k }, { u32: cols }, { u32: scaleOffset }, { f32: alpha }),
-    workgroups: gridChecked('matmul_packed', Math.ceil(n / (tile.wgX * 4)), Math.ceil(m / (tile.wgY * 4))),
+    workgroups: gridChecked('matmul_packed', Math.ceil(n / bn), Math.ceil(m / bm)),
   });
   return out;
 }

@@ -14,6 +14,10 @@ import { uniforms } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './nll.wgsl?raw';
 import backwardShader from './nll_backward.wgsl?raw';
+import { wgslOnce } from './wgsl_preprocess.ts';
+
+const code = wgslOnce(shader, 'nll.wgsl');
+const backwardCode = wgslOnce(backwardShader, 'nll_backward.wgsl');
 
 const WG = 256;
 
@@ -102,7 +106,7 @@ export function nll(
   if (t > 0) {
     e.run({
       key: 'nll',
-      code: shader,
+      code: code(),
       constants: { WG },
       bindings: [logits, targets, weights, loss, logp, lse],
       uniforms: uniforms({ u32: t }, { u32: v }),
@@ -132,7 +136,7 @@ export function nllBackward(
   if (t > 0) {
     e.run({
       key: 'nll_backward',
-      code: backwardShader,
+      code: backwardCode(),
       constants: { WG, IN_PLACE: inPlace ? 1 : 0 },
       // In place, the unused `logits` binding gets another read-only buffer (one buffer may not be
       // bound read-only and writable in one dispatch).

@@ -9,6 +9,8 @@
 // Constants (overrides): WG = workgroup size (power of two, default 256).
 // Dispatch: T workgroups laid out as (x, y) (dispatch_grid.ts), row = wid.x + wid.y * nwg.x.
 
+// #include "grid.wgsl"
+
 override WG: u32 = 256u;
 
 struct Params {
@@ -30,12 +32,8 @@ var<workgroup> red_sum: array<f32, WG>;
 const NEG_BIG: f32 = -3.0e38; // stands in for −∞ (exp(−∞ − NEG_BIG) = 0, no NaN)
 
 @compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-  @builtin(local_invocation_index) lid: u32,
-) {
-  let row = wid.x + wid.y * nwg.x;
+fn main(at: Groups, @builtin(local_invocation_index) lid: u32) {
+  let row = grid_group(at);
   if (row >= p.T) {
     return; // uniform across the workgroup, so the barriers below stay uniform
   }

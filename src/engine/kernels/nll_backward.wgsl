@@ -8,6 +8,8 @@
 // Constants (overrides): WG = workgroup size (default 256), IN_PLACE.
 // Dispatch: T workgroups laid out as (x, y) (dispatch_grid.ts), row = wid.x + wid.y * nwg.x.
 
+// #include "grid.wgsl"
+
 override WG: u32 = 256u;
 override IN_PLACE: bool = false;
 
@@ -25,12 +27,8 @@ struct Params {
 @group(0) @binding(5) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-  @builtin(local_invocation_index) lid: u32,
-) {
-  let row = wid.x + wid.y * nwg.x;
+fn main(at: Groups, @builtin(local_invocation_index) lid: u32) {
+  let row = grid_group(at);
   if (row >= p.T) {
     return;
   }

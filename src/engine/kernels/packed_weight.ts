@@ -39,12 +39,20 @@ export function uploadPacked(e: Engine, p: PackedWeight): PackedTensor {
 }
 
 const variants = new Map<string, string>();
-/** `kernel` (a packed kernel's WGSL) with the reading functions for `format`, preprocessed once per pair. */
-export function packedKernelCode(name: string, kernel: string, format: PackedFormat): string {
-  const key = `${name}_${format}`;
+/**
+ * `kernel` (a packed kernel's WGSL) with the reading functions for `format`, and the kernel's own
+ * preprocessor flags `extra`, preprocessed once per combination.
+ */
+export function packedKernelCode(
+  name: string,
+  kernel: string,
+  format: PackedFormat,
+  extra: Record<string, boolean> = {},
+): string {
+  const key = `${name}_${format}_${JSON.stringify(extra)}`;
   let code = variants.get(key);
   if (!code) {
-    const flags = { BF16: format === 'bf16', F16: format === 'f16', Q4: format === 'q4' };
+    const flags = { BF16: format === 'bf16', F16: format === 'f16', Q4: format === 'q4', ...extra };
     code = preprocessWgsl(`${kernel}\n${lib}`, flags, `${name}.wgsl + packed_weight.wgsl`);
     variants.set(key, code);
   }

@@ -11,6 +11,10 @@ import { grid1d } from './dispatch_grid.ts';
 import shader from './rmsnorm.wgsl?raw';
 import backwardShader from './rmsnorm_backward.wgsl?raw';
 import dwShader from './rmsnorm_backward_dw.wgsl?raw';
+import { wgslOnce } from './wgsl_preprocess.ts';
+
+const code = wgslOnce(shader, 'rmsnorm.wgsl');
+const backwardCode = wgslOnce(backwardShader, 'rmsnorm_backward.wgsl');
 
 const MAX_WG = 64;
 
@@ -78,7 +82,7 @@ export function rmsnorm(e: Engine, x: Tensor, w: Tensor, eps: number): Tensor {
   const y = e.tensor(x.shape);
   e.run({
     key: 'rmsnorm',
-    code: shader,
+    code: code(),
     constants: { WG: wgFor(cols) },
     bindings: [x, w, y],
     uniforms: uniforms({ u32: rows }, { u32: cols }, { f32: eps }),
@@ -107,7 +111,7 @@ export function rmsnormBackward(
   const rstd = e.tensor([rows]);
   e.run({
     key: 'rmsnorm_backward',
-    code: backwardShader,
+    code: backwardCode(),
     constants: { WG: wgFor(cols) },
     bindings: [x, w, dy, dx, rstd],
     uniforms: uniforms({ u32: rows }, { u32: cols }, { f32: eps }),

@@ -137,7 +137,7 @@ export function ropeAppendCpu(
 let code: string | undefined;
 /** rope_append.wgsl with rope.wgsl's cosSin (and its constants) appended; rope.wgsl's own entry point left out. */
 function kernelCode(): string {
-  code ??= `${shader}\n${preprocessWgsl(ropeShader, { ROPE_KERNEL: false }, 'rope.wgsl')}`;
+  code ??= `${preprocessWgsl(shader, {}, 'rope_append.wgsl')}\n${preprocessWgsl(ropeShader, { ROPE_KERNEL: false }, 'rope.wgsl')}`;
   return code;
 }
 

@@ -34,7 +34,8 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> vStore: array<f32>; // (rows, Hkv, D)
 @group(0) @binding(8) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, WG>; // sum-of-squares reduction
+alias SumT = f32; // wg_sum.wgsl: the head's sum of squares
+// #include "wg_sum.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -52,16 +53,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let b = qkv[src + i + half];
     ss += a * a + b * b;
   }
-  red[lid] = ss;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
-    if (lid < stride) {
-      red[lid] += red[lid + stride];
-    }
-    workgroupBarrier();
-  }
+  let total = wg_sum(lid, ss);
   let normed = (isQ && (p.flags & 1u) != 0u) || (!isQ && (p.flags & 2u) != 0u);
-  let rstd = inverseSqrt(red[0] / f32(D) + p.eps);
+  let rstd = inverseSqrt(total / f32(D) + p.eps);
 
   let pos = f32(idx[p.posOff + n]);
   var dst: u32;

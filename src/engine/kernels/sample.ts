@@ -24,12 +24,11 @@ import { isSoftwareAdapter } from '../runtime/device.ts';
 import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { checkFiniteLogits, filtersActive, sampleTokenU, type SampleOptions } from '../model/sample.ts';
 import { grid1d, gridChecked } from './dispatch_grid.ts';
-import common from './sample_common.wgsl?raw';
 import compactShader from './sample_compact.wgsl?raw';
 import selectShader from './sample_select.wgsl?raw';
 import statsShader from './sample_stats.wgsl?raw';
-import totals from './sample_totals.wgsl?raw';
 import shader from './sample.wgsl?raw';
+import { wgslOnce } from './wgsl_preprocess.ts';
 
 /** The id a row holding NaN or ±Infinity gets on the GPU. */
 export const NON_FINITE_ID = 0xffffffff;
@@ -55,10 +54,10 @@ const sortCapFor = (e: Engine, wg: number) =>
   e.ctx.report.limits.maxComputeWorkgroupStorageSize >= 2048 * 8 + wg * 8 + 64 ? 2048 : 1024;
 
 const codes = {
-  stats: `${common}\n${statsShader}`,
-  select: `${common}\n${totals}\n${selectShader}`,
-  compact: `${common}\n${compactShader}`,
-  final: `${common}\n${totals}\n${shader}`,
+  stats: wgslOnce(statsShader, 'sample_stats.wgsl'),
+  select: wgslOnce(selectShader, 'sample_select.wgsl'),
+  compact: wgslOnce(compactShader, 'sample_compact.wgsl'),
+  final: wgslOnce(shader, 'sample.wgsl'),
 };
 
 /** CPU reference. logits: (B, V) flattened, u: (B,) → ids (B,). NonFiniteLogitsError (naming the row) on NaN/Inf. */
@@ -127,7 +126,7 @@ export function sample(
   const chist = filtered ? e.tensor([b, nc, NB, 2]) : e.tensor([4]);
   e.run({
     key: 'sample_stats',
-    code: codes.stats,
+    code: codes.stats(),
     constants,
     bindings: [logits, part, chist],
     uniforms: params,
@@ -140,7 +139,7 @@ export function sample(
     ccount = e.tensor([b, nc]);
     e.run({
       key: 'sample_select',
-      code: codes.select,
+      code: codes.select(),
       constants,
       bindings: [part, chist, info, ccount],
       uniforms: params,
@@ -149,7 +148,7 @@ export function sample(
     cand = e.tensor([b, cap, 2]);
     e.run({
       key: 'sample_compact',
-      code: codes.compact,
+      code: codes.compact(),
       constants,
       bindings: [logits, info, ccount, cand],
       uniforms: params,
@@ -160,7 +159,7 @@ export function sample(
   e.release(chist);
   e.run({
     key: 'sample',
-    code: codes.final,
+    code: codes.final(),
     constants: finalConstants,
     bindings: [logits, part, ccount, cand, rand, ids],
     uniforms: params,

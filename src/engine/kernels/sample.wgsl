@@ -20,6 +20,9 @@
 // Every branch that reaches a barrier is workgroup-uniform (the values come from
 // workgroupUniformLoad). Dispatch: grid1d(B) — row = wid.x + wid.y * nwg.x.
 
+// #include "grid.wgsl"
+// #include "sample_totals.wgsl"
+
 @group(0) @binding(0) var<storage, read> logits: array<f32>;   // (B, V)
 @group(0) @binding(1) var<storage, read> part: array<u32>;     // (B, NC, 4)
 @group(0) @binding(2) var<storage, read> ccount: array<u32>;   // (B, NC) candidates per chunk
@@ -339,12 +342,8 @@ fn walk_ids(lid: u32, row: u32, u: f32) -> u32 {
 }
 
 @compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-  @builtin(local_invocation_index) lid: u32,
-) {
-  let row = wid.x + wid.y * nwg.x;
+fn main(at: Groups, @builtin(local_invocation_index) lid: u32) {
+  let row = grid_group(at);
   if (row >= p.B) {
     return; // uniform across the workgroup
   }

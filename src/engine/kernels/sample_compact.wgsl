@@ -4,6 +4,8 @@
 // threads take contiguous ranges, placed by an exclusive prefix over the workgroup. Candidates
 // past CAP are dropped (the final kernel then scans the whole row). Dispatch: (NC, B).
 
+// #include "sample_common.wgsl"
+
 @group(0) @binding(0) var<storage, read> logits: array<f32>;     // (B, V)
 @group(0) @binding(1) var<storage, read> info: array<u32>;       // (B,) candidate grid threshold (i32 bits)
 @group(0) @binding(2) var<storage, read> ccount: array<u32>;     // (B, NC)

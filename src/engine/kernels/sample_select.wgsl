@@ -14,6 +14,9 @@
 // info[row] = g(M) − c (i32 bits) and each chunk's number of candidates.
 // Dispatch: grid1d(B) — row = wid.x + wid.y * nwg.x.
 
+// #include "grid.wgsl"
+// #include "sample_totals.wgsl"
+
 @group(0) @binding(0) var<storage, read> part: array<u32>;         // (B, NC, 4)
 @group(0) @binding(1) var<storage, read> chist: array<u32>;        // (B, NC, NB, 2)
 @group(0) @binding(2) var<storage, read_write> info: array<u32>;   // (B,) candidate grid threshold
@@ -35,12 +38,8 @@ fn shift_of(row: u32, cc: u32, gm: i32) -> i32 {
 }
 
 @compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-  @builtin(local_invocation_index) lid: u32,
-) {
-  let row = wid.x + wid.y * nwg.x;
+fn main(at: Groups, @builtin(local_invocation_index) lid: u32) {
+  let row = grid_group(at);
   if (row >= p.B) {
     return; // uniform across the workgroup
   }

@@ -6,6 +6,8 @@
 // Dispatch: (NC, B); part: (B, NC, 4) u32 words [m_c bits, sum bits, non-finite 0/1, first id];
 // chist: (B, NC, NB, 2) [count, fixed-point mass], written whole (no clearing needed).
 
+// #include "sample_common.wgsl"
+
 @group(0) @binding(0) var<storage, read> logits: array<f32>;    // (B, V)
 @group(0) @binding(1) var<storage, read_write> part: array<u32>;  // (B, NC, 4)
 @group(0) @binding(2) var<storage, read_write> chist: array<u32>; // (B, NC, NB, 2)

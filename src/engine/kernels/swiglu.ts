@@ -6,6 +6,10 @@ import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { grid1d } from './dispatch_grid.ts';
 import shader from './swiglu.wgsl?raw';
 import backwardShader from './swiglu_backward.wgsl?raw';
+import { wgslOnce } from './wgsl_preprocess.ts';
+
+const code = wgslOnce(shader, 'swiglu.wgsl');
+const backwardCode = wgslOnce(backwardShader, 'swiglu_backward.wgsl');
 
 const WG = 256;
 
@@ -52,7 +56,7 @@ export function swiglu(e: Engine, gate: Tensor, up: Tensor): Tensor {
   const out = e.tensor(gate.shape);
   e.run({
     key: 'swiglu',
-    code: shader,
+    code: code(),
     constants: { WG },
     bindings: [gate, up, out],
     uniforms: uniforms({ u32: gate.size }),
@@ -68,7 +72,7 @@ export function swigluBackward(e: Engine, gate: Tensor, up: Tensor, dout: Tensor
   const dup = e.tensor(gate.shape);
   e.run({
     key: 'swiglu_backward',
-    code: backwardShader,
+    code: backwardCode(),
     constants: { WG },
     bindings: [gate, up, dout, dgate, dup],
     uniforms: uniforms({ u32: gate.size }),

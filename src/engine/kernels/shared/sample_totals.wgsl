@@ -1,5 +1,7 @@
 // sample_totals: a row's max, mass and non-finite flag from the per-chunk partials of
-// sample_stats; prepended (after sample_common) to the kernels that bind `part`.
+// sample_stats, for the kernels that bind `part` (they include this; it includes sample_common).
+
+// #include "sample_common.wgsl"
 
 struct Totals {
   m: f32,    // the row's largest logit

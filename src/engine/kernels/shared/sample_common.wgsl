@@ -1,5 +1,5 @@
 // sample_common: declarations shared by the sampler's kernels (sample_stats, sample_select,
-// sample_compact, sample); sample.ts prepends it to each.
+// sample_compact, sample), which include it (directly or through sample_totals.wgsl).
 // Each kernel declares its own bindings; the functions here read the uniform block `p` by name.
 // Constants (overrides): WG = workgroup size (power of two), CHUNK = logits per chunk (a
 // multiple of WG), NB = histogram bins (BPO per octave of p; the last bin holds the rest).
