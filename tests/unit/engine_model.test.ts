@@ -178,6 +178,14 @@ describe('LlamaModel on the CPU references', () => {
     const lse = max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0));
     expect(lp[0]).toBeCloseTo(row[IDS[1]!]! - lse, 4);
   });
+
+  it('log-probs with the LM head in chunks of 2 rows equal those of one chunk', async () => {
+    const m = await tinyModel('qwen2');
+    const one = await m.logprobs(IDS);
+    const chunked = await m.logprobs(IDS, 2 * 4 * m.cfg.vocabSize); // 2 rows per chunk: 3 full, 1 partial
+    expect(m.headChunkRows(2 * 4 * m.cfg.vocabSize)).toBe(2);
+    expect(Array.from(chunked)).toEqual(Array.from(one));
+  });
 });
 
 describe('an adapter trained by Python PEFT loads here', () => {

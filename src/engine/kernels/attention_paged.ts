@@ -7,7 +7,10 @@
  * pages[seq[n]·maxPages + ⌊j / pageSize⌋]·pageSize + j mod pageSize. Query head h reads KV head
  * h / (Hq / Hkv); scores are q·k / sqrt(D). Rows of different sequences and lengths share one
  * dispatch. The same maths as attention.ts's forward on a contiguous cache (no lse: decode only).
- * GPU: attention.wgsl's PAGED variant, one workgroup per (query head, row). f32 only, D ≤ 256.
+ * GPU: attention_paged.wgsl, GQA-packed: one workgroup per (group of query heads sharing a KV head,
+ * row) reads each key and value of that KV head once for all the group's heads (groupWidth: up to
+ * 8 heads; Qwen2.5-0.5B's 7), where one workgroup per query head read them 7 times. Each head's
+ * arithmetic is the one-head kernel's, in the same order. f32 only, D ≤ 256.
  * Few rows with long keys (splitPlan): the keys of each row are split (flash-decoding): pass 1, the
  * SPLIT variant, one workgroup per (head, row, split), writes each split's partial softmax; pass 2,
  * attention_merge.ts, combines them. Two dispatches instead of one; short contexts keep one.
@@ -15,8 +18,7 @@
 import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { attentionMerge, MAX_SPLITS } from './attention_merge.ts';
 import { gridChecked } from './dispatch_grid.ts';
-import attentionShader from './attention.wgsl?raw';
-import { preprocessWgsl } from './wgsl_preprocess.ts';
+import shader from './attention_paged.wgsl?raw';
 
 /**
  * How a step's N new rows map into the paged K/V stores (kv_pages.ts allocates them): row n sits at
@@ -37,21 +39,26 @@ export interface PagedBatch {
   pages: Uint32Array;
 }
 
-/** The paged variant of attention.wgsl: the same online softmax, keys found through the page table. */
-let paged: string | undefined;
-const shader = () => (paged ??= preprocessWgsl(attentionShader, { PAGED: true }, 'attention.wgsl'));
-
-/** Workgroup size: keys scored per chunk and output dims per pass (attention.wgsl's 64). */
+/** Workgroup size: keys scored per chunk and output dims per pass (attention_paged.wgsl's WG). */
 const WG = 64;
-/** Largest head dimension: the workgroup arrays of the shader (attention.wgsl's limit). */
+/** Largest head dimension: the workgroup arrays of the shader (attention_paged.wgsl's MAX_D). */
 const MAX_D = 256;
+/** Most query heads one workgroup serves (attention_paged.wgsl's MAX_G: its q rows and sums). */
+const MAX_GROUP = 8;
+
+/** Query heads per workgroup: the largest divisor of the group Hq / Hkv that is ≤ 8. */
+export function groupWidth(Hq: number, Hkv: number): number {
+  const g = Hq / Hkv;
+  for (let w = Math.min(g, MAX_GROUP); w > 1; w--) if (g % w === 0) return w;
+  return 1;
+}
 
 /**
- * Split only below this many (head, row) workgroups: the single pass gives a GPU Hq·N workgroups of
- * 64 invocations, and at batch 1 on Qwen2.5-0.5B that is 14, a few percent of a GPU's compute units
- * (20–130 of them, each holding several workgroups) while each loops over every key. From 256 on
- * (e.g. 14 heads × 19 rows, or a prefill chunk) the single pass already covers every unit a few
- * times over and a split would add a dispatch and the partials' round trip for little gain.
+ * Split only below this many (head group, row) workgroups: the single pass gives a GPU
+ * (Hq / groupWidth)·N workgroups of 64 invocations, and at batch 1 on Qwen2.5-0.5B that is 2, a
+ * few percent of a GPU's compute units (20–130 of them, each holding several workgroups) while each
+ * loops over every key. From 256 on the single pass already covers every unit a few times over and
+ * a split would add a dispatch and the partials' round trip for little gain.
  */
 export const SPLIT_BELOW_WORKGROUPS = 256;
 /**
@@ -68,12 +75,12 @@ export interface SplitPlan {
 }
 
 /**
- * The split for a step of N rows over Hq heads whose longest row sees maxKeys keys, or undefined
- * for the single pass (many workgroups already, or too few keys for 2 splits of MIN_SPLIT_KEYS).
- * At most MAX_SPLITS (32, the merge's limit; 14 heads × 32 splits = 448 workgroups at batch 1).
+ * The split for a step of N rows over `groups` workgroups per row (query heads / groupWidth) whose
+ * longest row sees maxKeys keys, or undefined for the single pass (many workgroups already, or too
+ * few keys for 2 splits of MIN_SPLIT_KEYS). At most MAX_SPLITS (32, the merge's limit).
  */
-export function splitPlan(Hq: number, N: number, maxKeys: number): SplitPlan | undefined {
-  if (Hq * N >= SPLIT_BELOW_WORKGROUPS) return undefined;
+export function splitPlan(groups: number, N: number, maxKeys: number): SplitPlan | undefined {
+  if (groups * N >= SPLIT_BELOW_WORKGROUPS) return undefined;
   const splits = Math.min(MAX_SPLITS, Math.floor(maxKeys / MIN_SPLIT_KEYS));
   return splits < 2 ? undefined : planFor(maxKeys, Math.ceil(maxKeys / splits));
 }
@@ -224,11 +231,12 @@ export function attentionPaged(
   idx: PagedIndexTensor,
   opts: AttentionPagedOptions = {},
 ): Tensor {
-  const { N, Hq, D } = checkTensors(q, kStore, vStore, b);
+  const { N, Hq, Hkv, D } = checkTensors(q, kStore, vStore, b);
   let maxKeys = 0;
   for (const p of b.pos) maxKeys = Math.max(maxKeys, p + 1);
   // the longest row decides the splits; shorter rows leave their last splits empty
-  const plan = opts.splitKeys === undefined ? splitPlan(Hq, N, maxKeys) : forcedPlan(maxKeys, opts.splitKeys);
+  const groups = Hq / groupWidth(Hq, Hkv);
+  const plan = opts.splitKeys === undefined ? splitPlan(groups, N, maxKeys) : forcedPlan(maxKeys, opts.splitKeys);
   if (!plan) {
     const out = e.tensor([N, Hq, D]);
     pass1(e, q, kStore, vStore, b, idx, out, undefined);
@@ -279,7 +287,7 @@ function checkTensors(q: Tensor, kStore: Tensor, vStore: Tensor, b: PagedBatch):
   return { N, Hq, Hkv, D };
 }
 
-/** Records attention.wgsl's paged dispatch: into out (N, Hq, D), or with a plan part (N, Hq, splits, 2 + D). */
+/** Records attention_paged.wgsl's dispatch: into out (N, Hq, D), or with a plan part (N, Hq, splits, 2 + D). */
 function pass1(
   e: Engine,
   q: Tensor,
@@ -292,10 +300,11 @@ function pass1(
 ): void {
   const [N, Hq, D] = q.shape as [number, number, number];
   const Hkv = kStore.shape[1]!;
+  const gw = groupWidth(Hq, Hkv);
   e.run({
     key: 'attention_paged',
-    code: shader(),
-    constants: { WG, SPLIT: plan ? 1 : 0 },
+    code: shader,
+    constants: { GW: gw, SPLIT: plan ? 1 : 0 },
     bindings: [q, kStore, vStore, idx.tensor, out],
     uniforms: uniforms(
       { u32: Hq },
@@ -310,6 +319,6 @@ function pass1(
       { u32: plan?.splits ?? 1 },
       { u32: plan?.splitKeys ?? 0 },
     ),
-    workgroups: gridChecked('attentionPaged', Hq, N, plan?.splits ?? 1),
+    workgroups: gridChecked('attentionPaged', Hq / gw, N, plan?.splits ?? 1),
   });
 }

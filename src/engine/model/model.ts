@@ -779,16 +779,47 @@ export class LlamaModel<X> {
 
   /**
    * Per-token log-probs of `targets` given `ids` (teacher forcing): log p(ids[t+1] | ids[..t]).
-   * Returns T − 1 values.
+   * Returns T − 1 values. The LM head runs in chunks of rows (headChunks), so no (T, V) logits
+   * exist at once: at most `chunkBytes` of them (default HEAD_CHUNK_BYTES) whatever T.
    */
-  async logprobs(ids: number[]): Promise<Float32Array> {
-    const { logits } = this.forward(ids);
+  async logprobs(ids: number[], chunkBytes = HEAD_CHUNK_BYTES): Promise<Float32Array> {
+    const ops = this.ops;
+    const T = ids.length - 1;
     const targets = ids.slice(1);
-    const head = this.ops.rows(logits, 0, ids.length - 1);
-    const r = this.ops.nll(head, targets, new Float32Array(targets.length).fill(1));
-    const out = Float32Array.from(await this.ops.read(r.logprobs));
-    this.ops.free(logits, head, r.loss, r.logprobs, r.lse);
-    this.ops.flush();
-    return out;
+    const hn = this.hiddenStates(ids);
+    const head = ops.rows(hn, 0, T);
+    const out = ops.zeros([T, 1]);
+    this.headChunks(
+      head,
+      (logits, row0) => {
+        const n = ops.shape(logits)[0]!;
+        const r = ops.nll(logits, targets.slice(row0, row0 + n), new Float32Array(n).fill(1));
+        ops.copyRows(ops.view(r.logprobs, [n, 1]), 0, out, row0, n);
+        ops.free(r.loss, r.logprobs, r.lse);
+      },
+      chunkBytes,
+    );
+    const lp = Float32Array.from(await ops.read(out));
+    ops.free(hn, head, out);
+    ops.flush();
+    return lp;
+  }
+
+  /**
+   * The LM head over hn (R, C) in chunks of rows whose (rows, V) f32 logits fit `bytes`
+   * (headChunkRows): `fn(logits, row0)` records its use of each chunk's logits (rows row0 ..), which
+   * are freed when it returns. One chunk when all R rows fit.
+   */
+  headChunks(hn: X, fn: (logits: X, row0: number) => void, bytes = HEAD_CHUNK_BYTES): void {
+    const ops = this.ops;
+    const R = ops.shape(hn)[0]!;
+    const step = this.headChunkRows(bytes);
+    for (let row0 = 0; row0 < R; row0 += step) {
+      const part = step >= R ? hn : ops.rows(hn, row0, Math.min(step, R - row0));
+      const logits = this.headLogits(part);
+      fn(logits, row0);
+      ops.free(logits);
+      if (part !== hn) ops.free(part);
+    }
   }
 }

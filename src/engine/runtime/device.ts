@@ -127,7 +127,7 @@ export const WEBGPU_HELP =
 /**
  * Acquire a device. `gpu` defaults to navigator.gpu in the browser; Node passes the
  * object from the `webgpu` package. Requests the adapter's full limits and
- * `shader-f16` when present.
+ * `shader-f16` and `subgroups` when present.
  */
 export async function acquireGpu(gpu?: GPU | null): Promise<GpuContext> {
   const g = gpu ?? (typeof navigator !== 'undefined' ? (navigator as Navigator & { gpu?: GPU }).gpu : undefined);
@@ -141,6 +141,7 @@ export async function acquireGpu(gpu?: GPU | null): Promise<GpuContext> {
   if (!adapter) throw new WebGpuUnavailableError(`No GPU adapter was found. ${WEBGPU_HELP}`);
   const report = describeAdapter(adapter);
   const requiredFeatures: GPUFeatureName[] = report.features.shaderF16 ? ['shader-f16'] : [];
+  if (report.features.subgroups) requiredFeatures.push('subgroups'); // matvec.wgsl's shuffles
   const l = adapter.limits;
   const device = await adapter.requestDevice({
     requiredFeatures,
