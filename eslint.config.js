@@ -11,19 +11,24 @@ import ts from 'typescript-eslint';
  * only in ui (and state's runes need no import). Static and dynamic imports alike.
  */
 function layers(specs) {
-  return specs.map(({ files, above, also = [], svelte = false, why }) => ({
+  return specs.map(({ files, above, also = [], rooms = [], svelte = false, why }) => ({
     files,
     rules: {
       // no-restricted-imports does not see import('...'): the same folders, for dynamic imports
       'no-restricted-syntax': [
         'error',
         { selector: `ImportExpression > Literal[value=/(^|\\/)(${above.join('|')})\\//]`, message: why },
+        ...(rooms.length
+          ? [{ selector: `ImportExpression > Literal[value=/^\\.\\.\\/(${rooms.join('|')})\\//]`, message: why }]
+          : []),
       ],
       'no-restricted-imports': [
         'error',
         {
           patterns: [
             { regex: `(^|/)(${above.join('|')})/`, message: why },
+            // a sibling room of src/engine is always one level up: '../model/model.ts'
+            ...(rooms.length ? [{ regex: `^\\.\\./(${rooms.join('|')})/`, message: why }] : []),
             ...(also.length || !svelte
               ? [{ group: [...also, ...(svelte ? [] : ['svelte', 'svelte/*'])], message: why }]
               : []),
@@ -33,6 +38,21 @@ function layers(specs) {
     },
   }));
 }
+
+/**
+ * The engine's rooms, bottom to top: each may import the rooms before it, never one after it.
+ * engine_api.ts, the engine worker's facade, sits at src/engine/ above them all.
+ */
+const ENGINE_ROOMS = ['io', 'runtime', 'kernels', 'ops', 'model', 'train', 'lab', 'bench'];
+const engineRooms = () =>
+  ENGINE_ROOMS.map((room, i) => ({
+    files: [`src/engine/${room}/**/*.ts`],
+    above: ['platform', 'workers', 'state', 'ui', 'cli'],
+    rooms: ENGINE_ROOMS.slice(i + 1),
+    why:
+      `src/engine/${room} sits below ${ENGINE_ROOMS.slice(i + 1).join(', ') || 'no other room'} (rooms: ${ENGINE_ROOMS.join(' → ')}) ` +
+      'and the engine below workers, state, ui and cli; take what it needs as a parameter',
+  }));
 
 export default ts.config(
   { ignores: ['dist/', 'node_modules/', 'test-results/', 'runs/', '.dev/', '.gl/', 'public/corpus/'] },
@@ -71,10 +91,11 @@ export default ts.config(
       why: 'src/core is pure TypeScript: no DOM, Svelte, WebGPU or Node built-ins; pass a backend in from platform/ instead',
     },
     {
-      files: ['src/engine/**/*.ts'],
+      files: ['src/engine/*.ts'],
       above: ['platform', 'workers', 'state', 'ui', 'cli'],
       why: 'src/engine sits below workers, state, ui and cli and beside platform; take what it needs as a parameter',
     },
+    ...engineRooms(),
     {
       files: ['src/platform/**/*.ts'],
       above: ['workers', 'state', 'ui', 'cli'],

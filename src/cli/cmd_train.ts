@@ -9,7 +9,7 @@
  *     training tokens/s on the toy and the share of each cycle spent generating vs training.
  */
 import { UsageError } from '../core/errors.ts';
-import { CpuOps, GpuOps, type Ops } from '../engine/runtime/ops.ts';
+import { CpuOps, GpuOps, type Ops } from '../engine/ops/ops.ts';
 import { Engine } from '../engine/runtime/runtime.ts';
 import { toyTrain, type ToyUpdate } from '../engine/lab/toy_train.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';

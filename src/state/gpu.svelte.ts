@@ -4,7 +4,7 @@
  */
 import { serializeError } from '../core/errors.ts';
 import { acquireGpu, WEBGPU_HELP, type GpuContext, type GpuReport } from '../engine/runtime/device.ts';
-import { gpuSelfCheck } from '../engine/runtime/self_check.ts';
+import { gpuSelfCheck } from '../engine/ops/self_check.ts';
 
 export type GpuStatus = 'checking' | 'ready' | 'unavailable' | 'lost';
 

@@ -26,7 +26,7 @@ import {
   type TrainStore,
 } from '../core/train/closed_loop.ts';
 import { trainerOptions } from '../core/train/schedule.ts';
-import type { EngineApi, FreshModel, ModelSource, ModelSummary } from '../engine/model/engine_api.ts';
+import type { EngineApi, FreshModel, ModelSource, ModelSummary } from '../engine/engine_api.ts';
 import { EngineChatModel } from '../platform/browser/engine_chat_model.ts';
 import { sandboxPool } from './envs.svelte.ts';
 import type { LoadProgress } from '../engine/io/load.ts';

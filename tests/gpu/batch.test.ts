@@ -8,7 +8,7 @@ import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { loraKey } from '../../src/engine/io/peft.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { GpuOps } from '../../src/engine/runtime/ops.ts';
+import { GpuOps } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { stepVsForward } from '../helpers/step_check.ts';
 import { tinyCheckpointFiles, type TinyVariant } from '../helpers/tiny_checkpoint.ts';

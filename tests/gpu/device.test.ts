@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeviceLostError, GpuError } from '../../src/core/errors.ts';
 import type { GpuContext } from '../../src/engine/runtime/device.ts';
-import { gpuSelfCheck } from '../../src/engine/runtime/self_check.ts';
+import { gpuSelfCheck } from '../../src/engine/ops/self_check.ts';
 import { acquireNodeGpu } from '../../src/platform/node/gpu.ts';
 import { tryGpu } from './gpu_setup.ts';
 

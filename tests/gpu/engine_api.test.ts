@@ -3,7 +3,7 @@
 // log π_old), count prompt tokens exactly, start an adapter, take token-exact GRPO steps on what
 // was sampled, carry the optimiser state across an export/import, export PEFT.
 import { describe, expect, it } from 'vitest';
-import { createEngineApi, freshModelName } from '../../src/engine/model/engine_api.ts';
+import { createEngineApi, freshModelName } from '../../src/engine/engine_api.ts';
 import { importPeft } from '../../src/engine/io/peft.ts';
 import { decodeTrainerState } from '../../src/engine/train/train.ts';
 import { nodeGpu } from '../../src/platform/node/gpu.ts';

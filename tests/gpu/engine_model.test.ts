@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyDType, type TinyVariant } from '../helpers/tiny_checkpoint.ts';

@@ -18,7 +18,7 @@ import {
 import { matvecPacked } from '../../src/engine/kernels/matvec_packed.ts';
 import { isPacked, uploadPacked } from '../../src/engine/kernels/packed_weight.ts';
 import { swiglu } from '../../src/engine/kernels/swiglu.ts';
-import { CpuOps, GpuOps } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, GpuOps } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { expectClose, randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';

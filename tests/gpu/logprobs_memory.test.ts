@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { QWEN25_05B_CONFIG, zeroWeights } from '../../src/engine/bench/model.ts';
 import { HEAD_CHUNK_BYTES, LlamaModel } from '../../src/engine/model/model.ts';
 import { dryRunContext } from '../../src/engine/runtime/dry_run.ts';
-import { GpuOps } from '../../src/engine/runtime/ops.ts';
+import { GpuOps } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { tryGpu } from './gpu_setup.ts';
 

@@ -6,7 +6,7 @@
 import { createRng } from '../../src/core/rng.ts';
 import type { LoraModule } from '../../src/engine/io/peft.ts';
 import type { LlamaModel } from '../../src/engine/model/model.ts';
-import type { CpuTensor } from '../../src/engine/runtime/ops.ts';
+import type { CpuTensor } from '../../src/engine/ops/ops.ts';
 
 export const ALL_TARGETS: LoraModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 

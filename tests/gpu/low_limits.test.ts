@@ -10,7 +10,7 @@ import { dryRunContext } from '../../src/engine/runtime/dry_run.ts';
 import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { GpuOps } from '../../src/engine/runtime/ops.ts';
+import { GpuOps } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 import { tryGpu } from './gpu_setup.ts';

@@ -11,7 +11,7 @@ import { main } from '../../src/cli/spade.ts';
 import { generate, type GenerateOptions } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { GpuOps } from '../../src/engine/runtime/ops.ts';
+import { GpuOps } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { tinyCheckpointFiles, writeTinyCheckpoint } from '../helpers/tiny_checkpoint.ts';
 import { tryGpu } from './gpu_setup.ts';

@@ -13,7 +13,7 @@ import { matmulPacked, matmulPackedCpu } from '../../src/engine/kernels/matmul_p
 import { matvecPacked, matvecPackedCpu } from '../../src/engine/kernels/matvec_packed.ts';
 import { uploadPacked } from '../../src/engine/kernels/packed_weight.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyDType, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 import { expectClose, randomArray, relError } from './expect_close.ts';

@@ -16,7 +16,7 @@ import {
 import { rope, ropeCpu, ropeFrequencies } from '../../src/engine/kernels/rope.ts';
 import { ropeAppendCpu } from '../../src/engine/kernels/rope_append.ts';
 import type { PagedBatch } from '../../src/engine/model/kv_pages.ts';
-import { CpuOps, GpuOps, type Ops } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, GpuOps, type Ops } from '../../src/engine/ops/ops.ts';
 import { Engine } from '../../src/engine/runtime/runtime.ts';
 import { pagedFixture } from '../helpers/paged_fixture.ts';
 import { randomArray, relError } from './expect_close.ts';

@@ -10,9 +10,9 @@ import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { readIds, sample, sampleCpu } from '../../src/engine/kernels/sample.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
-import type { SampleOptions } from '../../src/engine/model/sample.ts';
+import type { SampleOptions } from '../../src/engine/kernels/sample_cpu.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 import { tryGpu } from './gpu_setup.ts';
 

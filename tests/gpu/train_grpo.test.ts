@@ -6,7 +6,7 @@ import { createRng } from '../../src/core/rng.ts';
 import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { allowedTokenBias } from '../../src/engine/model/policy.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';

@@ -10,7 +10,7 @@ import type { ModelConfig } from '../../src/engine/io/config.ts';
 import { scale } from '../../src/engine/kernels/elementwise.ts';
 import { dryRunContext } from '../../src/engine/runtime/dry_run.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { GpuOps } from '../../src/engine/runtime/ops.ts';
+import { GpuOps } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';
 import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';
 import { tryGpu } from './gpu_setup.ts';

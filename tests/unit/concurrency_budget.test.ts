@@ -14,7 +14,7 @@ import { MemoryStore } from '../../src/core/store.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { DecodeScheduler } from '../../src/engine/model/batch.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 

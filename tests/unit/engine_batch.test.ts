@@ -12,7 +12,7 @@ import { GpuError } from '../../src/core/errors.ts';
 import { KvPages, PAGE } from '../../src/engine/model/kv_pages.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { stepVsForward } from '../helpers/step_check.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 

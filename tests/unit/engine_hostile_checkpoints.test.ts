@@ -24,7 +24,7 @@ import {
   TextTokenizer,
 } from '../../src/engine/io/tokenizer.ts';
 import { sampleCpu } from '../../src/engine/kernels/sample.ts';
-import { argmax, sampleTokenFullSort, sampleTokenU } from '../../src/engine/model/sample.ts';
+import { argmax, sampleTokenFullSort, sampleTokenU } from '../../src/engine/kernels/sample_cpu.ts';
 import { writeModelFiles } from '../../src/platform/node/model_files.ts';
 import { tinyCheckpointFiles, tinyConfig, tinyTokenizerFiles } from '../helpers/tiny_checkpoint.ts';
 

@@ -1167,7 +1167,7 @@ describe('fresh checkpoints (spade engine init, io/init_checkpoint.ts)', () => {
     '%s: init → load → generate, deterministically, with a byte-level tokenizer and a ChatML template',
     async (arch) => {
       const { LlamaModel } = await import('../../src/engine/model/model.ts');
-      const { CpuOps } = await import('../../src/engine/runtime/ops.ts');
+      const { CpuOps } = await import('../../src/engine/ops/ops.ts');
       const { generate } = await import('../../src/engine/model/generate.ts');
       const dir = await mkdtemp(join(tmpdir(), 'spade-init-'));
       dirs.push(dir);

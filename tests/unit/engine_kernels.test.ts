@@ -5,7 +5,7 @@ import { GpuError } from '../../src/core/errors.ts';
 import { grid1d, gridChecked, MAX_GROUPS_PER_DIM } from '../../src/engine/kernels/dispatch_grid.ts';
 import { matmulVariantCode } from '../../src/engine/kernels/matmul.ts';
 import { preprocessWgsl } from '../../src/engine/kernels/wgsl_preprocess.ts';
-import { CpuOps } from '../../src/engine/runtime/ops.ts';
+import { CpuOps } from '../../src/engine/ops/ops.ts';
 
 const SRC = ['a;', '// #if X', 'x-on;', '// #else', 'x-off;', '// #endif', 'b;'].join('\n');
 

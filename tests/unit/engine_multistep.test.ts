@@ -6,7 +6,7 @@ import { createRng } from '../../src/core/rng.ts';
 import { generate } from '../../src/engine/model/generate.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 
 describe('CpuOps multi-step decode operations', () => {

@@ -9,7 +9,7 @@ import { rmsnormCpu } from '../../src/engine/kernels/rmsnorm.ts';
 import { ropeAppendCpu } from '../../src/engine/kernels/rope_append.ts';
 import { ropeCpu, ropeFrequencies } from '../../src/engine/kernels/rope.ts';
 import type { PagedBatch } from '../../src/engine/model/kv_pages.ts';
-import { CpuOps } from '../../src/engine/runtime/ops.ts';
+import { CpuOps } from '../../src/engine/ops/ops.ts';
 import { expectClose, randomArray } from '../gpu/expect_close.ts';
 import { pagedFixture } from '../helpers/paged_fixture.ts';
 

@@ -1,9 +1,9 @@
-// CPU token sampling (src/engine/model/sample.ts): the partial-selection path against the full-sort
+// CPU token sampling (src/engine/kernels/sample_cpu.ts): the partial-selection path against the full-sort
 // reference on random logits, known answers for each filter, and generate()'s use of it.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
 import { sampleToken } from '../../src/engine/model/generate.ts';
-import { sampleTokenFullSort, sampleTokenU, type SampleOptions } from '../../src/engine/model/sample.ts';
+import { sampleTokenFullSort, sampleTokenU, type SampleOptions } from '../../src/engine/kernels/sample_cpu.ts';
 
 /** Random logits: normal-ish values times `spread` (larger = more peaked), some exact duplicates. */
 function randomLogits(seed: number, v: number, spread: number): Float32Array {

@@ -5,7 +5,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 

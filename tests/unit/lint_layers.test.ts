@@ -28,6 +28,11 @@ const CASES: [string, string, string][] = [
   ['src/engine/probe.ts', '../platform/node/gpu.ts', '../core/rng.ts'],
   ['src/engine/kernels/probe.ts', '../../platform/rpc.ts', '../runtime/runtime.ts'],
   ['src/engine/probe.ts', '../state/gpu.svelte.ts', './device.ts'],
+  // the engine's rooms: io → runtime → kernels → ops → model → train → lab → bench
+  ['src/engine/kernels/probe.ts', '../model/model.ts', '../runtime/runtime.ts'],
+  ['src/engine/io/probe.ts', '../runtime/runtime.ts', '../../core/rng.ts'],
+  ['src/engine/model/probe.ts', '../train/train.ts', '../ops/ops.ts'],
+  ['src/engine/train/probe.ts', '../bench/model.ts', '../model/model.ts'],
   ['src/platform/node/probe.ts', '../../cli/spade.ts', '../../engine/device.ts'],
   ['src/platform/browser/probe.ts', '../../state/app.svelte.ts', '../rpc.ts'],
   ['src/platform/browser/probe.ts', '../../../workers/engine.worker.ts', '../rpc.ts'],
@@ -58,6 +63,14 @@ describe('eslint enforces the layering', () => {
     expect(await layerErrors(file, `export { acquireNodeGpu } from '../platform/node/gpu.ts';\n`)).toHaveLength(1);
     expect(await layerErrors(file, `export const gpu = () => import('../platform/node/gpu.ts');\n`)).toHaveLength(1);
     expect(await layerErrors(file, `export const rng = () => import('./rng.ts');\n`)).toEqual([]);
+  });
+
+  it('catches a dynamic import from an engine room into a room above it', async () => {
+    const file = 'src/engine/runtime/probe.ts';
+    expect(await layerErrors(file, `export const k = () => import('../kernels/matmul.ts');\n`)).toHaveLength(1);
+    expect(await layerErrors(file, `export const f = () => import('../io/float16.ts');\n`)).toEqual([]);
+    // core's own train/ folder is not the engine's train room
+    expect(await layerErrors(file, `export const g = () => import('../../core/train/grpo.ts');\n`)).toEqual([]);
   });
 
   it('keeps Node built-ins, WebGPU and Svelte out of the core', async () => {

@@ -17,7 +17,7 @@ import {
 } from '../../src/engine/io/pack.ts';
 import { QWEN25_05B_CONFIG } from '../../src/engine/bench/model.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { paramCount } from '../../src/engine/io/config.ts';
 import { tinyCheckpointFiles, tinyConfig } from '../helpers/tiny_checkpoint.ts';
 

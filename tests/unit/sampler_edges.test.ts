@@ -2,7 +2,7 @@
 // top-p whose mass is reached only by the whole vocabulary keeps every id, and min-p keeps an id
 // whose probability equals min_p exactly.
 import { describe, expect, it } from 'vitest';
-import { sampleTokenFullSort, sampleTokenU } from '../../src/engine/model/sample.ts';
+import { sampleTokenFullSort, sampleTokenU } from '../../src/engine/kernels/sample_cpu.ts';
 
 const samplers = [
   ['reference', sampleTokenFullSort],

@@ -11,7 +11,7 @@ import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { TextTokenizer } from '../../src/engine/io/tokenizer.ts';
 import { LocalChatModel, schedulerFor } from '../../src/engine/model/local_model.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { allowedTokenBias } from '../../src/engine/model/policy.ts';
 import { toyModel } from '../../src/engine/lab/toy_train.ts';
 import {

@@ -9,7 +9,7 @@ import type { LoraModule } from '../../src/engine/io/peft.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { grpoWeightsCpu } from '../../src/engine/kernels/grpo_weights.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { LoraTrainer, type GrpoSample, type TrainOptions } from '../../src/engine/train/train.ts';
 import { tinyCheckpointFiles, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
 

@@ -9,7 +9,7 @@ import type { ModelConfig } from '../io/config.ts';
 import type { WeightFormat } from '../io/pack.ts';
 import { DecodeScheduler } from '../model/batch.ts';
 import { LlamaModel } from '../model/model.ts';
-import { GpuOps } from '../runtime/ops.ts';
+import { GpuOps } from '../ops/ops.ts';
 import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { randomWeights } from './model.ts';
 

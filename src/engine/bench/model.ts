@@ -10,7 +10,7 @@ import { weightBytes, type WeightFormat } from '../io/pack.ts';
 import { generate } from '../model/generate.ts';
 import { DecodeScheduler } from '../model/batch.ts';
 import { LlamaModel } from '../model/model.ts';
-import { GpuOps } from '../runtime/ops.ts';
+import { GpuOps } from '../ops/ops.ts';
 import { Engine, type Tensor } from '../runtime/runtime.ts';
 import { LORA_MODULES, type LoraModule } from '../io/peft.ts';
 import { dryRunContext } from '../runtime/dry_run.ts';

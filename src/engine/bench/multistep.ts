@@ -10,7 +10,7 @@ import { generate } from '../model/generate.ts';
 import type { ModelConfig } from '../io/config.ts';
 import { randomWeights } from './model.ts';
 import { LlamaModel } from '../model/model.ts';
-import { GpuOps } from '../runtime/ops.ts';
+import { GpuOps } from '../ops/ops.ts';
 import type { Engine, Tensor } from '../runtime/runtime.ts';
 
 export interface MultiStepBench {

@@ -9,7 +9,7 @@
 import { createRng } from '../../core/rng.ts';
 import { readIds, sample } from '../kernels/sample.ts';
 import type { Engine } from '../runtime/runtime.ts';
-import { sampleTokenFullSort, sampleTokenU, type SampleOptions } from '../model/sample.ts';
+import { sampleTokenFullSort, sampleTokenU, type SampleOptions } from '../kernels/sample_cpu.ts';
 
 export const QWEN_VOCAB = 151_936;
 

@@ -22,7 +22,7 @@
 import { NonFiniteLogitsError } from '../../core/errors.ts';
 import { isSoftwareAdapter } from '../runtime/device.ts';
 import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
-import { checkFiniteLogits, filtersActive, sampleTokenU, type SampleOptions } from '../model/sample.ts';
+import { checkFiniteLogits, filtersActive, sampleTokenU, type SampleOptions } from './sample_cpu.ts';
 import { grid1d, gridChecked } from './dispatch_grid.ts';
 import compactShader from './sample_compact.wgsl?raw';
 import selectShader from './sample_select.wgsl?raw';

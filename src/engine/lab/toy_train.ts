@@ -30,7 +30,7 @@ import { exportPeft, importPeft, LORA_MODULES } from '../io/peft.ts';
 import type { TextTokenizer } from '../io/tokenizer.ts';
 import { LocalChatModel } from '../model/local_model.ts';
 import { LlamaModel } from '../model/model.ts';
-import { CpuOps, type Ops } from '../runtime/ops.ts';
+import { CpuOps, type Ops } from '../ops/ops.ts';
 import {
   decodeTrainerState,
   encodeTrainerState,

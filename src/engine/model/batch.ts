@@ -25,7 +25,7 @@ import { createRng, type Rng } from '../../core/rng.ts';
 import { generate, type GenerateOptions } from './generate.ts';
 import { KvPages, PAGE, type KvSeq, type StepItem } from './kv_pages.ts';
 import type { LlamaModel } from './model.ts';
-import { checkSampleOptions, type SampleOptions } from './sample.ts';
+import { checkSampleOptions, type SampleOptions } from '../kernels/sample_cpu.ts';
 
 export interface SchedulerOptions {
   /**

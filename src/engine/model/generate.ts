@@ -12,9 +12,9 @@
  */
 import { createRng, type Rng } from '../../core/rng.ts';
 import type { LlamaModel } from './model.ts';
-import { argmax, checkSampleOptions, sampleTokenU, type SampleOptions } from './sample.ts';
+import { argmax, checkSampleOptions, sampleTokenU, type SampleOptions } from '../kernels/sample_cpu.ts';
 
-export type { SampleOptions } from './sample.ts';
+export type { SampleOptions } from '../kernels/sample_cpu.ts';
 
 /** Pick the next id from one row of logits on the CPU. Temperature 0 → argmax (lowest id on ties), no draw. */
 export function sampleToken(logits: Float32Array, o: SampleOptions, rng: Rng): number {

@@ -16,7 +16,7 @@
  * The stores grow by doubling (a new store, the old rows copied, the old store freed).
  */
 import type { PagedBatch } from '../kernels/attention_paged.ts';
-import type { Ops } from '../runtime/ops.ts';
+import type { Ops } from '../ops/ops.ts';
 import { GpuError } from '../../core/errors.ts';
 
 export type { PagedBatch };

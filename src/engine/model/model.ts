@@ -24,7 +24,7 @@ import { loraKey, loraScaling, type LoraAdapter, type LoraModule } from '../io/p
 import type { TensorStore } from '../io/safetensors.ts';
 import { packedWords, Q4_GROUP, type WeightFormat } from '../io/pack.ts';
 import { ropeFrequencies } from '../kernels/rope.ts';
-import type { Ops } from '../runtime/ops.ts';
+import type { Ops } from '../ops/ops.ts';
 import type { KvPages, StepItem } from './kv_pages.ts';
 import { createRng } from '../../core/rng.ts';
 import { GpuError, ModelLoadError } from '../../core/errors.ts';

@@ -141,7 +141,8 @@ export async function acquireGpu(gpu?: GPU | null): Promise<GpuContext> {
   if (!adapter) throw new WebGpuUnavailableError(`No GPU adapter was found. ${WEBGPU_HELP}`);
   const report = describeAdapter(adapter);
   const requiredFeatures: GPUFeatureName[] = report.features.shaderF16 ? ['shader-f16'] : [];
-  if (report.features.subgroups) requiredFeatures.push('subgroups'); // matvec.wgsl's shuffles
+  // matvec.wgsl's shuffles ('subgroups' is newer than some GPUFeatureName typings)
+  if (report.features.subgroups) requiredFeatures.push('subgroups' as GPUFeatureName);
   const l = adapter.limits;
   const device = await adapter.requestDevice({
     requiredFeatures,

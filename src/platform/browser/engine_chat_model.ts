@@ -15,7 +15,7 @@ import {
   type ModelCapabilities,
 } from '../../core/llm/chat_model.ts';
 import type { Thinking } from '../../core/llm/thinking.ts';
-import type { EngineApi } from '../../engine/model/engine_api.ts';
+import type { EngineApi } from '../../engine/engine_api.ts';
 
 /** Names each call (across models: one worker), so aborting one stops only that call in the worker. */
 let engineCalls = 0;

@@ -10,7 +10,7 @@ import type { WeightFormat } from '../../engine/io/pack.ts';
 import type { TextTokenizer } from '../../engine/io/tokenizer.ts';
 import { LocalChatModel } from '../../engine/model/local_model.ts';
 import { LlamaModel } from '../../engine/model/model.ts';
-import { CpuOps, GpuOps, type Ops } from '../../engine/runtime/ops.ts';
+import { CpuOps, GpuOps, type Ops } from '../../engine/ops/ops.ts';
 import { Engine } from '../../engine/runtime/runtime.ts';
 import { acquireNodeGpu } from './gpu.ts';
 import { DirModelFiles } from './model_files.ts';

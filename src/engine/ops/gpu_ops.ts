@@ -2,9 +2,9 @@
  * The GPU backend of Ops (ops_interface.ts): the WGSL kernels, recorded on an Engine and
  * submitted once per step. Its CPU twin (cpu_ops.ts) is the test oracle.
  */
-import type { Engine, Tensor } from './runtime.ts';
-import { numel } from './runtime.ts';
-import { isSoftwareAdapter } from './device.ts';
+import type { Engine, Tensor } from '../runtime/runtime.ts';
+import { numel } from '../runtime/runtime.ts';
+import { isSoftwareAdapter } from '../runtime/device.ts';
 import type { MatOpts, NllBackwardOpts, Ops } from './ops_interface.ts';
 import { adamw, type AdamWOptions } from '../kernels/adamw.ts';
 import { attention, attentionBackward } from '../kernels/attention.ts';
@@ -26,7 +26,7 @@ import { ropeAppend } from '../kernels/rope_append.ts';
 import { readIds, sample } from '../kernels/sample.ts';
 import { swiglu, swigluBackward } from '../kernels/swiglu.ts';
 import { packWeight, type WeightFormat } from '../io/pack.ts';
-import type { SampleOptions } from '../model/sample.ts';
+import type { SampleOptions } from '../kernels/sample_cpu.ts';
 
 /** A PagedBatch uploaded as one u32 tensor, with the offsets of its arrays (GpuOps.batchIndex). */
 interface PagedIndex {

@@ -7,9 +7,9 @@
  * (train.ts), with AdamW's state exported and imported for resuming. The model lives on this
  * thread's GPU device.
  */
-import type { ChatMessage, ChatOptions, ChatResult } from '../../core/llm/chat_model.ts';
-import type { Thinking } from '../../core/llm/thinking.ts';
-import { acquireGpu } from '../runtime/device.ts';
+import type { ChatMessage, ChatOptions, ChatResult } from '../core/llm/chat_model.ts';
+import type { Thinking } from '../core/llm/thinking.ts';
+import { acquireGpu } from './runtime/device.ts';
 import {
   BlobModelFiles,
   huggingFaceFiles,
@@ -21,15 +21,15 @@ import {
   type LoadProgress,
   type ModelFileCache,
   type ModelFiles,
-} from '../io/load.ts';
-import { paramCount, type Architecture } from '../io/config.ts';
-import { initCheckpointFiles, initConfig } from '../io/init_checkpoint.ts';
-import type { WeightFormat } from '../io/pack.ts';
-import { exportPeft, importPeft, type LoraModule } from '../io/peft.ts';
-import { LocalChatModel, releaseDecodeMemory, schedulerFor } from './local_model.ts';
-import { LlamaModel } from './model.ts';
-import { GpuOps } from '../runtime/ops.ts';
-import { Engine, type Tensor } from '../runtime/runtime.ts';
+} from './io/load.ts';
+import { paramCount, type Architecture } from './io/config.ts';
+import { initCheckpointFiles, initConfig } from './io/init_checkpoint.ts';
+import type { WeightFormat } from './io/pack.ts';
+import { exportPeft, importPeft, type LoraModule } from './io/peft.ts';
+import { LocalChatModel, releaseDecodeMemory, schedulerFor } from './model/local_model.ts';
+import { LlamaModel } from './model/model.ts';
+import { GpuOps } from './ops/ops.ts';
+import { Engine, type Tensor } from './runtime/runtime.ts';
 import {
   decodeTrainerState,
   encodeTrainerState,
@@ -37,7 +37,7 @@ import {
   type GrpoSample,
   type StepStats,
   type TrainOptions,
-} from '../train/train.ts';
+} from './train/train.ts';
 
 export type ModelSource =
   | { kind: 'hf'; repo: string; revision?: string }

@@ -2,9 +2,9 @@
  * The device self-check behind the WebGPU chip and `spade gpu`: the elementwise add kernel on
  * 1,000 values against its CPU reference, which must match exactly.
  */
-import type { GpuContext } from './device.ts';
+import type { GpuContext } from '../runtime/device.ts';
 import { add, addCpu } from '../kernels/elementwise.ts';
-import { Engine } from './runtime.ts';
+import { Engine } from '../runtime/runtime.ts';
 
 export async function gpuSelfCheck(ctx: GpuContext): Promise<{ ok: boolean; maxAbsError: number }> {
   const e = new Engine(ctx);

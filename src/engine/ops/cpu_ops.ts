@@ -2,7 +2,7 @@
  * The CPU backend of Ops (ops_interface.ts): the kernels' plain-TypeScript CPU references, for
  * `--device cpu` and as the test oracle of the GPU backend (gpu_ops.ts).
  */
-import { numel } from './runtime.ts';
+import { numel } from '../runtime/runtime.ts';
 import type { MatOpts, NllBackwardOpts, Ops } from './ops_interface.ts';
 import { adamwCpu, type AdamWOptions } from '../kernels/adamw.ts';
 import { attentionBackwardCpu, attentionCpu } from '../kernels/attention.ts';
@@ -19,7 +19,7 @@ import { ropeAppendCpu } from '../kernels/rope_append.ts';
 import { sampleCpu } from '../kernels/sample.ts';
 import { swigluBackwardCpu, swigluCpu } from '../kernels/swiglu.ts';
 import { quantiseLike, type WeightFormat } from '../io/pack.ts';
-import type { SampleOptions } from '../model/sample.ts';
+import type { SampleOptions } from '../kernels/sample_cpu.ts';
 
 export interface CpuTensor {
   data: Float32Array;

@@ -7,7 +7,7 @@ import type { AdamWOptions } from '../kernels/adamw.ts';
 import type { PagedBatch } from '../kernels/attention_paged.ts';
 import type { GrpoWeightOptions } from '../kernels/grpo_weights.ts';
 import type { WeightFormat } from '../io/pack.ts';
-import type { SampleOptions } from '../model/sample.ts';
+import type { SampleOptions } from '../kernels/sample_cpu.ts';
 
 export interface NllBackwardOpts {
   /** Scalar factor on the gradient (e.g. 1/T when logits were divided by a temperature T). Default 1. */
