@@ -305,7 +305,7 @@ export const MUTANTS = [
   },
   {
     id: 'sampler-top-p-one-token-short',
-    file: 'src/engine/model/sample.ts',
+    file: 'src/engine/kernels/sample_cpu.ts',
     find: 'while (keep < order.length && acc < topP * base)',
     replace: 'while (keep < order.length - 1 && acc < topP * base)',
     test: 'tests/unit/sampler_edges.test.ts',
@@ -313,7 +313,7 @@ export const MUTANTS = [
   },
   {
     id: 'sampler-min-p-strict',
-    file: 'src/engine/model/sample.ts',
+    file: 'src/engine/kernels/sample_cpu.ts',
     find: 'order.filter((i) => probs[i]! >= minP)',
     replace: 'order.filter((i) => probs[i]! > minP)',
     test: 'tests/unit/sampler_edges.test.ts',

@@ -8,7 +8,7 @@ import { createRng } from '../../src/core/rng.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
 import { exportPeft } from '../../src/engine/io/peft.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
-import { CpuOps, type CpuTensor } from '../../src/engine/runtime/ops.ts';
+import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { writeModelFiles } from '../../src/platform/node/model_files.ts';
 import { TINY_VARIANTS, tinyCheckpointFiles } from '../../tests/helpers/tiny_checkpoint.ts';
 
