@@ -19,13 +19,11 @@
 import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import attentionShader from './attention.wgsl?raw';
-import { preprocessWgsl, wgslOnce } from './wgsl_preprocess.ts';
+import { wgslOnce } from './wgsl_preprocess.ts';
 import backwardShader from './attention_backward.wgsl?raw';
 import dkvShader from './attention_backward_dkv.wgsl?raw';
 
-/** The contiguous variant of attention.wgsl (attention_paged.ts builds the paged one). */
-let contiguous: string | undefined;
-const shader = () => (contiguous ??= preprocessWgsl(attentionShader, { PAGED: false }, 'attention.wgsl'));
+const shader = wgslOnce(attentionShader, 'attention.wgsl');
 const backwardCode = wgslOnce(backwardShader, 'attention_backward.wgsl');
 const dkvCode = wgslOnce(dkvShader, 'attention_backward_dkv.wgsl');
 
