@@ -1,5 +1,5 @@
 /**
- * attentionPaged: causal attention of a batched decode step (issue 12) against a paged KV cache.
+ * attentionPaged: causal attention of a batched decode step against a paged KV cache.
  *
  *   q (N, Hq, D), kStore/vStore (rows, Hkv, D), a PagedBatch (kv_pages.ts)  →  out (N, Hq, D)
  *

@@ -1,5 +1,5 @@
 /**
- * ropeAppend: the attention input stage of a batched decode step (issue 12), in one dispatch.
+ * ropeAppend: the attention input stage of a batched decode step, in one dispatch.
  *
  *   qkv (N, (Hq + 2·Hkv)·D), columns [q heads | k heads | v heads] as linearFused([Wq, Wk, Wv]) writes them
  *   →  out (N, Hq, D): q of each row, RMSNorm'd per head (qNorm, Qwen3) and rotated at position pos[n]

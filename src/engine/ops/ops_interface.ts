@@ -99,13 +99,13 @@ export interface Ops<X> {
    */
   embeddingAt(table: X, ids: X, offset: number, count: number, base?: number): X;
   /**
-   * As sample() for one row of logits (1, V), with the uniform rand[randOffset], writing the id to
-   * out[outOffset] on the backend (nothing read back; a later embeddingAt may read it).
+   * As sample() for rows of logits (n, V), row i with the uniform rand[randOffset + i], writing its
+   * id to out[outOffset + i] on the backend (nothing read back; a later embeddingAt may read it).
    */
   sampleInto(logits: X, o: SampleOptions, rand: X, randOffset: number, out: X, outOffset: number): void;
   /** The ids of an id tensor (one read-back); NonFiniteLogitsError where a row was NaN/Inf. */
   readIdTensor(ids: X): Promise<number[]>;
-  // --- batched decoding (issue 12): a fused QKV / gate-up path and a paged KV cache (kv_pages.ts) ---
+  // --- batched decoding: a fused QKV / gate-up path and a paged KV cache (kv_pages.ts) ---
   /**
    * y (N, Σ nᵢ) = [x·W₀ᵀ + b₀ | x·W₁ᵀ + b₁ | …] for weights Wᵢ (nᵢ, K) (packed allowed) and optional
    * biases bᵢ (nᵢ,): one dispatch for a decode step's q, k, v. Column blocks in the order given.
