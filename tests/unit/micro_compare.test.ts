@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compareRuns, gain, tInterval, type SeedRun } from '../../src/core/micro/compare.ts';
 import { DESIGNERS, PROBE_LEVELS, probeChance, type DesignerKind } from '../../src/core/micro/lab.ts';
-import { MEASURED } from '../../src/core/micro/measured.ts';
+import { MEASURED, MEASURED_LONGER } from '../../src/core/micro/measured.ts';
 
 const run = (seed: number, designer: DesignerKind, curve: number[], o: Partial<SeedRun> = {}): SeedRun => ({
   seed,
@@ -82,6 +82,17 @@ describe('the measured held-out comparison (what the Lab shows, docs/micro.md)',
     expect(r.mechanism).toMatchObject({ medianRegret: 1, regretPass: true, distinctPass: true });
     expect(r.success).toBe(false);
     expect(r.verdict).toMatch(/^Not detectable at this budget \(10 seeds\)/);
+  });
+
+  it('is the documented second result: not detectable on seeds 21–30 at 24 cycles either', () => {
+    const r = compareRuns(MEASURED_LONGER.runs, probeChance(PROBE_LEVELS));
+    expect(r.seeds).toEqual([21, 22, 23, 24, 25, 26, 27, 28, 29, 30]);
+    expect(r.cycles).toBe(24);
+    expect(r.comparisons['regret-random'].interval.mean).toBeCloseTo(-0.011, 3);
+    expect(r.comparisons['regret-random'].positiveShare).toBe(0.3);
+    expect(r.comparisons['regret-fixed'].interval.mean).toBeCloseTo(-0.041, 3);
+    expect(r.comparisons['regret-fixed'].positiveShare).toBe(0.2);
+    expect(r.success).toBe(false);
   });
 });
 
