@@ -23,6 +23,7 @@ import {
   mkdtempSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -86,7 +87,10 @@ function treeFiles() {
     maxBuffer: 64 << 20,
   });
   if (r.status !== 0) throw new Error(`git ls-files failed: ${r.stderr}`);
-  return r.stdout.split('\0').filter((f) => f && existsSync(join(ROOT, f)));
+  // plain files only: a linked folder (node_modules as a symlink in a worktree) is linked in, not copied
+  return r.stdout
+    .split('\0')
+    .filter((f) => f && !LINKS.includes(f) && existsSync(join(ROOT, f)) && statSync(join(ROOT, f)).isFile());
 }
 
 /** Temporary folders made by this run, removed when it ends or is interrupted. */
