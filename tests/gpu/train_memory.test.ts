@@ -159,7 +159,10 @@ describe.skipIf(!ctx)(`training memory on WebGPU ${reason}`, () => {
       const e = new Engine(ctx!, { recycleInStep: newPath });
       const m = model(e);
       // 3 chunks of 22 rows (≥ 17 rows: the tiled matmul, as for the whole (T, V), so the same sums)
-      const t = new LoraTrainer(m, newPath ? { headChunkRows: 24 } : { checkpoint: false, headChunkRows: Infinity });
+      const t = new LoraTrainer(
+        m,
+        newPath ? { headChunkRows: 24, checkpoint: true } : { checkpoint: false, headChunkRows: Infinity },
+      );
       e.resetPeak();
       const base = e.liveBytes;
       const g = await t.gradients(sample);

@@ -354,7 +354,10 @@ export async function benchTrainMemory(
     const c = { ...cfg, numLayers: layers };
     const model = new LlamaModel<Tensor>(c, new GpuOps(eng), replay ? zeroWeights(c) : randomWeights(c), { weights });
     model.initLora(r, 2 * r, targets, 0);
-    const trainer = new LoraTrainer(model, newPath ? {} : { checkpoint: false, headChunkRows: Infinity });
+    const trainer = new LoraTrainer(
+      model,
+      newPath ? { checkpoint: true } : { checkpoint: false, headChunkRows: Infinity },
+    );
     eng.flush();
     await trainer.trainStep(sample);
     await eng.device.queue.onSubmittedWorkDone();

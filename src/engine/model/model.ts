@@ -496,6 +496,26 @@ export class LlamaModel<X> {
   }
 
   /**
+   * Bytes of the activations a training forward over T tokens keeps for the backward (f32, the
+   * current adapter): `full`, every layer's tape (forwardHidden without checkpoint), or
+   * `checkpointed`, each layer's input plus the one layer the backward recomputes at a time; both
+   * with hFinal and hn. The tensors of LayerTape, counted as forwardHidden leaves them.
+   */
+  activationBytes(T: number): { full: number; checkpointed: number } {
+    const { hiddenSize: C, intermediateSize: F, numHeads: Hq, numKvHeads: Hkv, headDim: D } = this.cfg;
+    const lw = this.layers[0];
+    const qd = Hq * D;
+    const kvd = Hkv * D;
+    const r = this.lora?.r ?? 0;
+    const xa = (this.lora?.targets.length ?? 0) * r;
+    // per token: a1, h1, a2 | q, k (raw, normed when q/k-norm, rotated), v, attention out and lse | g, u, s | x·Aᵀ
+    const rest = 3 * C + (lw?.qNorm ? 3 : 2) * qd + (lw?.kNorm ? 3 : 2) * kvd + kvd + qd + Hq + 3 * F + xa;
+    const L = this.cfg.numLayers;
+    const f = 4 * T;
+    return { full: f * (L * (C + rest) + 2 * C), checkpointed: f * (L * C + rest + 2 * C) };
+  }
+
+  /**
    * One layer on h0 (T, C) → h (T, C). mode 'tape': returns what the backward needs (h0 included);
    * 'checkpoint': frees every temporary but keeps h0; 'none': frees h0 too.
    */
@@ -681,8 +701,12 @@ export class LlamaModel<X> {
     if (!into) for (const [key, x] of lora.w) grads.set(key, ops.zeros([...ops.shape(x)]));
 
     // y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ   →   dx = dy·W + s·(dy·B)·A,  dB += s·dyᵀ·(x·Aᵀ),  dA += s·(dy·B)ᵀ·x
-    const linBack = (layer: number, m: LoraModule, x: X, xa: X | undefined, dy: X): X => {
-      const dx = ops.matmul(dy, this.layers[layer]!.lin[m]);
+    // dx is added to `into` when given: the projections that share an input (q/k/v, gate/up)
+    // accumulate its gradient in one tensor, with no temporary and no sum per projection
+    const linBack = (layer: number, m: LoraModule, x: X, xa: X | undefined, dy: X, into?: X): X => {
+      const W = this.layers[layer]!.lin[m];
+      const dx = into ?? ops.matmul(dy, W);
+      if (into) ops.matmulAcc(into, dy, W);
       if (xa && lora.targets.includes(m)) {
         const A = lora.w.get(loraKey(layer, m, 'A'))!;
         const B = lora.w.get(loraKey(layer, m, 'B'))!;
@@ -711,11 +735,10 @@ export class LlamaModel<X> {
       const ds = linBack(i, 'down_proj', t.s, t.xa.down_proj, dh);
       const { dgate, dup } = ops.swigluBackward(t.g, t.u, ds);
       const da2 = linBack(i, 'gate_proj', t.a2, t.xa.gate_proj, dgate);
-      const da2u = linBack(i, 'up_proj', t.a2, t.xa.up_proj, dup);
-      ops.addInPlace(da2, da2u);
+      linBack(i, 'up_proj', t.a2, t.xa.up_proj, dup, da2);
       const dh1 = ops.rmsnormBackward(t.h1, lw.postNorm, da2, eps);
       ops.addInPlace(dh1, dh); // residual
-      ops.free(ds, dgate, dup, da2, da2u, dh);
+      ops.free(ds, dgate, dup, da2, dh);
       // attention
       const dof = linBack(i, 'o_proj', t.o, t.xa.o_proj, dh1);
       const { dq, dk, dv } = ops.attentionBackward(
@@ -741,13 +764,11 @@ export class LlamaModel<X> {
       const qd = cfg.numHeads * cfg.headDim;
       const kvd = cfg.numKvHeads * cfg.headDim;
       const da1 = linBack(i, 'q_proj', t.a1, t.xa.q_proj, ops.view(dqn, [T, qd]));
-      const da1k = linBack(i, 'k_proj', t.a1, t.xa.k_proj, ops.view(dkn, [T, kvd]));
-      const da1v = linBack(i, 'v_proj', t.a1, t.xa.v_proj, ops.view(dv, [T, kvd]));
-      ops.addInPlace(da1, da1k);
-      ops.addInPlace(da1, da1v);
+      linBack(i, 'k_proj', t.a1, t.xa.k_proj, ops.view(dkn, [T, kvd]), da1);
+      linBack(i, 'v_proj', t.a1, t.xa.v_proj, ops.view(dv, [T, kvd]), da1);
       const dh0 = ops.rmsnormBackward(t.h0, lw.inputNorm, da1, eps);
       ops.addInPlace(dh0, dh1);
-      ops.free(dof, dq, dk, dv, dqn, dkn, da1, da1k, da1v, dh1);
+      ops.free(dof, dq, dk, dv, dqn, dkn, da1, dh1);
       if (t !== saved) this.freeLayerTape(t, false);
       dh = dh0;
     }

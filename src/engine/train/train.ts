@@ -23,9 +23,12 @@
  *
  * Memory: the LM head runs in chunks of rows (logits, log π, weights and ∂L/∂logits of a
  * chunk at a time, never a (T, V) tensor; model.headChunkRows), the weights stay on the device (no
- * read-back per sample: the loss terms of the whole minibatch are read once at the end), and the
- * forward keeps only each layer's input (per-layer activation checkpointing; the backward recomputes
- * the layer, the same values). Both are options (`checkpoint`, `headChunkRows`) for measuring. `train()` splits a batch into minibatches of at most `minibatchTokens`
+ * read-back per sample: the loss terms of the whole minibatch are read once at the end), and a
+ * sequence whose activations (model.activationBytes) would exceed the activation budget keeps only
+ * each layer's input (per-layer activation checkpointing; the backward recomputes the layer, the
+ * same values) — decided per sequence, so short ones keep every activation and skip the recompute;
+ * each step reports what it decided. `checkpoint` forces either way and `headChunkRows` sets the
+ * chunks, for measuring. `train()` splits a batch into minibatches of at most `minibatchTokens`
  * tokens and makes one optimiser step per minibatch, `epochs` times over the batch, after one
  * no-grad forward over the batch for the learner's π_old (`learnerLogprobs`, also called by the
  * closed loop before each training round).
@@ -96,10 +99,17 @@ export interface TrainOptions {
    */
   tisCap?: number;
   /**
-   * Per-layer activation checkpointing (default true: a 1k-token step on a 0.5B model keeps one
-   * layer's activations instead of 24, for about a third more compute in the backward).
+   * Per-layer activation checkpointing: true always, false never; default: for each sequence whose
+   * full tape (model.activationBytes) exceeds `activationBudgetBytes` (a 1k-token step on a 0.5B
+   * model then keeps one layer's activations instead of 24, for about a third more compute in the
+   * backward; a short one keeps all and skips the recompute).
    */
   checkpoint?: boolean;
+  /**
+   * Most bytes of activations a sequence may keep without checkpointing (default
+   * ACTIVATION_BUDGET_BYTES, or the device's largest buffer when that is smaller: a small GPU).
+   */
+  activationBudgetBytes?: number;
   /** LM-head rows per chunk (default: model.headChunkRows(), ≤ 32 MiB of logits; Infinity = one chunk). */
   headChunkRows?: number;
 }
@@ -121,6 +131,12 @@ export interface StepStats extends Partial<TisStats> {
   gradNorm: number;
   /** Tokens run through the model (every position of every sequence). */
   tokens: number;
+  /** Sequences (of those with trained tokens) whose backward recomputed each layer: checkpointed. */
+  checkpointed: number;
+  /** The full-tape activation bytes of the minibatch's longest sequence (model.activationBytes). */
+  activationBytes: number;
+  /** The budget those were compared with (TrainOptions.activationBudgetBytes). */
+  activationBudgetBytes: number;
   /** Trained (marked) tokens: N of the token-level mean. */
   trainedTokens: number;
   samples: number;
@@ -165,6 +181,13 @@ const DEFAULTS = {
 
 const MAX_LOG_RATIO = 20;
 
+/**
+ * Default activation budget of one sequence: 256 MiB (with r = 8, a 0.5B model on all seven
+ * projections keeps every activation up to 130 tokens, 2.1 GB at 1,024; the bench's 12-layer
+ * 576-wide model on q/k/v/o up to 597).
+ */
+export const ACTIVATION_BUDGET_BYTES = 256 * 2 ** 20;
+
 /** Trained positions of a sample as indices into its targets (ids[1..]); RangeError when malformed. */
 export function trainedPositions(s: GrpoSample): number[] {
   const n = s.ids.length;
@@ -204,6 +227,11 @@ export class LoraTrainer<X> {
     readonly opts: TrainOptions = {},
   ) {
     if (!model.lora) throw new Error('LoraTrainer: the model has no LoRA adapter; call initLora() first');
+    const budget = opts.activationBudgetBytes;
+    if (budget !== undefined && !(budget >= 0))
+      throw new RangeError(
+        `LoraTrainer: activationBudgetBytes must be a number of bytes ≥ 0 (Infinity: never checkpoint); got ${budget}`,
+      );
     for (const [k, p] of model.lora.w) {
       this.m.set(k, model.ops.zeros([...model.ops.shape(p)]));
       this.v.set(k, model.ops.zeros([...model.ops.shape(p)]));
@@ -276,6 +304,16 @@ export class LoraTrainer<X> {
       each(r0, R, z, r.logprobs, r.lse);
       ops.free(r.loss, r.logprobs, r.lse, z);
     }
+  }
+
+  /** The activation budget of one sequence (TrainOptions.activationBudgetBytes). */
+  activationBudget(): number {
+    return this.opts.activationBudgetBytes ?? Math.min(ACTIVATION_BUDGET_BYTES, this.model.ops.maxTensorBytes);
+  }
+
+  /** Whether a training forward over L tokens keeps only each layer's input (TrainOptions.checkpoint). */
+  checkpointFor(L: number): boolean {
+    return this.opts.checkpoint ?? this.model.activationBytes(L).full > this.activationBudget();
   }
 
   /** LM-head rows per chunk for L positions: at most headChunkRows, as even as whole chunks allow (L 10, at most 4: 4, 4, 2). */
@@ -397,6 +435,7 @@ export class LoraTrainer<X> {
     let stats = ops.zeros([Math.max(1, rowsTotal), 4]);
     let row0 = 0;
     let tokens = 0;
+    let checkpointed = 0;
     for (const p of used) {
       const L = p.input.length;
       // the LM head, the NLL and the GRPO weights run on the P trained positions only
@@ -419,7 +458,9 @@ export class LoraTrainer<X> {
         onPolicy: !p.old,
         maxLogRatio: MAX_LOG_RATIO,
       };
-      const tape = model.forwardHidden(p.input, { checkpoint: this.opts.checkpoint ?? true });
+      const checkpoint = this.checkpointFor(L);
+      if (checkpoint) checkpointed++;
+      const tape = model.forwardHidden(p.input, { checkpoint });
       const hnT = this.gatherRows(tape.hn, p.positions, L); // (P, C)
       let dhT: X | undefined; // ∂L/∂hn at the trained positions (P, C), filled chunk by chunk
       this.headChunks(hnT, q, (r0, R, z, logp, lse) => {
@@ -481,6 +522,9 @@ export class LoraTrainer<X> {
       loss: N ? loss / N : 0,
       tokens,
       trainedTokens: N,
+      checkpointed,
+      activationBytes: model.activationBytes(Math.max(0, ...used.map((p) => p.input.length))).full,
+      activationBudgetBytes: this.activationBudget(),
       clipFraction: N ? clipped / N : 0,
       approxKl: N ? kl / N : 0,
       ...(beta > 0 ? { klToBase: N ? k3sum / N : 0 } : {}),
