@@ -3,6 +3,8 @@
  * DecodeScheduler (batch.ts) at several batch sizes on one model, and the speed-up over batch 1,
  * all measured in one run. Prefill is taken out by difference: each batch size decodes n₁ and then
  * n₂ tokens per sequence from the same prompts, and only the extra n₂ − n₁ steps are timed.
+ * benchBatchMultiStep: the scheduler's host time per generated token with one read-back per decode
+ * step against K steps per read-back (stepsPerReadback), at one batch size, in the same run.
  */
 import { createRng } from '../../core/rng.ts';
 import type { ModelConfig } from '../io/config.ts';
@@ -62,4 +64,95 @@ export async function benchBatchDecode(
   const base = rows.find((r) => r.batch === 1)?.tokensPerSec ?? rows[0]!.tokensPerSec;
   for (const r of rows) r.speedup = r.tokensPerSec / base;
   return rows;
+}
+
+export interface BatchMultiStepBench {
+  batch: number;
+  k: number;
+  /** Tokens timed per sequence (decode steps past the first two). */
+  tokens: number;
+  /**
+   * Host ms per generated token (over all sequences): the decode steps' wall time less the time
+   * spent awaiting read-backs (Engine.read) — what the CPU spends recording, submitting and syncing.
+   */
+  hostMsPerTokenK1: number;
+  hostMsPerTokenK: number;
+  /** hostMsPerTokenK1 / hostMsPerTokenK */
+  ratio: number;
+  wallMsPerTokenK1: number;
+  wallMsPerTokenK: number;
+  /** Both settings produced the same tokens. */
+  sameTokens: boolean;
+}
+
+/**
+ * DecodeScheduler at `batch` sequences (sampled as the loop's roles: temperature 0.6, top_p 0.95,
+ * no stop ids), one read-back per step (K = 1) against `k` steps per read-back, alternating; the
+ * prefill is taken out by difference (2 and 2 + tokens tokens per sequence), best of `reps`.
+ */
+export async function benchBatchMultiStep(
+  e: Engine,
+  cfg: ModelConfig,
+  opts: { batch?: number; k?: number; tokens?: number; promptLen?: number; reps?: number; weights?: WeightFormat } = {},
+): Promise<BatchMultiStepBench> {
+  const batch = opts.batch ?? 8;
+  const k = opts.k ?? 8;
+  const tokens = opts.tokens ?? 16;
+  const promptLen = opts.promptLen ?? 16;
+  const model = new LlamaModel<Tensor>(cfg, new GpuOps(e), randomWeights(cfg), { weights: opts.weights ?? 'f32' });
+  const rng = createRng(5);
+  const prompts = Array.from({ length: batch }, () => Array.from({ length: promptLen }, () => rng.int(cfg.vocabSize)));
+  const read = e.read.bind(e);
+  let waited = 0;
+  e.read = async (t) => {
+    const t0 = performance.now();
+    try {
+      return await read(t);
+    } finally {
+      waited += performance.now() - t0;
+    }
+  };
+  const best = new Map([1, k].map((s) => [s, { host: Infinity, wall: Infinity }]));
+  const outputs = new Map<number, string>();
+  try {
+    const run = async (steps: number, maxNew: number) => {
+      const scheduler = new DecodeScheduler(model, { maxBatch: batch, stepsPerReadback: steps, prefixCacheTokens: 0 });
+      waited = 0;
+      const t0 = performance.now();
+      const out = await Promise.all(
+        prompts.map((p, i) => scheduler.generate(p, { maxNew, temperature: 0.6, topP: 0.95, seed: i })),
+      );
+      const wall = performance.now() - t0;
+      scheduler.dispose();
+      return { wall, host: wall - waited, out: JSON.stringify(out) };
+    };
+    for (const steps of [1, k]) await run(steps, 2 + Math.min(k, tokens)); // warm-up: pipelines, pools
+    for (let rep = 0; rep < (opts.reps ?? 2); rep++)
+      for (const steps of [1, k]) {
+        const short = await run(steps, 2);
+        const long = await run(steps, 2 + tokens);
+        const b = best.get(steps)!;
+        b.wall = Math.min(b.wall, (long.wall - short.wall) / (batch * tokens));
+        b.host = Math.min(b.host, (long.host - short.host) / (batch * tokens));
+        outputs.set(steps, long.out);
+      }
+  } finally {
+    e.read = read;
+    model.dispose();
+    e.flush();
+    e.trim();
+  }
+  const one = best.get(1)!;
+  const many = best.get(k)!;
+  return {
+    batch,
+    k,
+    tokens,
+    hostMsPerTokenK1: one.host,
+    hostMsPerTokenK: many.host,
+    ratio: one.host / many.host,
+    wallMsPerTokenK1: one.wall,
+    wallMsPerTokenK: many.wall,
+    sameTokens: outputs.get(1) === outputs.get(k),
+  };
 }

@@ -14,6 +14,10 @@
  *   4. every request whose prompt is complete samples one id with its own options and seeded Rng
  *      (one draw per sampled token, as generate() does), logitBias and logprobs; rows with equal
  *      sampling options share one Ops.sample call, and all calls are read back together.
+ * With `stepsPerReadback` K > 1, while every active request decodes and no waiting request could take
+ * a free row, up to K such steps are recorded before one read-back (decodeBlock): each step's sampled
+ * ids stay on the backend as the next step's embedding input, and stopping is applied on read-back,
+ * the ids sampled past a request's end discarded and its k/v rows rolled back (the same ids for any K).
  * Each request's ids, log-probs and stopping equal those of generate(model, prompt, o) on its own,
  * up to the float rounding of a different kernel on the GPU (tests/unit/engine_batch.test.ts).
  * An error in a step rejects the requests in that step; the scheduler stays usable.
@@ -46,6 +50,18 @@ export interface SchedulerOptions {
   prefixCacheTokens?: number;
   /** Pages of the KV stores allocated up front (default 64 = 1024 rows; they double as needed). */
   initialPages?: number;
+  /**
+   * Decode steps recorded before one read-back of their ids (default 1: a read-back every step).
+   * While every request of the batch decodes and no waiting request could be admitted, up to this
+   * many steps (never past a request's maxNew) are recorded and submitted with no wait between
+   * them, each step's sampled ids staying on the backend as the next step's input. Stop ids,
+   * maxNew, onToken and aborts are applied on read-back; ids sampled past a request's end are
+   * discarded and its sequence's k/v rolled back to the tokens it took. The same ids and log-probs
+   * for every value. 1 by default: on the software adapter K = 8 cuts the host time per token
+   * about 16× at batch 8 but not the wall time (the adapter is compute-bound there); a real GPU,
+   * host-bound at decode, is where a larger K should pay, and has not been measured yet.
+   */
+  stepsPerReadback?: number;
 }
 
 export interface SchedulerStats {
@@ -109,6 +125,7 @@ export class DecodeScheduler<X> {
   private batchLimit = 16;
   private readonly prefillBudget: number;
   private readonly prefixCacheTokens: number;
+  private readonly stepsPerReadback: number;
   private readonly waiting: Request<X>[] = [];
   private readonly active: Request<X>[] = [];
   /** Finished sequences for prefix reuse, least recently used first. */
@@ -138,6 +155,11 @@ export class DecodeScheduler<X> {
     this.maxBatch = opts.maxBatch ?? 16;
     this.prefillBudget = opts.prefillBudget ?? 512;
     this.prefixCacheTokens = opts.prefixCacheTokens ?? 8192;
+    this.stepsPerReadback = opts.stepsPerReadback ?? 1;
+    if (!(Number.isInteger(this.stepsPerReadback) && this.stepsPerReadback >= 1))
+      throw new RangeError(
+        `DecodeScheduler: stepsPerReadback must be a whole number ≥ 1; got ${this.stepsPerReadback}`,
+      );
     if (!(Number.isInteger(this.prefillBudget) && this.prefillBudget >= 1))
       throw new RangeError(`DecodeScheduler: prefillBudget must be a whole number ≥ 1; got ${this.prefillBudget}`);
     if (!(this.prefixCacheTokens >= 0))
@@ -246,6 +268,8 @@ export class DecodeScheduler<X> {
       else i++;
     }
     if (this.active.length === 0) return;
+    const block = this.blockLength();
+    if (block > 1) return this.decodeBlock(kv, block);
     // 3. the step's items: every decoding request's last id, then prefill chunks within the budget
     const items: StepItem[] = [];
     const owners: Request<X>[] = [];
@@ -348,30 +372,10 @@ export class DecodeScheduler<X> {
    */
   private async sample(logits: X, sampled: number[], owners: Request<X>[], temps: X[]): Promise<number[]> {
     const ops = this.model.ops;
-    const V = ops.shape(logits)[1]!;
-    const nItems = owners.length;
-    let L = logits;
-    const biased = sampled.filter((j) => owners[j]!.bias !== undefined);
-    if (biased.length) {
-      // (items, V): each biased request's row, zeros elsewhere (x + 0 = x: the same sums as generate())
-      const B = ops.zeros([nItems, V]);
-      temps.push(B);
-      for (const j of biased) {
-        const b = owners[j]!.bias!;
-        if (ops.shape(b)[0] !== V)
-          throw new RangeError(`generate: logitBias has ${ops.shape(b)[0]} values, the vocabulary ${V}`);
-        ops.copyRows(ops.view(b, [1, V]), 0, B, j, 1);
-      }
-      L = ops.add(logits, B);
-      temps.push(L);
-    }
-    /** The rows `js` of L as one (n, V) tensor. */
-    const gather = (js: number[]): X => {
-      if (js.length === nItems && js.every((j, i) => j === i)) return L;
-      const g = ops.embedding(L, js);
-      temps.push(g);
-      return g;
-    };
+    const [nItems, V] = ops.shape(logits) as [number, number];
+    const bias = this.biasRows(sampled, owners, nItems, V, temps);
+    const L = bias ? ops.add(logits, bias) : logits;
+    if (L !== logits) temps.push(L);
     const groups = new Map<string, number[]>();
     for (const j of sampled) {
       const key = sampleKey(owners[j]!.o);
@@ -382,38 +386,210 @@ export class DecodeScheduler<X> {
     for (const js of groups.values()) {
       const o = owners[js[0]!]!.o;
       const u = js.map((j) => (o.temperature > 0 ? owners[j]!.rng.next() : 0));
-      pending.push(ops.sample(gather(js), o, u));
+      pending.push(ops.sample(this.gather(L, js, temps), o, u));
       order.push(...js);
     }
     const got = (await Promise.all(pending)).flat();
     const byItem = new Map<number, number>();
     order.forEach((j, k) => byItem.set(j, got[k]!));
-    // log π(id) under log_softmax((logits + bias) / T), grouped by temperature
+    this.appendLogprobs(L, sampled, owners, (j) => byItem.get(j)!, temps);
+    return sampled.map((j) => byItem.get(j)!);
+  }
+
+  /**
+   * (items, V): each biased request's logitBias on its row, zeros elsewhere (logits + this: x + 0 = x,
+   * the same sums as generate()), for the rows `js` that sample; undefined when none is biased.
+   */
+  private biasRows(js: number[], owners: Request<X>[], nItems: number, V: number, temps: X[]): X | undefined {
+    const ops = this.model.ops;
+    const biased = js.filter((j) => owners[j]!.bias !== undefined);
+    if (biased.length === 0) return undefined;
+    const B = ops.zeros([nItems, V]);
+    temps.push(B);
+    for (const j of biased) {
+      const b = owners[j]!.bias!;
+      if (ops.shape(b)[0] !== V)
+        throw new RangeError(`generate: logitBias has ${ops.shape(b)[0]} values, the vocabulary ${V}`);
+      ops.copyRows(ops.view(b, [1, V]), 0, B, j, 1);
+    }
+    return B;
+  }
+
+  /** The rows `js` of L as one (n, V) tensor (L itself when that is all of its rows, in order). */
+  private gather(L: X, js: number[], temps: X[]): X {
+    const ops = this.model.ops;
+    if (js.length === ops.shape(L)[0] && js.every((j, i) => j === i)) return L;
+    const g = ops.embedding(L, js);
+    temps.push(g);
+    return g;
+  }
+
+  /**
+   * Append log π(id) under log_softmax(L / T) (T = 1 when greedy) of row j's sampled id `idOf(j)` to
+   * its request's log-probs on the backend, for the rows `js` whose request asks for them; rows
+   * grouped by temperature.
+   */
+  private appendLogprobs(L: X, js: number[], owners: Request<X>[], idOf: (j: number) => number, temps: X[]): void {
+    const ops = this.model.ops;
     const lpGroups = new Map<number, number[]>();
-    for (const j of sampled) {
+    for (const j of js) {
       const r = owners[j]!;
       if (!r.o.logprobs) continue;
       const t = r.o.temperature > 0 ? r.o.temperature : 1;
       lpGroups.set(t, [...(lpGroups.get(t) ?? []), j]);
     }
-    for (const [t, js] of lpGroups) {
-      const g = gather(js);
+    for (const [t, group] of lpGroups) {
+      const g = this.gather(L, group, temps);
       const z = t !== 1 ? ops.scale(g, 1 / t) : g;
       if (z !== g) temps.push(z);
-      const res = ops.nll(
-        z,
-        js.map((j) => byItem.get(j)!),
-        new Float32Array(js.length).fill(1),
-      );
+      const res = ops.nll(z, group.map(idOf), new Float32Array(group.length).fill(1));
       temps.push(res.loss, res.logprobs, res.lse);
-      js.forEach((j, k) => {
+      group.forEach((j, k) => {
         const r = owners[j]!;
-        const one = js.length === 1 ? res.logprobs : ops.rows(res.logprobs, k, 1);
+        const one = group.length === 1 ? res.logprobs : ops.rows(res.logprobs, k, 1);
         r.lp = ops.appendRows(r.lp, r.out.length, one);
         if (one !== res.logprobs) ops.free(one);
       });
     }
-    return sampled.map((j) => byItem.get(j)!);
+  }
+
+  /** Decode steps to record before the next read-back: 1 unless every request decodes and none waits for a free row. */
+  private blockLength(): number {
+    if (this.stepsPerReadback === 1) return 1;
+    if (this.waiting.length && this.active.length < this.maxBatch) return 1;
+    let n = this.stepsPerReadback;
+    for (const r of this.active) {
+      if (r.fed < r.prompt.length) return 1;
+      n = Math.min(n, r.o.maxNew - r.out.length);
+    }
+    return n;
+  }
+
+  /**
+   * `n` decode steps of every active request (all decoding) and one read-back of their n × B ids.
+   * Rows sit in groups of equal sampling options (one sampleInto per group and step, the uniforms
+   * drawn up front from each request's Rng in step order); step j's ids are written to row j of an id
+   * tensor on the backend, which step j + 1 embeds. On read-back each request takes its ids in order
+   * until it ends (stop id, maxNew, abort, an error in onToken) — the ids after are discarded and its
+   * sequence rolled back to the tokens it took, so what follows and what the prefix cache reuses is
+   * exactly what one step per read-back would hold. Log-probs are computed after the read-back from
+   * each step's logits, kept until then.
+   */
+  private async decodeBlock(kv: KvPages<X>, n: number): Promise<void> {
+    const ops = this.model.ops;
+    const groups = new Map<string, Request<X>[]>();
+    for (const r of this.active) {
+      const key = sampleKey(r.o);
+      groups.set(key, [...(groups.get(key) ?? []), r]);
+    }
+    const rows = [...groups.values()].flat();
+    const B = rows.length;
+    const all = rows.map((_, i) => i);
+    const start = rows.map((r) => r.seq!.length);
+    const last = rows.map((r) => r.out[r.out.length - 1]!);
+    const withLp = rows.some((r) => r.o.logprobs);
+    const temps: X[] = [];
+    /** Per step, the logits the ids were sampled from (with log-probs asked for). */
+    const kept: X[] = [];
+    let got: number[];
+    let step: X[] = [];
+    try {
+      for (const r of rows) kv.reserveAhead(r.seq!, n);
+      const draws = new Float32Array(n * B);
+      rows.forEach((r, i) => {
+        for (let j = 0; j < n; j++) draws[j * B + i] = r.o.temperature > 0 ? r.rng.next() : 0;
+      });
+      const rand = ops.upload([n * B], draws);
+      const ids = ops.idTensor(n * B);
+      temps.push(rand, ids);
+      const bias = this.biasRows(all, rows, B, this.model.cfg.vocabSize, temps); // the same for every step
+      for (let j = 0; j < n; j++) {
+        step = [];
+        const items = rows.map((r, i) => ({ seq: r.seq!, ids: [j === 0 ? last[i]! : -1] }));
+        const input = j === 0 ? undefined : { tensor: ids, offset: (j - 1) * B, count: B };
+        const logits = this.model.step(kv, items, input); // (B, V)
+        step.push(logits);
+        const L = bias ? ops.add(logits, bias) : logits;
+        if (L !== logits) step.push(L);
+        let s = 0;
+        for (const group of groups.values()) {
+          const g = group.length === B ? L : ops.rows(L, s, group.length);
+          if (g !== L) step.push(g);
+          ops.sampleInto(g, group[0]!.o, rand, j * B + s, ids, j * B + s);
+          s += group.length;
+        }
+        if (withLp) {
+          kept.push(L);
+          temps.push(...step);
+        } else ops.free(...step);
+        step = [];
+        // submitted step by step: the device runs step j while step j + 1 is recorded, and the
+        // buffers step j released serve step j + 1 (one submission of all n would hold n steps' buffers)
+        ops.flush();
+        this.counts.steps++;
+        this.counts.rows += B;
+        this.counts.maxRows = Math.max(this.counts.maxRows, B);
+      }
+      got = await ops.readIdTensor(ids); // one read-back of the n steps' ids
+    } catch (e) {
+      ops.free(...temps, ...step);
+      ops.flush();
+      for (const r of rows) this.fail(r, e);
+      return;
+    }
+    // each request takes its ids in step order until it ends
+    const taken = rows.map(() => 0);
+    const open = new Set(rows);
+    const done: Request<X>[] = [];
+    for (let j = 0; j < n && open.size; j++) {
+      for (const r of rows)
+        if (open.has(r) && r.o.signal?.aborted) {
+          open.delete(r);
+          done.push(r);
+        }
+      const idAt = (i: number) => got[j * B + i]!;
+      if (withLp)
+        try {
+          this.appendLogprobs(
+            kept[j]!,
+            all.filter((i) => open.has(rows[i]!)),
+            rows,
+            idAt,
+            temps,
+          );
+        } catch (e) {
+          for (const r of open) this.fail(r, e);
+          open.clear();
+        }
+      rows.forEach((r, i) => {
+        if (!open.has(r)) return;
+        const id = idAt(i);
+        r.out.push(id);
+        taken[i]!++;
+        this.counts.sampled++;
+        try {
+          r.o.onToken?.(id);
+        } catch (e) {
+          open.delete(r);
+          return this.fail(r, e);
+        }
+        if (r.o.stopIds?.includes(id) || r.out.length >= r.o.maxNew || r.o.signal?.aborted) {
+          open.delete(r);
+          done.push(r);
+        }
+      });
+    }
+    // roll each sequence back to the tokens it took: its last id before the block, then the ids it took but the last
+    rows.forEach((r, i) => {
+      if (!r.seq) return; // failed: released
+      const m = taken[i]!;
+      const fed = [last[i]!, ...Array.from({ length: n - 1 }, (_, j) => got[j * B + i]!)].slice(0, m);
+      r.seq.tokens.splice(start[i]!, n, ...fed);
+      kv.truncate(r.seq, start[i]! + m);
+    });
+    ops.free(...temps);
+    ops.flush();
+    await this.finish(done);
   }
 
   /** Leave the batch: log-probs read back, the sequence kept for prefix reuse, the promise resolved. */

@@ -147,6 +147,29 @@ export class KvPages<X> {
     return b;
   }
 
+  /**
+   * Pages for `n` more tokens of seq, allocated now (the stores grow now if they must): several
+   * decode steps recorded before one read-back (batch.ts, stepsPerReadback) need no growth between them.
+   */
+  reserveAhead(seq: KvSeq, n: number): void {
+    this.check(seq);
+    this.reserve(seq, seq.length + n);
+  }
+
+  /**
+   * Roll seq back to its first `len` tokens: rows written past them (decode steps whose ids were
+   * discarded) no longer count, and pages wholly past them are given back. The next write starts
+   * at row `len` again, so what those rows held is never read.
+   */
+  truncate(seq: KvSeq, len: number): void {
+    this.check(seq);
+    if (!(Number.isInteger(len) && len >= 0 && len <= seq.length))
+      throw new RangeError(`truncate: ${len} tokens of a sequence of ${seq.length}`);
+    seq.length = len;
+    seq.tokens.length = len;
+    for (const p of seq.pages.splice(Math.ceil(len / PAGE))) this.unref(p);
+  }
+
   /** After the step's forward: the items' ids are now stored. */
   commit(items: StepItem[]): void {
     for (const it of items) {

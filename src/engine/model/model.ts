@@ -590,8 +590,11 @@ export class LlamaModel<X> {
    *   a = rmsnorm(h); qkv = linearFused(a, [Wq, Wk, Wv], [bq, bk, bv]) (+ LoRA deltas into its columns)
    *   q = ropeAppend(qkv → k, v into the stores); o = attentionPaged(q); h += o·Woᵀ (+ bo, LoRA)
    *   m = rmsnorm(h); s = gluLinear(m, Wg, Wu) (unfused with LoRA on gate/up); h += s·Wdᵀ (+ LoRA)
+   * With `input`, the rows' ids are read on the backend from there (one per row, in item order: the
+   * ids an earlier step sampled, batch.ts's stepsPerReadback) and the items' host ids only count
+   * rows: the sequences' `tokens` then hold those placeholders until the caller writes the real ids.
    */
-  step(kv: KvPages<X>, items: StepItem[]): X {
+  step(kv: KvPages<X>, items: StepItem[], input?: DeviceIds<X>): X {
     const { cfg, ops } = this;
     if (items.length === 0) throw new RangeError('step: no items');
     const Hq = cfg.numHeads;
@@ -600,6 +603,7 @@ export class LlamaModel<X> {
     const eps = cfg.rmsNormEps;
     const ids = items.flatMap((it) => it.ids);
     const N = ids.length;
+    if (input && input.count !== N) throw new RangeError(`step: ${input.count} ids on the backend for ${N} rows`);
     const b = kv.prepare(items);
     const lora = this.lora;
     const adapted = (m: LoraModule) => Boolean(lora?.targets.includes(m));
@@ -611,7 +615,7 @@ export class LlamaModel<X> {
       ops.matmulAcc(out, xa, B, { transB: true, alpha: lora!.scale });
       ops.free(xa);
     };
-    let hh = this.embedRows(ids); // (N, C), the residual stream, updated in place
+    let hh = this.embedRows(input ?? ids); // (N, C), the residual stream, updated in place
     for (let i = 0; i < cfg.numLayers; i++) {
       const lw = this.layers[i]!;
       const a = ops.rmsnorm(hh, lw.inputNorm, eps);

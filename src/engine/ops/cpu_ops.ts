@@ -197,9 +197,9 @@ export class CpuOps implements Ops<CpuTensor> {
     out: CpuTensor,
     outOffset: number,
   ): void {
-    out.data[outOffset] = sampleCpu(logits.data, logits.shape[logits.shape.length - 1]!, o, [
-      rand.data[randOffset]!,
-    ])[0]!;
+    const v = logits.shape[logits.shape.length - 1]!;
+    const n = logits.data.length / v;
+    out.data.set(sampleCpu(logits.data, v, o, rand.data.subarray(randOffset, randOffset + n)), outOffset);
   }
   async readIdTensor(ids: CpuTensor): Promise<number[]> {
     return Array.from(ids.data);

@@ -235,7 +235,7 @@ export class GpuOps implements Ops<Tensor> {
   }
   sampleInto(logits: Tensor, o: SampleOptions, rand: Tensor, randOffset: number, out: Tensor, outOffset: number): void {
     const v = logits.shape[logits.shape.length - 1]!;
-    sample(this.e, this.view(logits, [1, v]), o, [], { rand, randOffset, out, outOffset });
+    sample(this.e, this.view(logits, [logits.size / v, v]), o, [], { rand, randOffset, out, outOffset });
   }
   readIdTensor(ids: Tensor): Promise<number[]> {
     return readIds(this.e, ids);
