@@ -51,9 +51,13 @@ fn non_finite(x: f32) -> bool {
   return (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u;
 }
 
-/** Absolute histogram grid of logit l: floor(l / T · BPO / ln 2). */
+/**
+ * Absolute histogram grid of logit l: floor(l / T · BPO / ln 2), clamped to ±2^29 before the
+ * conversion, so that a logit pushed to −1e9 by a logit bias neither overflows i32 nor makes a
+ * difference of two grids wrap (any grid more than NB below the max lands in the last bin anyway).
+ */
 fn grid_of(l: f32) -> i32 {
-  return i32(floor(l * p.inv_t * (BPO / log(2.0))));
+  return i32(clamp(floor(l * p.inv_t * (BPO / log(2.0))), -536870912.0, 536870912.0));
 }
 
 fn reduce_max_f(lid: u32, x: f32) -> f32 {
