@@ -14,6 +14,7 @@ import { LlamaModel } from '../model/model.ts';
 import { GpuOps } from '../ops/ops.ts';
 import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { randomWeights } from './model.ts';
+import type { MultiStepBench } from './multistep.ts';
 
 export interface BatchDecodeRow {
   batch: number;
@@ -66,23 +67,9 @@ export async function benchBatchDecode(
   return rows;
 }
 
-export interface BatchMultiStepBench {
+/** benchMultiStepDecode's figures for the scheduler at `batch` sequences. */
+export interface BatchMultiStepBench extends MultiStepBench {
   batch: number;
-  k: number;
-  /** Tokens timed per sequence (decode steps past the first two). */
-  tokens: number;
-  /**
-   * Host ms per generated token (over all sequences): the decode steps' wall time less the time
-   * spent awaiting read-backs (Engine.read) — what the CPU spends recording, submitting and syncing.
-   */
-  hostMsPerTokenK1: number;
-  hostMsPerTokenK: number;
-  /** hostMsPerTokenK1 / hostMsPerTokenK */
-  ratio: number;
-  wallMsPerTokenK1: number;
-  wallMsPerTokenK: number;
-  /** Both settings produced the same tokens. */
-  sameTokens: boolean;
 }
 
 /**

@@ -15,7 +15,12 @@ import type { Engine, Tensor } from '../runtime/runtime.ts';
 
 export interface MultiStepBench {
   k: number;
+  /** Tokens timed per sequence. */
   tokens: number;
+  /**
+   * Host ms per generated token: the decode steps' wall time less the time spent awaiting
+   * read-backs (Engine.read) — what the CPU spends recording, submitting and syncing.
+   */
   hostMsPerTokenK1: number;
   hostMsPerTokenK: number;
   /** hostMsPerTokenK1 / hostMsPerTokenK */
