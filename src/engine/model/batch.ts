@@ -1,5 +1,5 @@
 /**
- * The continuous-batching scheduler behind LocalChatModel.chat (issue 12): concurrent generate()
+ * The continuous-batching scheduler behind LocalChatModel.chat: concurrent generate()
  * calls on one model share decode steps on a paged KV cache (kv_pages.ts, LlamaModel.step).
  *
  * One async loop runs while any request is active. Each step:

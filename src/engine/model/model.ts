@@ -583,7 +583,7 @@ export class LlamaModel<X> {
   }
 
   /**
-   * One batched step on the paged cache (kv_pages.ts, issue 12): every item's new tokens (a prefill
+   * One batched step on the paged cache (kv_pages.ts): every item's new tokens (a prefill
    * chunk or one decode token) packed into N rows, written after its sequence's tokens. Returns the
    * logits of each item's last row, (items, V), in item order; the items' sequences grow by their ids.
    * The same maths as forward() with a KvCache (each row sees only its own sequence), per layer:
