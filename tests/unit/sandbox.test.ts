@@ -288,4 +288,28 @@ describe('no guest code runs outside a deadline', () => {
     expect(h.guestRunsWithoutDeadline).toBe(0);
     expect(h.liveCount()).toBe(0);
   }, 120_000);
+
+  it('finalizer callbacks that loop run inside a call or not at all, never between calls or at dispose', async () => {
+    const h = await SandboxHost.create();
+    // every step drops 2,000 registered objects; a cleanup callback that ran would loop forever
+    const code = `class FinalizerEnv {
+      reset() { this.t = 0; this.reg = new FinalizationRegistry(() => { for (;;) {} }); return ['go', {}]; }
+      step() { this.t++; for (let i = 0; i < 2000; i++) this.reg.register({ a: new Array(100).fill(i) }, i);
+        return ['t' + this.t, 0, this.t >= 5, false, {}]; }
+    }`;
+    const { id } = await h.load(code);
+    h.reset(id, 0);
+    const untyped: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      try {
+        h.step(id, 'x');
+      } catch (err) {
+        if (!(err instanceof SpadeError)) untyped.push(String(err));
+      }
+    }
+    h.dispose(id);
+    expect(untyped).toEqual([]);
+    expect(h.guestRunsWithoutDeadline).toBe(0);
+    expect(h.liveCount()).toBe(0);
+  });
 });
