@@ -14,7 +14,7 @@ import { LlamaModel } from '../model/model.ts';
 import { GpuOps } from '../ops/ops.ts';
 import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { randomWeights } from './model.ts';
-import type { MultiStepBench } from './multistep.ts';
+import { timeReadBacks, type MultiStepBench } from './multistep.ts';
 
 export interface BatchDecodeRow {
   batch: number;
@@ -89,29 +89,20 @@ export async function benchBatchMultiStep(
   const model = new LlamaModel<Tensor>(cfg, new GpuOps(e), randomWeights(cfg), { weights: opts.weights ?? 'f32' });
   const rng = createRng(5);
   const prompts = Array.from({ length: batch }, () => Array.from({ length: promptLen }, () => rng.int(cfg.vocabSize)));
-  const read = e.read.bind(e);
-  let waited = 0;
-  e.read = async (t) => {
-    const t0 = performance.now();
-    try {
-      return await read(t);
-    } finally {
-      waited += performance.now() - t0;
-    }
-  };
+  const reads = timeReadBacks(e);
   const best = new Map([1, k].map((s) => [s, { host: Infinity, wall: Infinity }]));
   const outputs = new Map<number, string>();
   try {
     const run = async (steps: number, maxNew: number) => {
       const scheduler = new DecodeScheduler(model, { maxBatch: batch, stepsPerReadback: steps, prefixCacheTokens: 0 });
-      waited = 0;
+      reads.waited = 0;
       const t0 = performance.now();
       const out = await Promise.all(
         prompts.map((p, i) => scheduler.generate(p, { maxNew, temperature: 0.6, topP: 0.95, seed: i })),
       );
       const wall = performance.now() - t0;
       scheduler.dispose();
-      return { wall, host: wall - waited, out: JSON.stringify(out) };
+      return { wall, host: wall - reads.waited, out: JSON.stringify(out) };
     };
     for (const steps of [1, k]) await run(steps, 2 + Math.min(k, tokens)); // warm-up: pipelines, pools
     for (let rep = 0; rep < (opts.reps ?? 2); rep++)
@@ -124,7 +115,7 @@ export async function benchBatchMultiStep(
         outputs.set(steps, long.out);
       }
   } finally {
-    e.read = read;
+    reads.restore();
     model.dispose();
     e.flush();
     e.trim();

@@ -31,6 +31,29 @@ export interface MultiStepBench {
   sameTokens: boolean;
 }
 
+/**
+ * Times every read-back of `e` (Engine.read) into `waited` until `restore()`: host time is a
+ * run's wall time less that wait.
+ */
+export function timeReadBacks(e: Engine): { waited: number; restore: () => void } {
+  const read = e.read.bind(e);
+  const timer = {
+    waited: 0,
+    restore: () => {
+      e.read = read;
+    },
+  };
+  e.read = async (t) => {
+    const t0 = performance.now();
+    try {
+      return await read(t);
+    } finally {
+      timer.waited += performance.now() - t0;
+    }
+  };
+  return timer;
+}
+
 export async function benchMultiStepDecode(
   e: Engine,
   cfg: ModelConfig,
@@ -39,16 +62,7 @@ export async function benchMultiStepDecode(
   const k = o.k ?? 8;
   const tokens = o.tokens ?? 16;
   const model = new LlamaModel<Tensor>(cfg, new GpuOps(e), randomWeights(cfg));
-  const read = e.read.bind(e);
-  let waited = 0;
-  e.read = async (t) => {
-    const t0 = performance.now();
-    try {
-      return await read(t);
-    } finally {
-      waited += performance.now() - t0;
-    }
-  };
+  const reads = timeReadBacks(e);
   const prompt = [1, 2, 3, 4];
   const best = { 1: { host: Infinity, wall: Infinity }, [k]: { host: Infinity, wall: Infinity } };
   const outputs: Record<number, number[]> = {};
@@ -56,16 +70,16 @@ export async function benchMultiStepDecode(
     for (const steps of [1, k]) await generate(model, prompt, { maxNew: 2, temperature: 0, stepsPerReadback: steps }); // warm-up
     for (let rep = 0; rep < (o.reps ?? 2); rep++)
       for (const steps of [1, k]) {
-        waited = 0;
+        reads.waited = 0;
         const t0 = performance.now();
         outputs[steps] = await generate(model, prompt, { maxNew: tokens, temperature: 0, stepsPerReadback: steps });
         const wall = performance.now() - t0;
         const b = best[steps]!;
         b.wall = Math.min(b.wall, wall / tokens);
-        b.host = Math.min(b.host, (wall - waited) / tokens);
+        b.host = Math.min(b.host, (wall - reads.waited) / tokens);
       }
   } finally {
-    e.read = read;
+    reads.restore();
     model.dispose();
   }
   return {
