@@ -15,9 +15,10 @@
  * `generate` with --tokens given more than once decodes the prompts together, as one batch of the
  * engine's scheduler (batch.ts; prompt i samples with seed + i), and prints one line per prompt;
  * with --json the object has `batch: [{ tokens }, ...]` in prompt order instead of `tokens`.
- * One prompt decodes with generate(): --steps-per-readback K steps are recorded and submitted
- * before one read-back of their ids (the ids stay on the GPU in between; default 8; the same
- * tokens for every K; on the CPU every step is read at once).
+ * --steps-per-readback K: K steps are recorded and submitted before one read-back of their ids
+ * (the ids stay on the GPU in between; default 8; the same tokens for every K; on the CPU every
+ * step is read at once). One prompt decodes with generate(), several with the scheduler, which
+ * records K steps at a time once every prompt is decoding and none waits for a free row.
  */
 import { UsageError } from '../core/errors.ts';
 import { DecodeScheduler } from '../engine/model/batch.ts';
@@ -150,9 +151,10 @@ export async function engine(argv: string[], io: Io): Promise<number> {
     if (prompts.length === 1) {
       results = [await generate(model, ids, { ...options(0), stepsPerReadback: perReadback })];
     } else {
-      if (flag(a, 'steps-per-readback') !== undefined)
-        throw new UsageError('--steps-per-readback applies to one prompt (--tokens given once)');
-      const scheduler = new DecodeScheduler(model, { maxBatch: intFlag(a, 'max-batch', 16) });
+      const scheduler = new DecodeScheduler(model, {
+        maxBatch: intFlag(a, 'max-batch', 16),
+        stepsPerReadback: perReadback,
+      });
       results = await Promise.all(prompts.map((p, i) => scheduler.generate(p, options(i))));
     }
     if (a.flags.has('json'))

@@ -90,4 +90,25 @@ describe.skipIf(!ctx)(`multi-step decode on WebGPU ${reason}`, () => {
     expect(await run('--steps-per-readback', '3')).toEqual(one);
     expect(await run()).toEqual(one);
   });
+
+  it('several prompts (the scheduler) print the same tokens for every --steps-per-readback K', async () => {
+    const d = join(await mkdtemp(join(tmpdir(), 'spade-multistep-')), 'tiny');
+    await writeTinyCheckpoint(d, 'qwen2', 'f32', 2);
+    const run = async (...extra: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const prompts = ['--tokens', '3,1,4', '--tokens', '1,5', '--tokens', '9,2,6,5'];
+      const args = ['engine', 'generate', '--model', d, ...prompts, '--max-new', '6', '--max-batch', '2'];
+      const code = await main([...args, '--temperature', '1.1', '--seed', '2', ...extra, '--json'], {
+        out: (l) => out.push(l),
+        err: (l) => err.push(l),
+      });
+      expect(code, err.join('\n')).toBe(0);
+      return (JSON.parse(out[out.length - 1]!).batch as { tokens: number[] }[]).map((b) => b.tokens);
+    };
+    const one = await run('--steps-per-readback', '1');
+    expect(one.map((t) => t.length)).toEqual([6, 6, 6]);
+    expect(await run('--steps-per-readback', '4')).toEqual(one);
+    expect(await run()).toEqual(one);
+  });
 });
