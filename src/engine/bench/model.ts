@@ -1,7 +1,8 @@
 /**
  * Model-level benchmarks for `spade bench engine`, on a fixed small configuration with random
  * weights (no download): decode tokens/s with the KV cache, forward-only throughput, LoRA
- * training tokens/s (forward + backward + AdamW), and GPU bytes per base and per trained parameter.
+ * training tokens/s (forward + backward + AdamW; for a minibatch, packed into one sequence and one
+ * forward per sample), and GPU bytes per base and per trained parameter.
  */
 import { createRng } from '../../core/rng.ts';
 import { hfTensorSpecs, paramCount, type ModelConfig } from '../io/config.ts';
@@ -163,6 +164,15 @@ export interface ModelBench {
   decodeTokensPerSec: number;
   forwardTokensPerSec: number;
   trainTokensPerSec: number;
+  /**
+   * LoRA training tokens/s on a minibatch of samples of different lengths (`trainMinibatch`), its
+   * samples packed into one forward (TrainOptions.pack, the default) and one forward per sample,
+   * timed alternately in the same process.
+   */
+  trainPackedTokensPerSec: number;
+  trainPerSampleTokensPerSec: number;
+  /** The lengths of that minibatch's samples (ids). */
+  trainMinibatch: number[];
   trainOverForward: number;
   bytesPerBaseParam: number;
   bytesPerTrainedParam: number;
@@ -218,6 +228,32 @@ export async function benchModel(
   for (let i = 0; i < 2; i++) await trainer.trainStep(sample);
   await sync();
   const trainTokensPerSec = (2 * (seq - 1)) / ((performance.now() - t0) / 1000);
+
+  // a minibatch of four samples of different lengths: packed vs one forward per sample, alternating
+  const trainMinibatch = [seq / 2, seq, seq / 4, (3 * seq) / 4].map(Math.round);
+  const minibatch = trainMinibatch.map((n, i) => ({
+    ids: Array.from({ length: n }, () => rng.int(cfg.vocabSize)),
+    promptLen: Math.round(n / 2),
+    advantage: i % 2 ? -1 : 1,
+  }));
+  const modes = [
+    { trainer: new LoraTrainer(model, { lr: 1e-4 }), ms: 0 },
+    { trainer: new LoraTrainer(model, { lr: 1e-4, pack: false }), ms: 0 },
+  ];
+  for (const m of modes) await m.trainer.trainStep(minibatch); // warm-up
+  const rounds = 3;
+  for (let r = 0; r < rounds; r++) {
+    for (const m of modes) {
+      await sync();
+      const t = performance.now();
+      await m.trainer.trainStep(minibatch);
+      await sync();
+      m.ms += performance.now() - t;
+    }
+  }
+  const minibatchTokens = rounds * trainMinibatch.reduce((a, n) => a + n - 1, 0);
+  const [trainPackedTokensPerSec, trainPerSampleTokensPerSec] = modes.map((m) => minibatchTokens / (m.ms / 1000));
+  for (const m of modes) m.trainer.dispose();
   e.trim();
   return {
     params,
@@ -225,6 +261,9 @@ export async function benchModel(
     decodeTokensPerSec,
     forwardTokensPerSec,
     trainTokensPerSec,
+    trainPackedTokensPerSec: trainPackedTokensPerSec!,
+    trainPerSampleTokensPerSec: trainPerSampleTokensPerSec!,
+    trainMinibatch,
     trainOverForward: trainTokensPerSec / forwardTokensPerSec,
     bytesPerBaseParam: baseBytes / params,
     bytesPerTrainedParam: trainedBytes / loraParams,

@@ -7,6 +7,10 @@
  * T = 1, S = n is a decode step against n - 1 cached tokens, T = S is a plain prefill). Query head
  * h uses KV head h / (Hq / Hkv). Scores are q.k / sqrt(D).
  *
+ * Packed sequences (segments.ts): with segment bounds (T, 2) and S = T, query t sees only keys
+ * start(t) ..= t of its own segment, forward and backward — several sequences in one call, each
+ * exactly as if run alone.
+ *
  * What the backward keeps: only lse[h, t] = log(sum_j exp(score_j)), the softmax row's
  * log-sum-exp (Hq * T floats). The backward recomputes p = exp(score - lse) from q and k instead
  * of storing the (Hq, T, S) probabilities, so memory stays linear in S (flash-attention style);
@@ -20,6 +24,7 @@ import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import attentionShader from './attention.wgsl?raw';
 import { wgslOnce } from './wgsl_preprocess.ts';
+import { checkBounds } from './segments.ts';
 import backwardShader from './attention_backward.wgsl?raw';
 import dkvShader from './attention_backward_dkv.wgsl?raw';
 
@@ -55,16 +60,26 @@ function checkLen(what: string, got: number, want: number): void {
   if (got !== want) throw new RangeError(`attention: ${what} has ${got} values, expected ${want}`);
 }
 
-/** Causally visible scores of one query row, scaled, with their log-sum-exp. */
-function scoreRow(q: Float32Array, k: Float32Array, dims: AttentionDims, t: number, h: number) {
+/** Segment bounds (segments.ts) fit T rows, and the call has no KV-cache prefix (S = T). */
+function checkSegments({ T, S }: AttentionDims, bounds: ArrayLike<number>): void {
+  if (S !== T)
+    throw new RangeError(`attention: a packed sequence (segments) takes no KV-cache prefix, got S=${S}, T=${T}`);
+  checkBounds('attention', bounds, T);
+}
+
+/**
+ * Causally visible scores of one query row, scaled, with their log-sum-exp: keys lo ..= S - T + t
+ * (lo: the start of the row's segment, 0 unpacked), s[j] for key lo + j.
+ */
+function scoreRow(q: Float32Array, k: Float32Array, dims: AttentionDims, t: number, h: number, lo: number) {
   const { T, S, Hq, Hkv, D } = dims;
   const kvh = Math.floor(h / (Hq / Hkv));
-  const nKeys = S - T + t + 1;
+  const nKeys = S - T + t + 1 - lo;
   const scale = 1 / Math.sqrt(D);
   const s = new Float64Array(nKeys);
   for (let j = 0; j < nKeys; j++) {
     let dot = 0;
-    for (let d = 0; d < D; d++) dot += q[(t * Hq + h) * D + d]! * k[(j * Hkv + kvh) * D + d]!;
+    for (let d = 0; d < D; d++) dot += q[(t * Hq + h) * D + d]! * k[((lo + j) * Hkv + kvh) * D + d]!;
     s[j] = dot * scale;
   }
   let m = -Infinity;
@@ -74,15 +89,20 @@ function scoreRow(q: Float32Array, k: Float32Array, dims: AttentionDims, t: numb
   return { s, lse: m + Math.log(sum), kvh, scale };
 }
 
-/** CPU reference. q: (T, Hq, D), k, v: (S, Hkv, D) → out: (T, Hq, D), lse: (Hq, T). */
+/**
+ * CPU reference. q: (T, Hq, D), k, v: (S, Hkv, D) → out: (T, Hq, D), lse: (Hq, T); `seg`: the
+ * segment bounds (T, 2) of a packed sequence (segments.ts; S = T).
+ */
 export function attentionCpu(
   q: Float32Array,
   k: Float32Array,
   v: Float32Array,
   dims: AttentionDims,
+  seg?: ArrayLike<number>,
 ): { out: Float32Array; lse: Float32Array } {
   const { T, S, Hq, Hkv, D } = dims;
   checkDims(dims);
+  if (seg) checkSegments(dims, seg);
   checkLen('q', q.length, T * Hq * D);
   checkLen('k', k.length, S * Hkv * D);
   checkLen('v', v.length, S * Hkv * D);
@@ -90,11 +110,13 @@ export function attentionCpu(
   const lse = new Float32Array(Hq * T);
   for (let t = 0; t < T; t++) {
     for (let h = 0; h < Hq; h++) {
-      const row = scoreRow(q, k, dims, t, h);
+      const lo = seg ? seg[2 * t]! : 0;
+      const row = scoreRow(q, k, dims, t, h, lo);
       lse[h * T + t] = row.lse;
       for (let d = 0; d < D; d++) {
         let acc = 0;
-        for (let j = 0; j < row.s.length; j++) acc += Math.exp(row.s[j]! - row.lse) * v[(j * Hkv + row.kvh) * D + d]!;
+        for (let j = 0; j < row.s.length; j++)
+          acc += Math.exp(row.s[j]! - row.lse) * v[((lo + j) * Hkv + row.kvh) * D + d]!;
         out[(t * Hq + h) * D + d] = acc;
       }
     }
@@ -102,16 +124,18 @@ export function attentionCpu(
   return { out, lse };
 }
 
-/** CPU reference of the backward. q, dout: (T, Hq, D), k, v: (S, Hkv, D) → dq, dk, dv. */
+/** CPU reference of the backward. q, dout: (T, Hq, D), k, v: (S, Hkv, D), `seg` as attentionCpu → dq, dk, dv. */
 export function attentionBackwardCpu(
   q: Float32Array,
   k: Float32Array,
   v: Float32Array,
   dout: Float32Array,
   dims: AttentionDims,
+  seg?: ArrayLike<number>,
 ): { dq: Float32Array; dk: Float32Array; dv: Float32Array } {
   const { T, S, Hq, Hkv, D } = dims;
   checkDims(dims);
+  if (seg) checkSegments(dims, seg);
   checkLen('q', q.length, T * Hq * D);
   checkLen('k', k.length, S * Hkv * D);
   checkLen('v', v.length, S * Hkv * D);
@@ -121,20 +145,21 @@ export function attentionBackwardCpu(
   const dv = new Float64Array(v.length);
   for (let t = 0; t < T; t++) {
     for (let h = 0; h < Hq; h++) {
-      const { s, lse, kvh, scale } = scoreRow(q, k, dims, t, h);
+      const lo = seg ? seg[2 * t]! : 0;
+      const { s, lse, kvh, scale } = scoreRow(q, k, dims, t, h, lo);
       const qRow = (t * Hq + h) * D;
       const p = s.map((x) => Math.exp(x - lse));
       // dp_j = dout . v_j; softmax backward: ds_j = p_j (dp_j - sum_i p_i dp_i)
       const dp = p.map((_, j) => {
         let acc = 0;
-        for (let d = 0; d < D; d++) acc += dout[qRow + d]! * v[(j * Hkv + kvh) * D + d]!;
+        for (let d = 0; d < D; d++) acc += dout[qRow + d]! * v[((lo + j) * Hkv + kvh) * D + d]!;
         return acc;
       });
       let pdp = 0;
       for (let j = 0; j < p.length; j++) pdp += p[j]! * dp[j]!;
       for (let j = 0; j < p.length; j++) {
         const ds = p[j]! * (dp[j]! - pdp);
-        const kvRow = (j * Hkv + kvh) * D;
+        const kvRow = ((lo + j) * Hkv + kvh) * D;
         for (let d = 0; d < D; d++) {
           dv[kvRow + d]! += p[j]! * dout[qRow + d]!;
           dq[qRow + d]! += ds * scale * k[kvRow + d]!;
@@ -166,20 +191,39 @@ function dimsOf(q: Tensor, k: Tensor, v: Tensor): AttentionDims {
   return dims;
 }
 
-const params = ({ T, S, Hq, Hkv, D }: AttentionDims) =>
-  uniforms({ u32: T }, { u32: S }, { u32: Hq }, { u32: Hkv }, { u32: D }, { f32: 1 / Math.sqrt(D) });
+const params = ({ T, S, Hq, Hkv, D }: AttentionDims, seg: Tensor | undefined) =>
+  uniforms(
+    { u32: T },
+    { u32: S },
+    { u32: Hq },
+    { u32: Hkv },
+    { u32: D },
+    { f32: 1 / Math.sqrt(D) },
+    { u32: seg ? 1 : 0 },
+  );
 
-/** GPU forward, recorded on `e`. q: (T, Hq, D), k, v: (S, Hkv, D) → out: (T, Hq, D), lse: (Hq, T). */
-export function attention(e: Engine, q: Tensor, k: Tensor, v: Tensor): { out: Tensor; lse: Tensor } {
+/** The segment bounds (T, 2) u32 of a packed call, checked; unpacked, q stands in (bound, never read). */
+function segBinding(dims: AttentionDims, q: Tensor, seg: Tensor | undefined): Tensor {
+  if (!seg) return q;
+  checkSegments(dims, { length: seg.size });
+  return seg;
+}
+
+/**
+ * GPU forward, recorded on `e`. q: (T, Hq, D), k, v: (S, Hkv, D) → out: (T, Hq, D), lse: (Hq, T);
+ * `seg`: the segment bounds (T, 2) of a packed sequence as u32 (segmentBounds; S = T).
+ */
+export function attention(e: Engine, q: Tensor, k: Tensor, v: Tensor, seg?: Tensor): { out: Tensor; lse: Tensor } {
   const dims = dimsOf(q, k, v);
+  const segT = segBinding(dims, q, seg);
   const out = e.tensor([dims.T, dims.Hq, dims.D]);
   const lse = e.tensor([dims.Hq, dims.T]);
   e.run({
     key: 'attention',
     code: shader(),
     constants: { WG },
-    bindings: [q, k, v, out, lse],
-    uniforms: params(dims),
+    bindings: [q, k, v, out, lse, segT],
+    uniforms: params(dims, seg),
     workgroups: gridChecked('attention', dims.Hq, dims.T),
   });
   return { out, lse };
@@ -187,7 +231,8 @@ export function attention(e: Engine, q: Tensor, k: Tensor, v: Tensor): { out: Te
 
 /**
  * GPU backward, recorded on `e`. q: (T, Hq, D), k, v: (S, Hkv, D), and from the forward out:
- * (T, Hq, D) and lse: (Hq, T); dout: (T, Hq, D) → dq: (T, Hq, D), dk, dv: (S, Hkv, D).
+ * (T, Hq, D) and lse: (Hq, T); dout: (T, Hq, D) → dq: (T, Hq, D), dk, dv: (S, Hkv, D). `seg` as
+ * in the forward.
  */
 export function attentionBackward(
   e: Engine,
@@ -197,21 +242,25 @@ export function attentionBackward(
   out: Tensor,
   lse: Tensor,
   dout: Tensor,
+  seg?: Tensor,
 ): { dq: Tensor; dk: Tensor; dv: Tensor } {
   const dims = dimsOf(q, k, v);
+  const segT = segBinding(dims, q, seg);
   checkLen('out', out.size, q.size);
   checkLen('dout', dout.size, q.size);
   checkLen('lse', lse.size, dims.Hq * dims.T);
   const dq = e.tensor(q.shape);
   const dk = e.tensor(k.shape);
   const dv = e.tensor(v.shape);
-  const delta = e.tensor([dims.Hq, dims.T]);
-  const u = params(dims);
+  // (2, Hq, T): lse, then delta (part 1 writes it): one binding keeps both kernels at 8 storage buffers
+  const stats = e.tensor([2, dims.Hq, dims.T]);
+  e.copy(lse, 0, stats, 0, dims.Hq * dims.T);
+  const u = params(dims, seg);
   e.run({
     key: 'attention_backward',
     code: backwardCode(),
     constants: { WG },
-    bindings: [q, k, v, out, dout, lse, delta, dq],
+    bindings: [q, k, v, out, dout, stats, dq, segT],
     uniforms: u,
     workgroups: gridChecked('attention', dims.Hq, dims.T),
   });
@@ -219,10 +268,10 @@ export function attentionBackward(
     key: 'attention_backward_dkv',
     code: dkvCode(),
     constants: { WG },
-    bindings: [q, k, v, dout, lse, delta, dk, dv],
+    bindings: [q, k, v, dout, stats, dk, dv, segT],
     uniforms: u,
     workgroups: gridChecked('attention backward', dims.Hkv, dims.S),
   });
-  e.release(delta);
+  e.release(stats);
   return { dq, dk, dv };
 }

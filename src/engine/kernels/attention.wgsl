@@ -3,6 +3,7 @@
 //   sees keys 0 ..= S - T + t. Also writes, for the backward, the log-sum-exp of each score row:
 //   lse[h, t] = log(sum_j exp(s_j)), so that p_j = exp(s_j - lse). (Decode on the paged cache is
 //   attention_paged.wgsl, GQA-packed.)
+// Packed (p.segmented = 1, S = T): query t sees keys seg[2t] ..= t only, those of its segment.
 // Query head h reads KV head h / (Hq / Hkv). Scores are scale * q.k (scale = 1/sqrt(D)).
 // One workgroup per (query head, query): a single pass over the keys in chunks of WG with an
 // online softmax (running max m and per-invocation running sums). In each chunk, invocation i
@@ -20,7 +21,8 @@ const NEG_BIG: f32 = -3.0e38;
 
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // (T, Hq, D)
 @group(0) @binding(4) var<storage, read_write> lse: array<f32>; // (Hq, T)
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(5) var<storage, read> seg: array<u32>; // (T, 2) segment [start, end) per row
+@group(0) @binding(6) var<uniform> p: Params;
 
 var<workgroup> qs: array<f32, MAX_D>;  // q row, pre-scaled
 var<workgroup> acc: array<f32, MAX_D>; // unnormalised output row
@@ -42,15 +44,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   workgroupBarrier();
 
-  // keys 0 .. nKeys - 1 of this query
-  let nKeys = p.S - p.T + t + 1u;
+  // keys j = lo + i, i in 0 .. nKeys - 1, of this query
+  var lo = 0u;
+  if (p.segmented != 0u) {
+    lo = seg[2u * t];
+  }
+  let nKeys = p.S - p.T + t + 1u - lo;
   var m = NEG_BIG; // running max (the same in every invocation)
   var l = 0.0;     // this invocation's share of the running sum of exp(s - m)
   for (var j0 = 0u; j0 < nKeys; j0 += WG) {
     let j = j0 + lid;
     var s = NEG_BIG;
     if (j < nKeys) {
-      let kBase = j * kvStride + kvh * D;
+      let kBase = (lo + j) * kvStride + kvh * D;
       s = 0.0;
       for (var d = 0u; d < D; d++) {
         s += qs[d] * k[kBase + d];
@@ -79,7 +85,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var d = lid; d < D; d += WG) {
       var a = acc[d] * alpha;
       for (var jj = 0u; jj < cnt; jj++) {
-        a += probs[jj] * v[(j0 + jj) * kvStride + kvh * D + d];
+        a += probs[jj] * v[(lo + j0 + jj) * kvStride + kvh * D + d];
       }
       acc[d] = a;
     }

@@ -1,5 +1,6 @@
 // attention backward, part 2 of 2: dk and dv. Key j (of S) is seen by queries t >= j - (S - T)
-// of every query head h in its group (h / (Hq / Hkv) = kv head). Over those (t, h) pairs, with
+// of every query head h in its group (h / (Hq / Hkv) = kv head); packed (p.segmented = 1, S = T),
+// by queries j .. seg[2j + 1] - 1 only, the rest of its segment. Over those (t, h) pairs, with
 // p = exp(scale * q.k_j - lse[h, t]) and delta from part 1 (attention_backward.wgsl):
 //   dv_j = sum p * dout[t, h]
 //   dk_j = scale * sum p * (dout[t, h] . v_j - delta[h, t]) * q[t, h]
@@ -14,10 +15,10 @@ const MAX_D: u32 = 256u;
 // #include "attention_layout.wgsl"
 
 @group(0) @binding(3) var<storage, read> dout: array<f32>;     // (T, Hq, D)
-@group(0) @binding(4) var<storage, read> lse: array<f32>;      // (Hq, T)
-@group(0) @binding(5) var<storage, read> delta: array<f32>;    // (Hq, T)
-@group(0) @binding(6) var<storage, read_write> dk: array<f32>; // (S, Hkv, D)
-@group(0) @binding(7) var<storage, read_write> dv: array<f32>; // (S, Hkv, D)
+@group(0) @binding(4) var<storage, read> stats: array<f32>;    // (2, Hq, T): lse, then delta
+@group(0) @binding(5) var<storage, read_write> dk: array<f32>; // (S, Hkv, D)
+@group(0) @binding(6) var<storage, read_write> dv: array<f32>; // (S, Hkv, D)
+@group(0) @binding(7) var<storage, read> seg: array<u32>;      // (T, 2) segment [start, end) per row
 @group(0) @binding(8) var<uniform> p: Params;
 
 var<workgroup> ks: array<f32, MAX_D>;
@@ -42,13 +43,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   workgroupBarrier();
 
-  // First query that sees key j: queries before it only see earlier keys.
+  // Queries t0 .. tEnd - 1 see key j: queries before it only see earlier keys (and, packed,
+  // those after its segment only their own segment's).
   let offset = p.S - p.T;
   var t0 = 0u;
   if (j > offset) {
     t0 = j - offset;
   }
-  let nPairs = (p.T - t0) * G; // pair c -> t = t0 + c / G, h = kvh * G + c % G
+  var tEnd = p.T;
+  if (p.segmented != 0u) {
+    tEnd = seg[2u * j + 1u];
+  }
+  let nPairs = (tEnd - t0) * G; // pair c -> t = t0 + c / G, h = kvh * G + c % G
   for (var c0 = 0u; c0 < nPairs; c0 += WG) {
     let c = c0 + lid;
     var pr = 0.0;
@@ -63,8 +69,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         s += q[rowBase + d] * ks[d];
         dp += dout[rowBase + d] * vs[d];
       }
-      pr = exp(s * p.scale - lse[h * p.T + t]);
-      ds = pr * (dp - delta[h * p.T + t]);
+      pr = exp(s * p.scale - stats[h * p.T + t]);
+      ds = pr * (dp - stats[(p.Hq + h) * p.T + t]);
     }
     probs[lid] = pr;
     dss[lid] = ds;

@@ -8,11 +8,14 @@
  * computes cos/sin itself (exact range reduction, then polynomials): WGSL's built-ins are only
  * bounded to 2^-11 on [-pi, pi] (SwiftShader is off by ~2e-4) and unbounded beyond it.
  * Backward: the transpose of a rotation is the rotation by the negative angle. f32 tensors only.
+ * A packed sequence (segments.ts) passes its segment bounds: positions restart at pos0 in each
+ * segment, as if each were rotated alone.
  */
 import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import { preprocessWgsl } from './wgsl_preprocess.ts';
 import ropeShader from './rope.wgsl?raw';
+import { checkBounds } from './segments.ts';
 
 /** The whole kernel (rope_append.ts takes only its cosSin, with ROPE_KERNEL false). */
 const shader = preprocessWgsl(ropeShader, { ROPE_KERNEL: true }, 'rope.wgsl');
@@ -105,15 +108,24 @@ export function ropeConfigFromHf(cfg: Record<string, unknown>): RopeConfig {
   throw new RangeError(`rope: rope_type "${type}" is not supported (default, linear and llama3 are)`);
 }
 
-function rotateCpu(x: Float32Array, shape: readonly number[], freqs: Float32Array, pos0: number, sign: number) {
+function rotateCpu(
+  x: Float32Array,
+  shape: readonly number[],
+  freqs: Float32Array,
+  pos0: number,
+  sign: number,
+  seg: ArrayLike<number> | undefined,
+) {
   const [t, h, d] = checkShape(shape, x.length, freqs.length);
+  if (seg) checkBounds('rope', seg, t);
   const half = d / 2;
   const y = new Float32Array(x.length);
   for (let ti = 0; ti < t; ti++) {
+    const pos = pos0 + ti - (seg ? seg[2 * ti]! : 0);
     for (let hi = 0; hi < h; hi++) {
       const base = (ti * h + hi) * d;
       for (let i = 0; i < half; i++) {
-        const a = Math.fround(Math.fround(pos0 + ti) * freqs[i]!); // f32, as on the GPU and in HF
+        const a = Math.fround(Math.fround(pos) * freqs[i]!); // f32, as on the GPU and in HF
         const c = Math.cos(a);
         const s = sign * Math.sin(a);
         const x1 = x[base + i]!;
@@ -134,38 +146,58 @@ function checkShape(shape: readonly number[], size: number, nFreqs: number): [nu
   return [t, h, d];
 }
 
-/** CPU reference. x: (T, H, D) with shape = [T, H, D], freqs: (D/2,) → (T, H, D). */
-export function ropeCpu(x: Float32Array, shape: readonly number[], freqs: Float32Array, pos0: number): Float32Array {
-  return rotateCpu(x, shape, freqs, pos0, 1);
+/**
+ * CPU reference. x: (T, H, D) with shape = [T, H, D], freqs: (D/2,) → (T, H, D); `seg`: the
+ * segment bounds (T, 2) of a packed sequence (segmentBounds).
+ */
+export function ropeCpu(
+  x: Float32Array,
+  shape: readonly number[],
+  freqs: Float32Array,
+  pos0: number,
+  seg?: ArrayLike<number>,
+): Float32Array {
+  return rotateCpu(x, shape, freqs, pos0, 1, seg);
 }
 
-/** CPU reference of the backward. dy: (T, H, D) → dx: (T, H, D). */
-export function ropeBackwardCpu(dy: Float32Array, shape: readonly number[], freqs: Float32Array, pos0: number) {
-  return rotateCpu(dy, shape, freqs, pos0, -1);
+/** CPU reference of the backward. dy: (T, H, D) → dx: (T, H, D); `seg` as ropeCpu. */
+export function ropeBackwardCpu(
+  dy: Float32Array,
+  shape: readonly number[],
+  freqs: Float32Array,
+  pos0: number,
+  seg?: ArrayLike<number>,
+) {
+  return rotateCpu(dy, shape, freqs, pos0, -1, seg);
 }
 
-function rotate(e: Engine, x: Tensor, freqs: Tensor, pos0: number, sign: number): Tensor {
+function rotate(e: Engine, x: Tensor, freqs: Tensor, pos0: number, sign: number, seg: Tensor | undefined): Tensor {
   if (x.dtype !== 'f32' || freqs.dtype !== 'f32') throw new TypeError('rope: f32 tensors only');
   const [t, h, d] = checkShape(x.shape, x.size, freqs.size);
   if (!Number.isInteger(pos0) || pos0 < 0) throw new RangeError(`rope: pos0 must be a whole number ≥ 0, got ${pos0}`);
+  if (seg) checkBounds('rope', { length: seg.size }, t);
   const y = e.tensor(x.shape);
   e.run({
     key: 'rope',
     code: shader,
     constants: { WG },
-    bindings: [x, freqs, y],
-    uniforms: uniforms({ u32: t }, { u32: h }, { u32: d }, { u32: pos0 }, { f32: sign }),
+    // unpacked, freqs stands in for seg (bound, never read)
+    bindings: [x, freqs, y, seg ?? freqs],
+    uniforms: uniforms({ u32: t }, { u32: h }, { u32: d }, { u32: pos0 }, { f32: sign }, { u32: seg ? 1 : 0 }),
     workgroups: gridChecked('rope', h, t),
   });
   return y;
 }
 
-/** GPU forward, recorded on `e`. x: (T, H, D), freqs: (D/2,) from ropeFrequencies → (T, H, D). */
-export function rope(e: Engine, x: Tensor, freqs: Tensor, pos0: number): Tensor {
-  return rotate(e, x, freqs, pos0, 1);
+/**
+ * GPU forward, recorded on `e`. x: (T, H, D), freqs: (D/2,) from ropeFrequencies → (T, H, D);
+ * `seg`: the segment bounds (T, 2) u32 of a packed sequence (segmentBounds).
+ */
+export function rope(e: Engine, x: Tensor, freqs: Tensor, pos0: number, seg?: Tensor): Tensor {
+  return rotate(e, x, freqs, pos0, 1, seg);
 }
 
-/** GPU backward, recorded on `e`. dy: (T, H, D), freqs: (D/2,) → dx: (T, H, D). */
-export function ropeBackward(e: Engine, dy: Tensor, freqs: Tensor, pos0: number): Tensor {
-  return rotate(e, dy, freqs, pos0, -1);
+/** GPU backward, recorded on `e`. dy: (T, H, D), freqs: (D/2,) → dx: (T, H, D); `seg` as rope. */
+export function ropeBackward(e: Engine, dy: Tensor, freqs: Tensor, pos0: number, seg?: Tensor): Tensor {
+  return rotate(e, dy, freqs, pos0, -1, seg);
 }

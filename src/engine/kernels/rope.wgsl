@@ -1,5 +1,6 @@
 // rope: rotary position embedding on q or k, HF "rotate_half" convention: dim i pairs with
 // i + D/2. For position p = pos0 + t and angle a = p * freqs[i] (rounded to f32, as HF does):
+// (packed sequence, segmented = 1: p = pos0 + t - seg[2t], restarting at pos0 in each segment)
 //   y[i]       = x[i] * cos(a) - x[i + D/2] * sin(a)
 //   y[i + D/2] = x[i + D/2] * cos(a) + x[i] * sin(a)
 // The backward is the same rotation by -a: run with sign = -1 on dy.
@@ -15,13 +16,15 @@ struct Params {
   H: u32,
   D: u32,
   pos0: u32,
-  sign: f32, // +1 forward, -1 backward
+  sign: f32,      // +1 forward, -1 backward
+  segmented: u32, // 1: seg holds each row's segment [start, end) (segments.ts); 0: seg is never read
 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;       // (T, H, D)
 @group(0) @binding(1) var<storage, read> freqs: array<f32>;   // (D/2,)
 @group(0) @binding(2) var<storage, read_write> y: array<f32>; // (T, H, D)
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read> seg: array<u32>;  // (T, 2)
+@group(0) @binding(4) var<uniform> p: Params;
 // #endif
 
 // cos and sin of an angle, computed here rather than with the built-ins: WGSL only bounds their
@@ -56,7 +59,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let t = wid.y;
   let half = p.D / 2u;
   let base = (t * p.H + h) * p.D;
-  let pos = f32(p.pos0 + t);
+  var start = 0u;
+  if (p.segmented != 0u) {
+    start = seg[2u * t];
+  }
+  let pos = f32(p.pos0 + t - start);
   for (var i = lid; i < half; i += WG) {
     let cs = cosSin(pos * freqs[i]);
     let c = cs.x;

@@ -103,6 +103,8 @@ export interface Tape<X> {
   hn: X;
   /** (T, V); absent from a forwardHidden() tape (the trainer runs the LM head in chunks). */
   logits?: X;
+  /** A packed forward's segment bounds (Ops.segments): the backward attends and rotates within them. */
+  seg?: X;
 }
 
 const isFullTape = <X>(t: LayerTape<X> | LayerCheckpoint<X>): t is LayerTape<X> => 'a1' in t;
@@ -411,18 +413,24 @@ export class LlamaModel<X> {
   /**
    * Training forward up to the final norm: the tape with hn (T, C) and no logits (the trainer runs
    * the LM head in chunks: headLogits / headBackward). `checkpoint` keeps only each layer's input.
+   * `segments`: the lengths of the sequences `ids` concatenates (Σ = T), each run as if alone (its
+   * positions from 0, attention within it): one packed forward for a minibatch.
    */
-  forwardHidden(ids: number[], opts: { checkpoint?: boolean } = {}): Tape<X> {
+  forwardHidden(ids: number[], opts: { checkpoint?: boolean; segments?: number[] } = {}): Tape<X> {
     const { cfg, ops } = this;
     const T = ids.length;
+    const total = opts.segments?.reduce((a, n) => a + n, 0);
+    if (total !== undefined && total !== T)
+      throw new RangeError(`forwardHidden: the segment lengths add up to ${total}, not the ${T} ids`);
+    const seg = opts.segments ? ops.segments(opts.segments) : undefined;
     let h = this.embedRows(ids);
     const layers: (LayerTape<X> | LayerCheckpoint<X>)[] = [];
     for (let i = 0; i < cfg.numLayers; i++) {
-      const r = this.layerForward(i, h, T, 0, undefined, opts.checkpoint ? 'checkpoint' : 'tape');
+      const r = this.layerForward(i, h, T, 0, undefined, opts.checkpoint ? 'checkpoint' : 'tape', seg);
       layers.push(r.tape ?? { h0: h });
       h = r.h;
     }
-    return { layers, hFinal: h, hn: ops.rmsnorm(h, this.norm, cfg.rmsNormEps) };
+    return { layers, hFinal: h, hn: ops.rmsnorm(h, this.norm, cfg.rmsNormEps), ...(seg ? { seg } : {}) };
   }
 
   /** The final norm's output hn (T, C) over `ids`, no tape (a no-gradient pass whose LM head runs in chunks). */
@@ -517,7 +525,8 @@ export class LlamaModel<X> {
 
   /**
    * One layer on h0 (T, C) → h (T, C). mode 'tape': returns what the backward needs (h0 included);
-   * 'checkpoint': frees every temporary but keeps h0; 'none': frees h0 too.
+   * 'checkpoint': frees every temporary but keeps h0; 'none': frees h0 too. `seg`: the segment
+   * bounds of a packed sequence (Ops.segments; no cache then).
    */
   private layerForward(
     i: number,
@@ -527,6 +536,7 @@ export class LlamaModel<X> {
     cache: KvCache<X> | undefined,
     mode: 'tape' | 'checkpoint' | 'none',
   ): { h: X; tape?: LayerTape<X> } {
+    seg?: X,
     const { cfg, ops } = this;
     const Hq = cfg.numHeads;
     const Hkv = cfg.numKvHeads;
@@ -542,12 +552,12 @@ export class LlamaModel<X> {
     const vv = ops.view(v.y, [T, Hkv, D]);
     const qn = lw.qNorm ? ops.rmsnorm(qRaw, lw.qNorm, eps) : qRaw;
     const kn = lw.kNorm ? ops.rmsnorm(kRaw, lw.kNorm, eps) : kRaw;
-    const qr = ops.rope(qn, this.freqs, pos0);
-    const kr = ops.rope(kn, this.freqs, pos0);
+    const qr = ops.rope(qn, this.freqs, pos0, seg);
+    const kr = ops.rope(kn, this.freqs, pos0, seg);
     let kAll = kr;
     let vAll = vv;
     if (cache) [kAll, vAll] = this.appendCache(cache, i, kr, vv, pos0, T);
-    const att = ops.attention(qr, kAll, vAll);
+    const att = ops.attention(qr, kAll, vAll, seg);
     const o2 = ops.view(att.out, [T, Hq * D]);
     const oo = this.linear(o2, i, 'o_proj');
     const h1 = ops.add(h0, oo.y);
@@ -730,7 +740,7 @@ export class LlamaModel<X> {
       if (isFullTape(saved)) t = saved;
       else {
         // recompute the layer from its input (the same kernels on the same data: the same values)
-        const r = this.layerForward(i, saved.h0, T, 0, undefined, 'tape');
+        const r = this.layerForward(i, saved.h0, T, 0, undefined, 'tape', tape.seg);
         ops.free(r.h); // the next layer's input is its own checkpoint
         t = r.tape!;
       }
@@ -753,8 +763,9 @@ export class LlamaModel<X> {
         t.lse,
         ops.view(dof, [T, cfg.numHeads, cfg.headDim]),
       );
-      let dqn = ops.ropeBackward(dq, this.freqs, 0);
-      let dkn = ops.ropeBackward(dk, this.freqs, 0);
+        tape.seg,
+      let dqn = ops.ropeBackward(dq, this.freqs, 0, tape.seg);
+      let dkn = ops.ropeBackward(dk, this.freqs, 0, tape.seg);
       if (lw.qNorm) {
         const x = ops.rmsnormBackward(t.qRaw, lw.qNorm, dqn, eps);
         ops.free(dqn);
@@ -801,6 +812,7 @@ export class LlamaModel<X> {
     ops.free(tape.hFinal, tape.hn);
     if (tape.logits) ops.free(tape.logits);
   }
+    if (tape.seg) ops.free(tape.seg);
 
   /**
    * Per-token log-probs of `targets` given `ids` (teacher forcing): log p(ids[t+1] | ids[..t]).

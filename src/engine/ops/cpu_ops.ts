@@ -16,6 +16,7 @@ import { sumSquaresCpu } from '../kernels/reduce.ts';
 import { rmsnormBackwardCpu, rmsnormCpu } from '../kernels/rmsnorm.ts';
 import { ropeBackwardCpu, ropeCpu } from '../kernels/rope.ts';
 import { ropeAppendCpu } from '../kernels/rope_append.ts';
+import { segmentBounds } from '../kernels/segments.ts';
 import { sampleCpu } from '../kernels/sample.ts';
 import { swigluBackwardCpu, swigluCpu } from '../kernels/swiglu.ts';
 import { quantiseLike, type WeightFormat } from '../io/pack.ts';
@@ -114,22 +115,34 @@ export class CpuOps implements Ops<CpuTensor> {
   rmsnormBackward(x: CpuTensor, w: CpuTensor, dy: CpuTensor, eps: number): CpuTensor {
     return { data: rmsnormBackwardCpu(x.data, w.data, dy.data, eps).dx, shape: x.shape };
   }
-  rope(x: CpuTensor, freqs: CpuTensor, pos0: number): CpuTensor {
-    return { data: ropeCpu(x.data, x.shape, freqs.data, pos0), shape: x.shape };
+  segments(lengths: number[]): CpuTensor {
+    const b = segmentBounds(lengths);
+    return { data: Float32Array.from(b), shape: [b.length / 2, 2] };
   }
-  ropeBackward(dy: CpuTensor, freqs: CpuTensor, pos0: number): CpuTensor {
-    return { data: ropeBackwardCpu(dy.data, dy.shape, freqs.data, pos0), shape: dy.shape };
+  rope(x: CpuTensor, freqs: CpuTensor, pos0: number, seg?: CpuTensor): CpuTensor {
+    return { data: ropeCpu(x.data, x.shape, freqs.data, pos0, seg?.data), shape: x.shape };
+  }
+  ropeBackward(dy: CpuTensor, freqs: CpuTensor, pos0: number, seg?: CpuTensor): CpuTensor {
+    return { data: ropeBackwardCpu(dy.data, dy.shape, freqs.data, pos0, seg?.data), shape: dy.shape };
   }
   private dims(q: CpuTensor, k: CpuTensor) {
     return { T: q.shape[0]!, S: k.shape[0]!, Hq: q.shape[1]!, Hkv: k.shape[1]!, D: q.shape[2]! };
   }
-  attention(q: CpuTensor, k: CpuTensor, v: CpuTensor) {
+  attention(q: CpuTensor, k: CpuTensor, v: CpuTensor, seg?: CpuTensor) {
     const d = this.dims(q, k);
-    const r = attentionCpu(q.data, k.data, v.data, d);
+    const r = attentionCpu(q.data, k.data, v.data, d, seg?.data);
     return { out: { data: r.out, shape: q.shape }, lse: { data: r.lse, shape: [d.Hq, d.T] } };
   }
-  attentionBackward(q: CpuTensor, k: CpuTensor, v: CpuTensor, _out: CpuTensor, _lse: CpuTensor, dout: CpuTensor) {
-    const r = attentionBackwardCpu(q.data, k.data, v.data, dout.data, this.dims(q, k));
+  attentionBackward(
+    q: CpuTensor,
+    k: CpuTensor,
+    v: CpuTensor,
+    _out: CpuTensor,
+    _lse: CpuTensor,
+    dout: CpuTensor,
+    seg?: CpuTensor,
+  ) {
+    const r = attentionBackwardCpu(q.data, k.data, v.data, dout.data, this.dims(q, k), seg?.data);
     return {
       dq: { data: r.dq, shape: q.shape },
       dk: { data: r.dk, shape: k.shape },

@@ -23,6 +23,7 @@ import { sumSquares } from '../kernels/reduce.ts';
 import { rmsnorm, rmsnormBackward } from '../kernels/rmsnorm.ts';
 import { rope, ropeBackward } from '../kernels/rope.ts';
 import { ropeAppend } from '../kernels/rope_append.ts';
+import { segmentBounds } from '../kernels/segments.ts';
 import { readIds, sample } from '../kernels/sample.ts';
 import { swiglu, swigluBackward } from '../kernels/swiglu.ts';
 import { packWeight, type WeightFormat } from '../io/pack.ts';
@@ -170,17 +171,22 @@ export class GpuOps implements Ops<Tensor> {
   rmsnormBackward(x: Tensor, w: Tensor, dy: Tensor, eps: number): Tensor {
     return rmsnormBackward(this.e, x, w, dy, eps).dx;
   }
-  rope(x: Tensor, freqs: Tensor, pos0: number): Tensor {
-    return rope(this.e, x, freqs, pos0);
+  /** The bounds as u32 words (the tensor's dtype label is f32; only the segment kernels read it). */
+  segments(lengths: number[]): Tensor {
+    const b = segmentBounds(lengths);
+    return this.e.tensor([b.length / 2, 2], b);
   }
-  ropeBackward(dy: Tensor, freqs: Tensor, pos0: number): Tensor {
-    return ropeBackward(this.e, dy, freqs, pos0);
+  rope(x: Tensor, freqs: Tensor, pos0: number, seg?: Tensor): Tensor {
+    return rope(this.e, x, freqs, pos0, seg);
   }
-  attention(q: Tensor, k: Tensor, v: Tensor) {
-    return attention(this.e, q, k, v);
+  ropeBackward(dy: Tensor, freqs: Tensor, pos0: number, seg?: Tensor): Tensor {
+    return ropeBackward(this.e, dy, freqs, pos0, seg);
   }
-  attentionBackward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dout: Tensor) {
-    return attentionBackward(this.e, q, k, v, out, lse, dout);
+  attention(q: Tensor, k: Tensor, v: Tensor, seg?: Tensor) {
+    return attention(this.e, q, k, v, seg);
+  }
+  attentionBackward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dout: Tensor, seg?: Tensor) {
+    return attentionBackward(this.e, q, k, v, out, lse, dout, seg);
   }
   swiglu(g: Tensor, u: Tensor): Tensor {
     return swiglu(this.e, g, u);

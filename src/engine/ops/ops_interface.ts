@@ -66,10 +66,16 @@ export interface Ops<X> {
   scale(a: X, s: number): X;
   rmsnorm(x: X, w: X, eps: number): X;
   rmsnormBackward(x: X, w: X, dy: X, eps: number): X;
-  rope(x: X, freqs: X, pos0: number): X;
-  ropeBackward(dy: X, freqs: X, pos0: number): X;
-  attention(q: X, k: X, v: X): { out: X; lse: X };
-  attentionBackward(q: X, k: X, v: X, out: X, lse: X, dout: X): { dq: X; dk: X; dv: X };
+  /**
+   * The segment bounds of a sequence packed from sequences of `lengths` (kernels/segments.ts), for
+   * `seg` of rope and attention: each segment is then rotated and attended as if run alone.
+   */
+  segments(lengths: number[]): X;
+  rope(x: X, freqs: X, pos0: number, seg?: X): X;
+  ropeBackward(dy: X, freqs: X, pos0: number, seg?: X): X;
+  /** Causal attention (kernels/attention.ts); with `seg` (segments()), within each segment only (S = T). */
+  attention(q: X, k: X, v: X, seg?: X): { out: X; lse: X };
+  attentionBackward(q: X, k: X, v: X, out: X, lse: X, dout: X, seg?: X): { dq: X; dk: X; dv: X };
   swiglu(g: X, u: X): X;
   swigluBackward(g: X, u: X, dout: X): { dgate: X; dup: X };
   /** Per-token weighted NLL −w·log p(target), the log-probs and each row's log-sum-exp. logits (T, V). */

@@ -15,20 +15,29 @@
  * C = tisCap; 0 turns TIS off: c_t = 1 and π_old is the sampler's log-prob (a sample without
  * learner log-probs is trained that way too).
  *
- * The gradient is a weighted NLL: one forward per sample gives log π_θ (ops.nll), the backend
+ * The gradient is a weighted NLL: the forward gives log π_θ (ops.nll), the backend
  * computes the weight of each token, w_t = −∂L/∂log π_θ(t) = (c_t·A·r_t·[not clipped] − β·(1 − exp δ_t)) / N
  * (ops.grpoWeights, with the per-token loss terms), and ops.nllBackward with those weights gives
  * ∂L/∂logits (then through 1/T and the model's backward into the adapter). Gradients are summed over
  * the minibatch, clipped by global norm and applied with AdamW.
  *
+ * Packing (`pack`, default on): the samples of a minibatch are concatenated into one sequence whose
+ * segments the model keeps apart (attention within a segment, positions from 0 in each:
+ * model.forwardHidden's `segments`), so one forward and one backward over Σ L rows replace one per
+ * sample — larger matmuls, the per-forward fixed costs paid once. The LM head, the NLL and the
+ * GRPO weights still run per sample (its advantage and temperature are scalars of the kernels),
+ * on its rows of the packed hn. The same gradients as per sample, up to rounding.
+ *
  * Memory: the LM head runs in chunks of rows (logits, log π, weights and ∂L/∂logits of a
  * chunk at a time, never a (T, V) tensor; model.headChunkRows), the weights stay on the device (no
  * read-back per sample: the loss terms of the whole minibatch are read once at the end), and a
- * sequence whose activations (model.activationBytes) would exceed the activation budget keeps only
+ * forward whose activations (model.activationBytes) would exceed the activation budget keeps only
  * each layer's input (per-layer activation checkpointing; the backward recomputes the layer, the
- * same values) — decided per sequence, so short ones keep every activation and skip the recompute;
- * each step reports what it decided. `checkpoint` forces either way and `headChunkRows` sets the
- * chunks, for measuring. `train()` splits a batch into minibatches of at most `minibatchTokens`
+ * same values) — decided per forward: packing puts samples together while their packed length
+ * stays within the budget, so short ones keep every activation and skip the recompute (a sample
+ * over the budget alone is a checkpointed forward of its own); each step reports what it decided.
+ * `checkpoint` forces either way, `headChunkRows` sets the chunks and `pack: false` runs one
+ * forward per sample, for measuring. `train()` splits a batch into minibatches of at most `minibatchTokens`
  * tokens and makes one optimiser step per minibatch, `epochs` times over the batch, after one
  * no-grad forward over the batch for the learner's π_old (`learnerLogprobs`, also called by the
  * closed loop before each training round).
@@ -99,19 +108,26 @@ export interface TrainOptions {
    */
   tisCap?: number;
   /**
-   * Per-layer activation checkpointing: true always, false never; default: for each sequence whose
-   * full tape (model.activationBytes) exceeds `activationBudgetBytes` (a 1k-token step on a 0.5B
-   * model then keeps one layer's activations instead of 24, for about a third more compute in the
-   * backward; a short one keeps all and skips the recompute).
+   * Per-layer activation checkpointing: true always, false never; default: for each forward (one
+   * sample, or several packed) whose full tape (model.activationBytes) exceeds
+   * `activationBudgetBytes` (a 1k-token step on a 0.5B model then keeps one layer's activations
+   * instead of 24, for about a third more compute in the backward; a short one keeps all and skips
+   * the recompute).
    */
   checkpoint?: boolean;
   /**
-   * Most bytes of activations a sequence may keep without checkpointing (default
+   * Most bytes of activations a forward may keep without checkpointing (default
    * ACTIVATION_BUDGET_BYTES, or the device's largest buffer when that is smaller: a small GPU).
    */
   activationBudgetBytes?: number;
   /** LM-head rows per chunk (default: model.headChunkRows(), ≤ 32 MiB of logits; Infinity = one chunk). */
   headChunkRows?: number;
+  /**
+   * Run a minibatch's samples packed into one sequence (default true: consecutive samples while
+   * their packed length fits the activation budget; all of them when `checkpoint` is true), or
+   * false: one forward and backward per sample.
+   */
+  pack?: boolean;
 }
 
 /**
@@ -133,8 +149,10 @@ export interface StepStats extends Partial<TisStats> {
   tokens: number;
   /** Sequences (of those with trained tokens) whose backward recomputed each layer: checkpointed. */
   checkpointed: number;
-  /** The full-tape activation bytes of the minibatch's longest sequence (model.activationBytes). */
+  /** The full-tape activation bytes of the minibatch's longest forward, packed or not (model.activationBytes). */
   activationBytes: number;
+  /** Forwards the minibatch ran: 1 when its samples were packed together, one per sample unpacked. */
+  forwards: number;
   /** The budget those were compared with (TrainOptions.activationBudgetBytes). */
   activationBudgetBytes: number;
   /** Trained (marked) tokens: N of the token-level mean. */
@@ -182,9 +200,9 @@ const DEFAULTS = {
 const MAX_LOG_RATIO = 20;
 
 /**
- * Default activation budget of one sequence: 256 MiB (with r = 8, a 0.5B model on all seven
- * projections keeps every activation up to 130 tokens, 2.1 GB at 1,024; the bench's 12-layer
- * 576-wide model on q/k/v/o up to 597).
+ * Default activation budget of one forward (a sequence, or samples packed into one): 256 MiB
+ * (with r = 8, a 0.5B model on all seven projections keeps every activation up to 130 tokens,
+ * 2.1 GB at 1,024; the bench's 12-layer 576-wide model on q/k/v/o up to 597).
  */
 export const ACTIVATION_BUDGET_BYTES = 256 * 2 ** 20;
 
@@ -306,12 +324,12 @@ export class LoraTrainer<X> {
     }
   }
 
-  /** The activation budget of one sequence (TrainOptions.activationBudgetBytes). */
+  /** The activation budget of one forward (TrainOptions.activationBudgetBytes). */
   activationBudget(): number {
     return this.opts.activationBudgetBytes ?? Math.min(ACTIVATION_BUDGET_BYTES, this.model.ops.maxTensorBytes);
   }
 
-  /** Whether a training forward over L tokens keeps only each layer's input (TrainOptions.checkpoint). */
+  /** Whether a training forward over L tokens (packed or not) keeps only each layer's input (opts.checkpoint). */
   checkpointFor(L: number): boolean {
     return this.opts.checkpoint ?? this.model.activationBytes(L).full > this.activationBudget();
   }
@@ -320,6 +338,32 @@ export class LoraTrainer<X> {
   private chunkRows(L: number): number {
     const most = Math.min(L, this.opts.headChunkRows ?? this.model.headChunkRows());
     return Math.ceil(L / Math.ceil(L / most));
+  }
+
+  /**
+   * The minibatch's forwards: unpacked, one per sample; packed, consecutive samples together while
+   * the full tape of their packed length fits the activation budget (a sample over it alone), or
+   * all of them when `checkpoint` is true (every layer's input is all a forward keeps then).
+   */
+  private forwardGroups(used: Prepared[]): Prepared[][] {
+    if (!(this.opts.pack ?? true)) return used.map((p) => [p]);
+    if (this.opts.checkpoint === true) return used.length ? [used] : [];
+    const budget = this.activationBudget();
+    const out: Prepared[][] = [];
+    let cur: Prepared[] = [];
+    let L = 0;
+    for (const p of used) {
+      const n = p.input.length;
+      if (cur.length && this.model.activationBytes(L + n).full > budget) {
+        out.push(cur);
+        cur = [];
+        L = 0;
+      }
+      cur.push(p);
+      L += n;
+    }
+    if (cur.length) out.push(cur);
+    return out;
   }
 
   /**
@@ -340,11 +384,14 @@ export class LoraTrainer<X> {
     return positions.length === L ? x : this.model.ops.embedding(x, positions);
   }
 
-  /** (L, C) zeros with the rows of x (P, C) at `positions`, one copy per run of consecutive positions; frees x. */
-  private scatterRows(x: X, positions: number[], L: number): X {
+  /**
+   * (L, C) zeros with the rows of x (P, C) at `positions`, one copy per run of consecutive
+   * positions, or those rows written into `into` (L, C); frees x.
+   */
+  private scatterRows(x: X, positions: number[], L: number, into?: X): X {
     const ops = this.model.ops;
-    if (positions.length === L) return x;
-    const out = ops.zeros([L, ops.shape(x)[1]!]);
+    if (!into && positions.length === L) return x;
+    const out = into ?? ops.zeros([L, ops.shape(x)[1]!]);
     for (let j = 0; j < positions.length;) {
       let n = 1;
       while (j + n < positions.length && positions[j + n] === positions[j]! + n) n++;
@@ -436,70 +483,86 @@ export class LoraTrainer<X> {
     let row0 = 0;
     let tokens = 0;
     let checkpointed = 0;
-    for (const p of used) {
-      const L = p.input.length;
-      // the LM head, the NLL and the GRPO weights run on the P trained positions only
-      const q = this.trainedRows(p);
-      const P = q.input.length;
-      const base = beta > 0 ? this.logprobsTensor(p, true) : undefined; // (P,) log π_base
-      const info = new Float32Array(3 * P); // (P, 3): trained 1, log π_old, TIS weight
-      p.positions.forEach((_, j) => {
-        info[3 * j] = 1;
-        info[3 * j + 1] = p.old ? p.old[j]! : 0;
-        info[3 * j + 2] = p.tis ? tisWeight(p.tis[j]!, cap) : 1;
-      });
-      const infoT = ops.upload([P, 3], info);
-      const w: GrpoWeightOptions = {
-        advantage: p.advantage,
-        invN: 1 / N,
-        clipLow: this.o('clipLow'),
-        clipHigh: this.o('clipHigh'),
-        beta,
-        onPolicy: !p.old,
-        maxLogRatio: MAX_LOG_RATIO,
-      };
+    let longest = 0;
+    const forwards = this.forwardGroups(used);
+    for (const group of forwards) {
+      const lengths = group.map((p) => p.input.length);
+      const L = lengths.reduce((a, n) => a + n, 0);
       const checkpoint = this.checkpointFor(L);
-      if (checkpoint) checkpointed++;
-      const tape = model.forwardHidden(p.input, { checkpoint });
-      const hnT = this.gatherRows(tape.hn, p.positions, L); // (P, C)
-      let dhT: X | undefined; // ∂L/∂hn at the trained positions (P, C), filled chunk by chunk
-      this.headChunks(hnT, q, (r0, R, z, logp, lse) => {
-        const infoC = R === P ? infoT : ops.rows(infoT, r0, R);
-        const baseC = base && R !== P ? ops.rows(base, r0, R) : base;
-        const g = ops.grpoWeights(logp, infoC, baseC, w);
-        stats = ops.appendRows(stats, row0 + r0, g.stats);
-        // ∂L/∂z over the chunk, in place of z, with the 1/T of z = (logits + bias) / T folded in
-        const dz = ops.nllBackward(z, q.targets.slice(r0, r0 + R), g.w, lse, {
-          upstream: 1 / p.temperature,
-          inPlace: true,
-        });
-        const dh = model.headBackward(dz); // (R, C)
-        if (R === P) dhT = dh;
-        else {
-          dhT = ops.appendRows(dhT ?? ops.zeros([P, C]), r0, dh);
-          ops.free(dh);
-        }
-        ops.free(g.w, g.stats);
-        if (dz !== z) ops.free(dz);
-        if (infoC !== infoT) ops.free(infoC);
-        if (baseC && baseC !== base) ops.free(baseC);
+      if (checkpoint) checkpointed += group.length;
+      longest = Math.max(longest, L);
+      const tape = model.forwardHidden(group.length === 1 ? group[0]!.input : group.flatMap((p) => p.input), {
+        checkpoint,
+        ...(group.length > 1 ? { segments: lengths } : {}),
       });
-      if (hnT !== tape.hn) ops.free(hnT);
-      const dhn = this.scatterRows(dhT!, p.positions, L); // (L, C): zero at the untrained positions
-      const rows = this.chunkRows(P);
-      if (rows < P) {
+      // ∂L/∂hn (L, C), zero at the untrained positions: each sample's rows written in turn
+      let dhn: X | undefined = group.length > 1 ? ops.zeros([L, C]) : undefined;
+      let trimRows = Infinity; // the smallest LM-head chunk of a sample whose head ran in chunks
+      let off = 0; // the sample's first row in the forward
+      for (const p of group) {
+        // the LM head, the NLL and the GRPO weights run on the P trained positions only
+        const q = this.trainedRows(p);
+        const P = q.input.length;
+        const at = off === 0 ? p.positions : p.positions.map((t) => off + t); // rows of the forward
+        const base = beta > 0 ? this.logprobsTensor(p, true) : undefined; // (P,) log π_base
+        const info = new Float32Array(3 * P); // (P, 3): trained 1, log π_old, TIS weight
+        p.positions.forEach((_, j) => {
+          info[3 * j] = 1;
+          info[3 * j + 1] = p.old ? p.old[j]! : 0;
+          info[3 * j + 2] = p.tis ? tisWeight(p.tis[j]!, cap) : 1;
+        });
+        const infoT = ops.upload([P, 3], info);
+        const w: GrpoWeightOptions = {
+          advantage: p.advantage,
+          invN: 1 / N,
+          clipLow: this.o('clipLow'),
+          clipHigh: this.o('clipHigh'),
+          beta,
+          onPolicy: !p.old,
+          maxLogRatio: MAX_LOG_RATIO,
+        };
+        const hnT = this.gatherRows(tape.hn, at, L); // (P, C)
+        let dhT: X | undefined; // ∂L/∂hn at the trained positions (P, C), filled chunk by chunk
+        this.headChunks(hnT, q, (r0, R, z, logp, lse) => {
+          const infoC = R === P ? infoT : ops.rows(infoT, r0, R);
+          const baseC = base && R !== P ? ops.rows(base, r0, R) : base;
+          const g = ops.grpoWeights(logp, infoC, baseC, w);
+          stats = ops.appendRows(stats, row0 + r0, g.stats);
+          // ∂L/∂z over the chunk, in place of z, with the 1/T of z = (logits + bias) / T folded in
+          const dz = ops.nllBackward(z, q.targets.slice(r0, r0 + R), g.w, lse, {
+            upstream: 1 / p.temperature,
+            inPlace: true,
+          });
+          const dh = model.headBackward(dz); // (R, C)
+          if (R === P) dhT = dh;
+          else {
+            dhT = ops.appendRows(dhT ?? ops.zeros([P, C]), r0, dh);
+            ops.free(dh);
+          }
+          ops.free(g.w, g.stats);
+          if (dz !== z) ops.free(dz);
+          if (infoC !== infoT) ops.free(infoC);
+          if (baseC && baseC !== base) ops.free(baseC);
+        });
+        if (hnT !== tape.hn) ops.free(hnT);
+        dhn = this.scatterRows(dhT!, at, L, dhn);
+        if (this.chunkRows(P) < P) trimRows = Math.min(trimRows, this.chunkRows(P));
+        ops.free(infoT);
+        if (base) ops.free(base);
+        off += p.input.length;
+        row0 += P;
+      }
+      if (trimRows < Infinity) {
         // submit, then destroy the chunk-sized buffers: idle in the pool they would add a chunk's
         // logits to the backward's peak (sizes that the layers never ask for)
         ops.flush();
-        ops.trim((rows - 1) * model.cfg.vocabSize * 4);
+        ops.trim((trimRows - 1) * model.cfg.vocabSize * 4);
       }
-      model.backwardHidden(tape, dhn, grads);
-      ops.free(dhn, infoT);
-      if (base) ops.free(base);
+      model.backwardHidden(tape, dhn!, grads);
+      ops.free(dhn!);
       model.freeTape(tape);
       tokens += L;
-      row0 += P;
-      ops.flush(); // a submit, not a sync: the next sample is recorded while this one runs
+      ops.flush(); // a submit, not a sync: the next forward is recorded while this one runs
     }
     const st = await ops.read(stats); // the one read of the step's statistics
     ops.free(stats);
@@ -523,7 +586,8 @@ export class LoraTrainer<X> {
       tokens,
       trainedTokens: N,
       checkpointed,
-      activationBytes: model.activationBytes(Math.max(0, ...used.map((p) => p.input.length))).full,
+      activationBytes: model.activationBytes(longest).full,
+      forwards: forwards.length,
       activationBudgetBytes: this.activationBudget(),
       clipFraction: N ? clipped / N : 0,
       approxKl: N ? kl / N : 0,

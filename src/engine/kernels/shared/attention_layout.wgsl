@@ -1,5 +1,8 @@
 // attention_layout: the contiguous attention layout shared by attention.wgsl (not paged) and its
 // backward kernels: q (T, Hq, D) against k, v (S, Hkv, D) in bindings 0–2, and the sizes.
+// segmented = 1: a packed sequence (S = T); each kernel also binds seg (T, 2), the [start, end)
+// of each row's segment (segments.ts), and no row attends across a segment. segmented = 0: seg
+// is bound but never read.
 
 struct Params {
   T: u32,
@@ -8,6 +11,7 @@ struct Params {
   Hkv: u32,
   D: u32,
   scale: f32,
+  segmented: u32,
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>; // (T, Hq, D)
