@@ -245,6 +245,20 @@ describe('packed training minibatch (CPU backend)', () => {
     expect((await gradError(g.grads, single.grads)).rel).toBeLessThan(1e-5);
   });
 
+  it('the learner log-probs (no gradient) come from one packed forward and equal one forward per sample', async () => {
+    const m = await model('qwen2');
+    let forwards = 0;
+    const hidden = m.hiddenStates.bind(m);
+    m.hiddenStates = (ids, segments) => (forwards++, hidden(ids, segments));
+    const packed = await new LoraTrainer(m).learnerLogprobs(samples());
+    expect(forwards).toBe(1);
+    const single = await new LoraTrainer(m, { pack: false }).learnerLogprobs(samples());
+    expect(forwards).toBe(4);
+    expect(packed.map((r) => r.length)).toEqual([4, 1, 4]);
+    expect(maxAbsDiff(packed.flat(), single.flat())).toBeLessThan(1e-5);
+    expect(() => m.hiddenStates([1, 2, 3], [2, 2])).toThrow(/add up to 4, not the 3 ids/);
+  });
+
   it('rejects segment lengths that do not add up to the ids', async () => {
     const m = await model('llama');
     expect(() => m.forwardHidden([1, 2, 3], { segments: [1, 1] })).toThrow(/add up to 2, not the 3 ids/);

@@ -433,13 +433,21 @@ export class LlamaModel<X> {
     return { layers, hFinal: h, hn: ops.rmsnorm(h, this.norm, cfg.rmsNormEps), ...(seg ? { seg } : {}) };
   }
 
-  /** The final norm's output hn (T, C) over `ids`, no tape (a no-gradient pass whose LM head runs in chunks). */
-  hiddenStates(ids: number[]): X {
+  /**
+   * The final norm's output hn (T, C) over `ids`, no tape (a no-gradient pass whose LM head runs in
+   * chunks); `segments` as in forwardHidden (a packed sequence, each part run as if alone).
+   */
+  hiddenStates(ids: number[], segments?: number[]): X {
     const { cfg, ops } = this;
+    const total = segments?.reduce((a, n) => a + n, 0);
+    if (total !== undefined && total !== ids.length)
+      throw new RangeError(`hiddenStates: the segment lengths add up to ${total}, not the ${ids.length} ids`);
+    const seg = segments && segments.length > 1 ? ops.segments(segments) : undefined;
     let h = this.embedRows(ids);
-    for (let i = 0; i < cfg.numLayers; i++) h = this.layerForward(i, h, ids.length, 0, undefined, 'none').h;
+    for (let i = 0; i < cfg.numLayers; i++) h = this.layerForward(i, h, ids.length, 0, undefined, 'none', seg).h;
     const hn = ops.rmsnorm(h, this.norm, cfg.rmsNormEps);
     ops.free(h);
+    if (seg) ops.free(seg);
     return hn;
   }
 
@@ -535,8 +543,8 @@ export class LlamaModel<X> {
     pos0: number,
     cache: KvCache<X> | undefined,
     mode: 'tape' | 'checkpoint' | 'none',
-  ): { h: X; tape?: LayerTape<X> } {
     seg?: X,
+  ): { h: X; tape?: LayerTape<X> } {
     const { cfg, ops } = this;
     const Hq = cfg.numHeads;
     const Hkv = cfg.numKvHeads;
@@ -762,8 +770,8 @@ export class LlamaModel<X> {
         ops.view(t.o, [T, cfg.numHeads, cfg.headDim]),
         t.lse,
         ops.view(dof, [T, cfg.numHeads, cfg.headDim]),
-      );
         tape.seg,
+      );
       let dqn = ops.ropeBackward(dq, this.freqs, 0, tape.seg);
       let dkn = ops.ropeBackward(dk, this.freqs, 0, tape.seg);
       if (lw.qNorm) {
@@ -811,8 +819,8 @@ export class LlamaModel<X> {
     }
     ops.free(tape.hFinal, tape.hn);
     if (tape.logits) ops.free(tape.logits);
-  }
     if (tape.seg) ops.free(tape.seg);
+  }
 
   /**
    * Per-token log-probs of `targets` given `ids` (teacher forcing): log p(ids[t+1] | ids[..t]).

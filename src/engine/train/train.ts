@@ -403,23 +403,34 @@ export class LoraTrainer<X> {
   }
 
   /**
-   * log π (P,) of the trained positions' targets under the current adapter (or the base model
-   * with `base`), no gradient, on the backend; the LM head runs on those rows only.
+   * log π (P,) of each sample's trained positions' targets under the current adapter (or the base
+   * model with `base`), no gradient, on the backend: one forward over the group packed (as
+   * gradientsOf packs it), then the LM head on each sample's trained rows only.
    */
-  private logprobsTensor(p: Prepared, base = false): X {
+  private logprobsTensors(group: Prepared[], base = false): X[] {
     const { model } = this;
     const ops = model.ops;
     const saved = model.lora;
     if (base) model.lora = null;
     try {
-      const L = p.input.length;
-      const hn = model.hiddenStates(p.input); // (L, C)
-      const hnT = this.gatherRows(hn, p.positions, L); // (P, C)
-      let out = ops.zeros([p.positions.length]);
-      this.headChunks(hnT, this.trainedRows(p), (r0, _R, _z, logp) => (out = ops.appendRows(out, r0, logp)));
-      if (hnT !== hn) ops.free(hnT);
+      const lengths = group.map((p) => p.input.length);
+      const L = lengths.reduce((a, n) => a + n, 0);
+      const hn = model.hiddenStates(
+        group.flatMap((p) => p.input),
+        lengths,
+      ); // (L, C)
+      let off = 0;
+      const outs = group.map((p) => {
+        const at = off === 0 ? p.positions : p.positions.map((t) => off + t);
+        off += p.input.length;
+        const hnT = this.gatherRows(hn, at, L); // (P, C)
+        let out = ops.zeros([p.positions.length]);
+        this.headChunks(hnT, this.trainedRows(p), (r0, _R, _z, logp) => (out = ops.appendRows(out, r0, logp)));
+        if (hnT !== hn) ops.free(hnT);
+        return out;
+      });
       ops.free(hn);
-      return out;
+      return outs;
     } finally {
       if (base) model.lora = saved; // only when swapped: setting it bumps adapterVersion (drops cached k/v)
     }
@@ -427,8 +438,8 @@ export class LoraTrainer<X> {
 
   /**
    * log π_old of each sample's trained tokens under the current adapter, the learner's (no
-   * gradient; one forward per sample, one read for the batch). A training round takes them before
-   * its first update and passes them as the samples' learnerLogprobs.
+   * gradient; one forward per group of samples packed as for training, one read for the batch). A
+   * training round takes them before its first update and passes them as the samples' learnerLogprobs.
    */
   async learnerLogprobs(samples: GrpoSample[]): Promise<number[][]> {
     const ops = this.model.ops;
@@ -437,12 +448,13 @@ export class LoraTrainer<X> {
     if (!used.length) return batch.map(() => []);
     let all = ops.zeros([used.reduce((a, p) => a + p.positions.length, 0)]);
     let row = 0;
-    for (const p of used) {
-      const t = this.logprobsTensor(p); // (P,): the trained positions'
-      all = ops.appendRows(all, row, t);
-      ops.free(t);
-      row += p.positions.length;
-      ops.flush(); // a submit: the next sample is recorded while this one runs
+    for (const group of this.forwardGroups(used)) {
+      for (const [i, t] of this.logprobsTensors(group).entries()) {
+        all = ops.appendRows(all, row, t); // (P,): the trained positions'
+        ops.free(t);
+        row += group[i]!.positions.length;
+      }
+      ops.flush(); // a submit: the next group is recorded while this one runs
     }
     const lp = await ops.read(all);
     ops.free(all);
@@ -491,6 +503,8 @@ export class LoraTrainer<X> {
       const checkpoint = this.checkpointFor(L);
       if (checkpoint) checkpointed += group.length;
       longest = Math.max(longest, L);
+      // log π_base (P,) of each sample, before the tape exists: its forward's temporaries never add to the tape's peak
+      const bases = beta > 0 ? this.logprobsTensors(group, true) : undefined;
       const tape = model.forwardHidden(group.length === 1 ? group[0]!.input : group.flatMap((p) => p.input), {
         checkpoint,
         ...(group.length > 1 ? { segments: lengths } : {}),
@@ -499,12 +513,12 @@ export class LoraTrainer<X> {
       let dhn: X | undefined = group.length > 1 ? ops.zeros([L, C]) : undefined;
       let trimRows = Infinity; // the smallest LM-head chunk of a sample whose head ran in chunks
       let off = 0; // the sample's first row in the forward
-      for (const p of group) {
+      for (const [gi, p] of group.entries()) {
         // the LM head, the NLL and the GRPO weights run on the P trained positions only
         const q = this.trainedRows(p);
         const P = q.input.length;
         const at = off === 0 ? p.positions : p.positions.map((t) => off + t); // rows of the forward
-        const base = beta > 0 ? this.logprobsTensor(p, true) : undefined; // (P,) log π_base
+        const base = bases?.[gi];
         const info = new Float32Array(3 * P); // (P, 3): trained 1, log π_old, TIS weight
         p.positions.forEach((_, j) => {
           info[3 * j] = 1;
