@@ -94,6 +94,28 @@ describe.skipIf(!ctx)(`batched decoding on WebGPU ${reason}`, () => {
 });
 
 describe.skipIf(!ctx)(`dispatches per generated token ${reason}`, () => {
+  it('LoRA on q, k and v adds 2 dispatches per layer to the batched step (one delta into the fused columns)', async () => {
+    const ck = tinyCheckpointFiles('qwen2', 'f32', 0, { tokenizer: false });
+    const loaded = await loadCheckpoint(new MemoryModelFiles(ck.files), { tokenizer: false });
+    const e = new Engine(ctx!);
+    const m = new LlamaModel<Tensor>(loaded.config, new GpuOps(e), loaded.weights);
+    const perToken = async () => {
+      const count = async (maxNew: number) => {
+        const d0 = e.dispatches;
+        await new DecodeScheduler(m).generate([3, 1, 4, 1, 5], { temperature: 0, maxNew });
+        return e.dispatches - d0;
+      };
+      await count(1); // builds the fused q/k/v delta of this adapter version, once
+      const one = await count(1);
+      return ((await count(4)) - one) / 3;
+    };
+    const base = await perToken();
+    m.initLora(4, 8, ['q_proj', 'k_proj', 'v_proj'], 1);
+    const adapted = await perToken();
+    expect((adapted - base) / loaded.config.numLayers).toBe(2);
+    m.dispose();
+  });
+
   it('the batched step takes 8 dispatches per layer and ≤ 200 per token for the Qwen2.5-0.5B layout (no LoRA)', async () => {
     const { countDecodeDispatches, QWEN25_05B_CONFIG } = await import('../../src/engine/bench/model.ts');
     const e = new Engine(ctx!);

@@ -252,7 +252,7 @@ export class LlamaModel<X> {
       Object.values(lw.bias).forEach(free);
     }
     if (this.lora) [...this.lora.w.values()].forEach(free);
-    [...this.padded.values()].forEach(free);
+    for (const { A, B } of this.padded.values()) [A, B].forEach(free);
     this.padded.clear();
     this.lora = null;
     this.layers.length = 0;
@@ -300,25 +300,41 @@ export class LlamaModel<X> {
     if (this.adapter) this.ops.free(...this.adapter.w.values());
   }
 
-  /** Zero-padded copies of q/k/v LoRA B matrices for step()'s fused columns, for one adapterVersion. */
-  private readonly padded = new Map<string, X>();
+  /** step()'s fused q/k/v LoRA of each layer (qkvLora), for one adapterVersion. */
+  private readonly padded = new Map<number, { A: X; B: X }>();
   private paddedVersion = -1;
 
-  /** B (rows, r) of `m` at rows [col, col + rows) of a zero (width, r) tensor: built once per adapter version. */
-  private paddedB(layer: number, m: LoraModule, col: number, width: number): X {
+  /**
+   * The q/k/v LoRA of `layer` as one delta for step()'s fused q/k/v columns: A (n·r, C), the n
+   * adapted modules' A stacked, and B (width, n·r), module j's B at its output columns and at
+   * inputs [j·r, (j + 1)·r), zero elsewhere; so qkv += s·(x·Aᵀ)·Bᵀ is two dispatches instead of 2n.
+   * Built once per adapter version (module j's B is placed by a product with a 0/1 selector: exact).
+   */
+  private qkvLora(layer: number, mods: { m: LoraModule; col: number }[], width: number): { A: X; B: X } {
+    const ops = this.ops;
     if (this.paddedVersion !== this.adapterVersion) {
-      this.ops.free(...this.padded.values());
+      for (const { A, B } of this.padded.values()) ops.free(A, B);
       this.padded.clear();
       this.paddedVersion = this.adapterVersion;
     }
-    const key = loraKey(layer, m, 'B');
-    let out = this.padded.get(key);
+    let out = this.padded.get(layer);
     if (!out) {
-      const B = this.lora!.w.get(key)!;
-      const [rows, r] = this.ops.shape(B) as [number, number];
-      out = this.ops.zeros([width, r]);
-      this.ops.copyRows(B, 0, out, col, rows);
-      this.padded.set(key, out);
+      const { r } = this.lora!;
+      const n = mods.length;
+      const A = ops.zeros([n * r, this.cfg.hiddenSize]);
+      const B = ops.zeros([width, n * r]);
+      mods.forEach(({ m, col }, j) => {
+        ops.copyRows(this.lora!.w.get(loraKey(layer, m, 'A'))!, 0, A, j * r, r);
+        const Bm = this.lora!.w.get(loraKey(layer, m, 'B'))!; // (rows, r)
+        const sel = new Float32Array(r * n * r); // (r, n·r): the identity at columns j·r
+        for (let c = 0; c < r; c++) sel[c * n * r + j * r + c] = 1;
+        const selT = ops.upload([r, n * r], sel);
+        const placed = ops.matmul(Bm, selT); // (rows, n·r)
+        ops.copyRows(placed, 0, B, col, ops.shape(Bm)[0]!);
+        ops.free(selT, placed);
+      });
+      out = { A, B };
+      this.padded.set(layer, out);
     }
     return out;
   }
@@ -625,14 +641,19 @@ export class LlamaModel<X> {
     const b = kv.prepare(items);
     const lora = this.lora;
     const adapted = (m: LoraModule) => Boolean(lora?.targets.includes(m));
-    /** out += s·(x·Aᵀ)·Bᵀ, with B's rows placed at output column `col` of out's `width` (paddedB). */
-    const addLora = (out: X, x: X, layer: number, m: LoraModule, col = 0, width = 0) => {
-      const A = lora!.w.get(loraKey(layer, m, 'A'))!;
-      const B = width > 0 ? this.paddedB(layer, m, col, width) : lora!.w.get(loraKey(layer, m, 'B'))!;
-      const xa = ops.matmul(x, A, { transB: true }); // (N, r)
+    /** out += s·(x·Aᵀ)·Bᵀ: module m's own A and B, or (qkvLora) one A and B for several modules. */
+    const addLora = (out: X, x: X, layer: number, m: LoraModule | { A: X; B: X }) => {
+      const A = typeof m === 'string' ? lora!.w.get(loraKey(layer, m, 'A'))! : m.A;
+      const B = typeof m === 'string' ? lora!.w.get(loraKey(layer, m, 'B'))! : m.B;
+      const xa = ops.matmul(x, A, { transB: true }); // (N, r) or (N, n·r)
       ops.matmulAcc(out, xa, B, { transB: true, alpha: lora!.scale });
       ops.free(xa);
     };
+    const qkvCols = [
+      { m: 'q_proj' as const, col: 0 },
+      { m: 'k_proj' as const, col: Hq * D },
+      { m: 'v_proj' as const, col: (Hq + Hkv) * D },
+    ].filter(({ m }) => adapted(m));
     let hh = this.embedRows(input ?? ids); // (N, C), the residual stream, updated in place
     for (let i = 0; i < cfg.numLayers; i++) {
       const lw = this.layers[i]!;
@@ -643,9 +664,7 @@ export class LlamaModel<X> {
         [lw.bias.q_proj, lw.bias.k_proj, lw.bias.v_proj],
       ); // (N, (Hq + 2·Hkv)·D)
       const width = (Hq + 2 * Hkv) * D;
-      if (adapted('q_proj')) addLora(qkv, a, i, 'q_proj', 0, width);
-      if (adapted('k_proj')) addLora(qkv, a, i, 'k_proj', Hq * D, width);
-      if (adapted('v_proj')) addLora(qkv, a, i, 'v_proj', (Hq + Hkv) * D, width);
+      if (qkvCols.length) addLora(qkv, a, i, this.qkvLora(i, qkvCols, width));
       const q = ops.ropeAppend(qkv, this.freqs, kv.k[i]!, kv.v[i]!, b, {
         Hq,
         Hkv,
