@@ -8,7 +8,7 @@
  *   spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 [--tokens 4,5 ...] --max-new N
  *                         [--temperature 0] [--top-p 1] [--top-k 0] [--min-p 0] [--seed 0]
  *                         [--max-batch 16] [--steps-per-readback 8] [--device gpu|cpu]
- *                         [--weights f32|bf16|f16|q4] [--json]
+ *                         [--weights f32|bf16|f16|q4] [--kv f32|f16] [--json]
  * --json: the last line is one JSON object with `logits` (last position, or every position with --all)
  * or `tokens` (the generated ids), plus `weights` (the base's storage format) and `weightBytes`
  * (what the base weights take on the device; on the CPU the dequantised f32 copy).
@@ -19,10 +19,14 @@
  * (the ids stay on the GPU in between; default 8; the same tokens for every K; on the CPU every
  * step is read at once). One prompt decodes with generate(), several with the scheduler, which
  * records K steps at a time once every prompt is decoding and none waits for a free row.
+ * --kv f16: the scheduler's paged KV cache holds k and v as f16 (half the memory; each value rounded
+ * to nearest even, so logits move by ~1e-4 relative and the tokens may differ from f32's); the
+ * prompts, even one, then go through the scheduler. Default f32, the reference.
  */
 import { UsageError } from '../core/errors.ts';
 import { DecodeScheduler } from '../engine/model/batch.ts';
 import { generate } from '../engine/model/generate.ts';
+import type { KvFormat } from '../engine/model/kv_pages.ts';
 import { parseWeightFormat, type WeightFormat } from '../engine/io/pack.ts';
 import { loadModelFromDir } from '../platform/node/local_model.ts';
 import { writeModelFiles } from '../platform/node/model_files.ts';
@@ -113,6 +117,10 @@ export async function engine(argv: string[], io: Io): Promise<number> {
   } catch (err) {
     throw new UsageError(`--${(err as Error).message}`);
   }
+  const kv = flag(a, 'kv') ?? 'f32';
+  if (kv !== 'f32' && kv !== 'f16') throw new UsageError(`--kv must be f32 or f16; got "${kv}"`);
+  if (sub !== 'generate' && a.flags.has('kv')) throw new UsageError('--kv applies to engine generate only');
+  const kvFormat: KvFormat = kv;
   const { model, close } = await loadModelFromDir(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu', false, weights);
   const stored = { weights: model.weightFormat, weightBytes: model.weightBytes };
   try {
@@ -148,21 +156,22 @@ export async function engine(argv: string[], io: Io): Promise<number> {
     const perReadback = intFlag(a, 'steps-per-readback', DEFAULT_STEPS_PER_READBACK);
     if (perReadback < 1) throw new UsageError('--steps-per-readback must be a whole number ≥ 1');
     let results: number[][];
-    if (prompts.length === 1) {
+    if (prompts.length === 1 && kvFormat === 'f32') {
       results = [await generate(model, ids, { ...options(0), stepsPerReadback: perReadback })];
     } else {
       const scheduler = new DecodeScheduler(model, {
         maxBatch: intFlag(a, 'max-batch', 16),
         stepsPerReadback: perReadback,
+        kvFormat,
       });
       results = await Promise.all(prompts.map((p, i) => scheduler.generate(p, options(i))));
     }
     if (a.flags.has('json'))
       io.out(
         JSON.stringify(
-          results.length === 1
-            ? { ok: true, ...stored, tokens: results[0] }
-            : { ok: true, ...stored, batch: results.map((tokens) => ({ tokens })) },
+          prompts.length === 1
+            ? { ok: true, ...stored, kv: kvFormat, tokens: results[0] }
+            : { ok: true, ...stored, kv: kvFormat, batch: results.map((tokens) => ({ tokens })) },
         ),
       );
     else for (const tokens of results) io.out(tokens.join(','));

@@ -36,7 +36,7 @@ Usage:
                                              stream one reply from a server
   spade bench loop [--json]                  loop overhead outside model calls, replies paced at 20 tokens/s
   spade engine logits --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu] [--json]
-  spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0] [--steps-per-readback K] [--json]
+  spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0] [--steps-per-readback K] [--kv f32|f16] [--json]
                                              run our WebGPU engine (or its CPU references) on a checkpoint;
                                              both take --weights f32|bf16|f16|q4 (the base's GPU storage)
   spade bench engine [--json]                matmul GFLOP/s vs the FMA peak, decode and LoRA training tokens/s

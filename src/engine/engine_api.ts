@@ -26,6 +26,7 @@ import { paramCount, type Architecture } from './io/config.ts';
 import { initCheckpointFiles, initConfig } from './io/init_checkpoint.ts';
 import type { WeightFormat } from './io/pack.ts';
 import { exportPeft, importPeft, type LoraModule } from './io/peft.ts';
+import type { KvFormat } from './model/kv_pages.ts';
 import { LocalChatModel, releaseDecodeMemory, schedulerFor } from './model/local_model.ts';
 import { LlamaModel } from './model/model.ts';
 import { GpuOps } from './ops/ops.ts';
@@ -118,11 +119,14 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       return { bytes: p.bytes, params: paramCount(p.config) };
     },
 
-    /** Load a checkpoint; `o.weights` picks the base's storage (default f32, the reference). */
+    /**
+     * Load a checkpoint; `o.weights` picks the base's storage (default f32, the reference) and
+     * `o.kvFormat` the decode KV cache's (default f32; f16 halves it, see kv_pages.ts).
+     */
     async load(
       source: ModelSource,
       onProgress?: (p: LoadProgress) => void,
-      o: { weights?: WeightFormat } = {},
+      o: { weights?: WeightFormat; kvFormat?: KvFormat } = {},
     ): Promise<ModelSummary> {
       const { files, name } = open(source);
       const ckpt = await loadCheckpoint(files, { onProgress, weights: o.weights });
@@ -142,6 +146,7 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       });
       local = new LocalChatModel(name, llm, ckpt.tokenizer);
       if (decodeBatch !== null) schedulerFor(llm).maxBatch = decodeBatch;
+      schedulerFor(llm).kvFormat = o.kvFormat ?? 'f32';
       trainer = null;
       const c = ckpt.config;
       const params = paramCount(c);
@@ -227,7 +232,10 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
       if (local) schedulerFor(local.llm).maxBatch = n;
     },
 
-    /** The loaded model's decode scheduler: its batch limit and counters (steps, rows, most rows in a step). */
+    /**
+     * The loaded model's decode scheduler: its batch limit and counters (steps, rows, most rows in a
+     * step), and its KV cache's format and bytes.
+     */
     decodeStats() {
       const sched = schedulerFor(need().llm);
       return { maxBatch: sched.maxBatch, ...sched.stats() };

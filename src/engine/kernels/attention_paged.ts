@@ -10,7 +10,8 @@
  * GPU: attention_paged.wgsl, GQA-packed: one workgroup per (group of query heads sharing a KV head,
  * row) reads each key and value of that KV head once for all the group's heads (groupWidth: up to
  * 8 heads; Qwen2.5-0.5B's 7), where one workgroup per query head read them 7 times. Each head's
- * arithmetic is the one-head kernel's, in the same order. f32 only, D ≤ 256.
+ * arithmetic is the one-head kernel's, in the same order. q f32; the stores f32 or, in the f16 KV
+ * format (KvFormat), 'f16' tensors read as f16 pairs of u32 words (unpack2x16float). D ≤ 256.
  * Few rows with long keys (splitPlan): the keys of each row are split (flash-decoding): pass 1, the
  * SPLIT variant, one workgroup per (head, row, split), writes each split's partial softmax; pass 2,
  * attention_merge.ts, combines them. Two dispatches instead of one; short contexts keep one.
@@ -18,7 +19,30 @@
 import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { attentionMerge, MAX_SPLITS } from './attention_merge.ts';
 import { gridChecked } from './dispatch_grid.ts';
+import { preprocessWgsl } from './wgsl_preprocess.ts';
 import shader from './attention_paged.wgsl?raw';
+
+/**
+ * How the paged K/V stores hold their values (kv_pages.ts): 'f32', or 'f16' (half the bytes; each
+ * value rounded to the nearest f16, ties to even, when rope_append writes it).
+ */
+export type KvFormat = 'f32' | 'f16';
+
+/** The KV format of a pair of GPU stores, from their dtype (an 'f16' tensor holds f16 pairs in u32 words). */
+export function kvFormatOf(op: string, kStore: Tensor, vStore: Tensor): KvFormat {
+  if (kStore.dtype !== vStore.dtype)
+    throw new TypeError(`${op}: kStore is ${kStore.dtype} and vStore ${vStore.dtype}; both must hold one KV format`);
+  return kStore.dtype;
+}
+
+const codes = new Map<KvFormat, string>();
+/** attention_paged.wgsl for a KV format. */
+function kernelCode(kv: KvFormat): string {
+  let code = codes.get(kv);
+  if (code === undefined)
+    codes.set(kv, (code = preprocessWgsl(shader, { KV_F16: kv === 'f16' }, 'attention_paged.wgsl')));
+  return code;
+}
 
 /**
  * How a step's N new rows map into the paged K/V stores (kv_pages.ts allocates them): row n sits at
@@ -274,15 +298,16 @@ export function attentionPagedPartials(
 
 /** Checks the tensors and the batch; returns the dims. */
 function checkTensors(q: Tensor, kStore: Tensor, vStore: Tensor, b: PagedBatch): AttentionPagedDims {
-  for (const t of [q, kStore, vStore]) {
-    if (t.dtype !== 'f32') throw new TypeError(`attentionPaged: f32 tensors only, got ${t.dtype}`);
+  if (q.dtype !== 'f32') throw new TypeError(`attentionPaged: q must be f32, got ${q.dtype}`);
+  kvFormatOf('attentionPaged', kStore, vStore);
+  for (const t of [q, kStore, vStore])
     if (t.shape.length !== 3) fail(`expected (rows, heads, D) shapes, got ${JSON.stringify(t.shape)}`);
-  }
   const [N, Hq, D] = q.shape as [number, number, number];
   const Hkv = kStore.shape[1]!;
   if (kStore.shape[2] !== D)
     fail(`q ${JSON.stringify(q.shape)} and kStore ${JSON.stringify(kStore.shape)} differ in D`);
   if (D > MAX_D) fail(`D=${D} exceeds ${MAX_D}`);
+  if (kStore.dtype === 'f16' && D % 2 !== 0) fail(`f16 stores hold D in pairs; D=${D} is odd`);
   checkArgs({ N, Hq, Hkv, D }, { q: q.size, kStore: kStore.size, vStore: vStore.size }, b);
   return { N, Hq, Hkv, D };
 }
@@ -301,9 +326,10 @@ function pass1(
   const [N, Hq, D] = q.shape as [number, number, number];
   const Hkv = kStore.shape[1]!;
   const gw = groupWidth(Hq, Hkv);
+  const kv = kvFormatOf('attentionPaged', kStore, vStore);
   e.run({
-    key: 'attention_paged',
-    code: shader,
+    key: `attention_paged_${kv}`,
+    code: kernelCode(kv),
     constants: { GW: gw, SPLIT: plan ? 1 : 0 },
     bindings: [q, kStore, vStore, idx.tensor, out],
     uniforms: uniforms(

@@ -15,6 +15,8 @@
 // workgroup (g, n, s) covers only keys [s * splitKeys, (s + 1) * splitKeys) of its row (maybe
 // none) and writes each head's unnormalised partial (m, l, acc[D]) to part (N, Hq, splits, 2 + D);
 // attention_merge.wgsl combines the splits into out (N, Hq, D).
+// KV_F16 (preprocessor flag): the stores hold f16 pairs in u32 words (rope_append.wgsl's KV_F16:
+// element e of a store at word e / 2, unpack2x16float), read here as f32; the arithmetic is the same.
 // Constants: GW (query heads per workgroup, a divisor of Hq / Hkv, ≤ MAX_G), SPLIT. D ≤ MAX_D.
 // Dispatch: (Hq / GW, N) workgroups; SPLIT: (Hq / GW, N, splits).
 
@@ -42,8 +44,21 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;         // (N, Hq, D)
+// #if KV_F16
+@group(0) @binding(1) var<storage, read> k: array<u32>;         // kStore (rows, Hkv, D / 2) f16 pairs
+@group(0) @binding(2) var<storage, read> v: array<u32>;         // vStore (rows, Hkv, D / 2) f16 pairs
+// Element i of the V store (i = (row * Hkv + h) * D + d).
+fn vAt(i: u32) -> f32 {
+  let w = unpack2x16float(v[i >> 1u]);
+  return select(w.x, w.y, (i & 1u) == 1u);
+}
+// #else
 @group(0) @binding(1) var<storage, read> k: array<f32>;         // kStore (rows, Hkv, D)
 @group(0) @binding(2) var<storage, read> v: array<f32>;         // vStore (rows, Hkv, D)
+fn vAt(i: u32) -> f32 {
+  return v[i];
+}
+// #endif
 @group(0) @binding(3) var<storage, read> idx: array<u32>;       // [pos (N) | dest (N) | seq (N) | pages] at the offsets
 @group(0) @binding(4) var<storage, read_write> out: array<f32>; // (N, Hq, D); SPLIT: part (N, Hq, splits, 2 + D)
 @group(0) @binding(5) var<uniform> p: Params;
@@ -91,10 +106,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       kvRow[lid] = row;
       let kBase = row * kvStride + kvh * D;
       for (var g = 0u; g < GW; g++) { s[g] = 0.0; }
+      // #if KV_F16
+      for (var d = 0u; d < D; d += 2u) { // a word: dims d, d + 1 (kBase and D are even)
+        let kw = unpack2x16float(k[(kBase + d) >> 1u]);
+        for (var g = 0u; g < GW; g++) { s[g] += qs[g * D + d] * kw.x; }
+        for (var g = 0u; g < GW; g++) { s[g] += qs[g * D + d + 1u] * kw.y; }
+      }
+      // #else
       for (var d = 0u; d < D; d++) {
         let kd = k[kBase + d];
         for (var g = 0u; g < GW; g++) { s[g] += qs[g * D + d] * kd; }
       }
+      // #endif
     }
     for (var g = 0u; g < GW; g++) { red[g * WG + lid] = s[g]; }
     workgroupBarrier();
@@ -124,7 +147,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       var a: array<f32, MAX_G>;
       for (var g = 0u; g < GW; g++) { a[g] = acc[g * DPI + i] * alpha[g]; }
       for (var jj = 0u; jj < cnt; jj++) {
-        let vd = v[kvRow[jj] * kvStride + kvh * D + d];
+        let vd = vAt(kvRow[jj] * kvStride + kvh * D + d);
         for (var g = 0u; g < GW; g++) { a[g] += probs[g * WG + jj] * vd; }
       }
       for (var g = 0u; g < GW; g++) { acc[g * DPI + i] = a[g]; }

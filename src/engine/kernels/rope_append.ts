@@ -8,10 +8,14 @@
  * The rotation is rope.ts's (HF rotate_half; angle = f32(pos · freq), cos/sin from the same exact
  * range reduction and polynomials, the WGSL shared with rope.wgsl through the preprocessor); the
  * norm is rmsnorm.ts's, y = x / sqrt(mean(x²) + eps) · w over each head's D values.
- * Positions, destinations and pages come from a PagedBatch (kv_pages.ts). f32 tensors only.
+ * Positions, destinations and pages come from a PagedBatch (kv_pages.ts). f32 tensors, except
+ * the stores in the f16 KV format (KvFormat): k and v are then rounded to f16 (to nearest even)
+ * as they are written; on the GPU the stores are 'f16' tensors bound as u32 words, two values each
+ * (WGSL's pack2x16float: no 'shader-f16' feature needed), on the CPU f32 arrays of the rounded values.
  */
 import { uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
-import type { PagedBatch } from './attention_paged.ts';
+import { halfToFloat, floatToHalf } from '../io/float16.ts';
+import { kvFormatOf, type KvFormat, type PagedBatch } from './attention_paged.ts';
 import { gridChecked } from './dispatch_grid.ts';
 import { preprocessWgsl } from './wgsl_preprocess.ts';
 import ropeShader from './rope.wgsl?raw';
@@ -78,9 +82,18 @@ function checkArgs(
   return rows;
 }
 
+/** Largest finite f16. */
+const F16_MAX = 65504;
+/**
+ * x rounded to the nearest f16 value (ties to even), as WGSL's pack2x16float stores it, after
+ * clamping to ±65504 as rope_append.wgsl does (pack2x16float's result is undefined beyond).
+ */
+export const roundF16 = (x: number): number => halfToFloat(floatToHalf(Math.min(F16_MAX, Math.max(-F16_MAX, x))));
+
 /**
  * CPU reference. qkv (N, (Hq + 2·Hkv)·D), freqs (D/2,) → q (N, Hq, D); writes k and v into
- * kStore/vStore (rows, Hkv, D) at row b.dest[n].
+ * kStore/vStore (rows, Hkv, D) at row b.dest[n], rounded to f16 when kv is 'f16' (the stores
+ * then hold f16 values widened to f32).
  */
 export function ropeAppendCpu(
   qkv: Float32Array,
@@ -90,6 +103,7 @@ export function ropeAppendCpu(
   b: PagedBatch,
   dims: RopeAppendDims,
   norm: RopeAppendNorm = {},
+  kv: KvFormat = 'f32',
 ): Float32Array {
   const { N, Hq, Hkv, D } = dims;
   checkArgs(dims, { qkv: qkv.length, freqs: freqs.length, kStore: kStore.length, vStore: vStore.length }, b, {
@@ -129,21 +143,36 @@ export function ropeAppendCpu(
       const storeOff = (b.dest[n]! * Hkv + h) * D;
       rotateHead(n, row + (Hq + h) * D, norm.kNorm, kStore, storeOff);
       for (let i = 0; i < D; i++) vStore[storeOff + i] = qkv[row + (Hq + Hkv + h) * D + i]!;
+      if (kv === 'f16')
+        for (let i = storeOff; i < storeOff + D; i++) {
+          // k was stored as f32 first: the GPU rounds its f32 result too
+          kStore[i] = roundF16(kStore[i]!);
+          vStore[i] = roundF16(vStore[i]!);
+        }
     }
   }
   return q;
 }
 
-let code: string | undefined;
-/** rope_append.wgsl with rope.wgsl's cosSin (and its constants) appended; rope.wgsl's own entry point left out. */
-function kernelCode(): string {
-  code ??= `${preprocessWgsl(shader, {}, 'rope_append.wgsl')}\n${preprocessWgsl(ropeShader, { ROPE_KERNEL: false }, 'rope.wgsl')}`;
+const codes = new Map<KvFormat, string>();
+/**
+ * rope_append.wgsl for a KV format, with rope.wgsl's cosSin (and its constants) appended; rope.wgsl's
+ * own entry point left out.
+ */
+function kernelCode(kv: KvFormat): string {
+  let code = codes.get(kv);
+  if (code === undefined) {
+    const own = preprocessWgsl(shader, { KV_F16: kv === 'f16' }, 'rope_append.wgsl');
+    code = `${own}\n${preprocessWgsl(ropeShader, { ROPE_KERNEL: false }, 'rope.wgsl')}`;
+    codes.set(kv, code);
+  }
   return code;
 }
 
 /**
  * GPU op, recorded on `e`. qkv (N, (Hq + 2·Hkv)·D), freqs (D/2,), kStore/vStore (rows, Hkv, D) written
- * in place; `idx` (u32) holds b.pos at `posOff` and b.dest at `destOff` (see GpuOps.batchIndex). → q (N, Hq, D).
+ * in place (both 'f32', or both 'f16': the f16 KV format, see kvFormatOf); `idx` (u32) holds b.pos
+ * at `posOff` and b.dest at `destOff` (see GpuOps.batchIndex). → q (N, Hq, D).
  */
 export function ropeAppend(
   e: Engine,
@@ -155,8 +184,9 @@ export function ropeAppend(
   idx: { tensor: Tensor; posOff: number; destOff: number },
   o: { Hq: number; Hkv: number; qNorm?: Tensor; kNorm?: Tensor; eps?: number },
 ): Tensor {
-  for (const t of [qkv, freqs, kStore, vStore, o.qNorm, o.kNorm])
+  for (const t of [qkv, freqs, o.qNorm, o.kNorm])
     if (t && t.dtype !== 'f32') throw new TypeError(`ropeAppend: f32 tensors only, got ${t.dtype}`);
+  const kv = kvFormatOf('ropeAppend', kStore, vStore);
   const N = qkv.shape[0]!;
   const D = 2 * freqs.size;
   const dims = { N, Hq: o.Hq, Hkv: o.Hkv, D };
@@ -169,8 +199,8 @@ export function ropeAppend(
   // an absent norm binds freqs as a stand-in weight (never read: the flag is 0)
   const flags = (o.qNorm ? 1 : 0) | (o.kNorm ? 2 : 0);
   e.run({
-    key: 'rope_append',
-    code: kernelCode(),
+    key: `rope_append_${kv}`,
+    code: kernelCode(kv),
     constants: { WG: Math.min(MAX_WG, Math.max(1, 2 ** Math.ceil(Math.log2(D / 2)))) },
     bindings: [qkv, freqs, o.qNorm ?? freqs, o.kNorm ?? freqs, idx.tensor, out, kStore, vStore],
     uniforms: uniforms(

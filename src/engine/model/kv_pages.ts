@@ -14,12 +14,18 @@
  * writing into a shared, partly filled last page it copies that page's valid rows to a fresh page
  * (copy-on-write). A full page is never written again, so sharing it needs no copy at all.
  * The stores grow by doubling (a new store, the old rows copied, the old store freed).
+ *
+ * The stores hold `kvFormat` values: 'f32' (the default), or 'f16', half the bytes (on the GPU two
+ * f16 values per u32 word; k and v rounded to nearest even as they are written, ±65504 at most, so
+ * every backend stores the same values). For Qwen2.5-0.5B's layout (24 layers, 2 KV heads, D = 64)
+ * a token's k and v take 24 576 B in f32 and 12 288 B in f16: 16 sequences of 2048 tokens, 805 MB
+ * or 403 MB.
  */
-import type { PagedBatch } from '../kernels/attention_paged.ts';
+import type { KvFormat, PagedBatch } from '../kernels/attention_paged.ts';
 import type { Ops } from '../ops/ops.ts';
-import { GpuError } from '../../core/errors.ts';
+import { ConfigError, GpuError } from '../../core/errors.ts';
 
-export type { PagedBatch };
+export type { KvFormat, PagedBatch };
 
 /**
  * Rows per page. 16: a sequence wastes at most 15 rows of its last page (≈ 1 % of a 2k-token
@@ -50,6 +56,34 @@ export interface StepItem {
 export interface KvPagesOptions {
   /** Pages allocated up front (default 16 = 256 rows: a few short sequences before the first growth). */
   initialPages?: number;
+  /** What the stores hold (default 'f32'; 'f16' halves them and needs an even head dimension). */
+  kvFormat?: KvFormat;
+}
+
+/** The dims of a paged cache: layers, KV heads and the head dimension. */
+export interface KvDims {
+  layers: number;
+  Hkv: number;
+  D: number;
+}
+
+/** Bytes one token's k and v take over every layer in `format` (layers · 2 · Hkv · D · 4 or 2). */
+export function kvBytesPerToken(dims: KvDims, format: KvFormat): number {
+  return dims.layers * 2 * dims.Hkv * dims.D * (format === 'f16' ? 2 : 4);
+}
+
+/** A ConfigError unless `format` is a KV format the dims allow (f16 packs the head dimension in pairs). */
+export function checkKvFormat(dims: KvDims, format: KvFormat): void {
+  if (format !== 'f32' && format !== 'f16')
+    throw new ConfigError(`The KV cache format must be 'f32' or 'f16', got '${String(format)}'.`, {
+      issues: [`kvFormat: ${String(format)}`],
+    });
+  if (format === 'f16' && dims.D % 2 !== 0)
+    throw new ConfigError(
+      `The f16 KV cache stores each head's values in pairs, and this model's head dimension ` +
+        `(config.json head_dim, or hidden_size / num_attention_heads) is ${dims.D}, odd. Use the f32 KV cache (kvFormat 'f32', --kv f32).`,
+      { issues: [`head_dim ${dims.D} is odd`] },
+    );
 }
 
 export class KvPages<X> {
@@ -61,22 +95,34 @@ export class KvPages<X> {
   capacity: number;
   /** Times the stores grew (for tests and stats). */
   growths = 0;
+  /** What the stores hold (KvPagesOptions.kvFormat). */
+  readonly kvFormat: KvFormat;
   private readonly refs: number[] = [];
   /** Free page ids; popped from the end (lowest ids first). */
   private freeList: number[] = [];
 
   constructor(
     readonly ops: Ops<X>,
-    readonly dims: { layers: number; Hkv: number; D: number },
+    readonly dims: KvDims,
     opts: KvPagesOptions = {},
   ) {
+    this.kvFormat = opts.kvFormat ?? 'f32';
+    checkKvFormat(dims, this.kvFormat);
     this.capacity = Math.max(1, opts.initialPages ?? 16);
     for (let l = 0; l < dims.layers; l++) {
-      this.k.push(ops.zeros([this.capacity * PAGE, dims.Hkv, dims.D]));
-      this.v.push(ops.zeros([this.capacity * PAGE, dims.Hkv, dims.D]));
+      this.k.push(ops.kvStore([this.capacity * PAGE, dims.Hkv, dims.D], this.kvFormat));
+      this.v.push(ops.kvStore([this.capacity * PAGE, dims.Hkv, dims.D], this.kvFormat));
     }
     for (let p = 0; p < this.capacity; p++) this.refs.push(0);
     this.freeList = Array.from({ length: this.capacity }, (_, i) => this.capacity - 1 - i);
+  }
+
+  /**
+   * Bytes the stores take at kvFormat's size: the GPU's buffers (the CPU backend holds f16 stores
+   * widened to f32, twice this).
+   */
+  get bytes(): number {
+    return this.capacity * PAGE * kvBytesPerToken(this.dims, this.kvFormat);
   }
 
   /** Pages held by at least one sequence. */
@@ -224,17 +270,18 @@ export class KvPages<X> {
     const old = this.capacity;
     const cap = old * 2;
     const { Hkv, D } = this.dims;
-    const bytes = cap * PAGE * Hkv * D * 4;
+    const bytes = (cap * PAGE * kvBytesPerToken({ layers: 1, Hkv, D }, this.kvFormat)) / 2; // one store
     if (bytes > this.ops.maxTensorBytes)
       throw new GpuError(
         `The KV cache is full: ${old * PAGE} rows per layer, and doubling needs ${(bytes / 2 ** 20).toFixed(0)} MiB ` +
           `per store, above this device's ${(this.ops.maxTensorBytes / 2 ** 20).toFixed(0)} MiB per buffer. ` +
-          "Run fewer chats at once (the loop's concurrency) or shorter conversations.",
+          "Run fewer chats at once (the loop's concurrency) or shorter conversations" +
+          (this.kvFormat === 'f32' ? ", or halve the cache with the f16 KV format (kvFormat 'f16', --kv f16)." : '.'),
         { code: 'kv-cache-full' },
       );
     for (let l = 0; l < this.dims.layers; l++) {
       for (const s of [this.k, this.v]) {
-        const next = this.ops.zeros([cap * PAGE, Hkv, D]);
+        const next = this.ops.kvStore([cap * PAGE, Hkv, D], this.kvFormat);
         this.ops.copyRows(s[l]!, 0, next, 0, old * PAGE);
         this.ops.free(s[l]!);
         s[l] = next;

@@ -6,7 +6,7 @@ import { numel } from '../runtime/runtime.ts';
 import type { MatOpts, NllBackwardOpts, Ops } from './ops_interface.ts';
 import { adamwCpu, type AdamWOptions } from '../kernels/adamw.ts';
 import { attentionBackwardCpu, attentionCpu } from '../kernels/attention.ts';
-import { attentionPagedCpu, type PagedBatch } from '../kernels/attention_paged.ts';
+import { attentionPagedCpu, type KvFormat, type PagedBatch } from '../kernels/attention_paged.ts';
 import { addCpu, addInPlaceCpu, scaleCpu } from '../kernels/elementwise.ts';
 import { embeddingCpu } from '../kernels/embedding.ts';
 import { grpoWeightsCpu, type GrpoWeightOptions } from '../kernels/grpo_weights.ts';
@@ -25,6 +25,8 @@ import type { SampleOptions } from '../kernels/sample_cpu.ts';
 export interface CpuTensor {
   data: Float32Array;
   shape: number[];
+  /** Set on a paged KV store made by kvStore(): its format (with 'f16', ropeAppend rounds what it writes to f16). */
+  kvFormat?: KvFormat;
 }
 
 export class CpuOps implements Ops<CpuTensor> {
@@ -251,13 +253,18 @@ export class CpuOps implements Ops<CpuTensor> {
     const D = 2 * freqs.data.length;
     const dims = { N, Hq: o.Hq, Hkv: o.Hkv, D };
     const norm = { qNorm: o.qNorm?.data, kNorm: o.kNorm?.data, eps: o.eps };
-    const q = ropeAppendCpu(qkv.data, freqs.data, kStore.data, vStore.data, b, dims, norm);
+    if ((kStore.kvFormat ?? 'f32') !== (vStore.kvFormat ?? 'f32'))
+      throw new TypeError('ropeAppend: kStore and vStore must hold one KV format (make both with kvStore)');
+    const q = ropeAppendCpu(qkv.data, freqs.data, kStore.data, vStore.data, b, dims, norm, kStore.kvFormat);
     return { data: q, shape: [N, o.Hq, D] };
   }
   attentionPaged(q: CpuTensor, kStore: CpuTensor, vStore: CpuTensor, b: PagedBatch): CpuTensor {
     const [N, Hq, D] = q.shape as [number, number, number];
     const dims = { N, Hq, Hkv: kStore.shape[1]!, D };
     return { data: attentionPagedCpu(q.data, kStore.data, vStore.data, b, dims), shape: [N, Hq, D] };
+  }
+  kvStore(shape: [number, number, number], format: KvFormat): CpuTensor {
+    return { ...this.zeros(shape), kvFormat: format };
   }
   free(): void {}
   flush(): void {}

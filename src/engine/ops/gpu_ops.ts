@@ -8,7 +8,7 @@ import { isSoftwareAdapter } from '../runtime/device.ts';
 import type { MatOpts, NllBackwardOpts, Ops } from './ops_interface.ts';
 import { adamw, type AdamWOptions } from '../kernels/adamw.ts';
 import { attention, attentionBackward } from '../kernels/attention.ts';
-import { attentionPaged, packPagedIndex, type PagedBatch } from '../kernels/attention_paged.ts';
+import { attentionPaged, packPagedIndex, type KvFormat, type PagedBatch } from '../kernels/attention_paged.ts';
 import { add, addInPlace, placeColumns, scale } from '../kernels/elementwise.ts';
 import { embedding } from '../kernels/embedding.ts';
 import { embeddingPacked } from '../kernels/embedding_packed.ts';
@@ -122,8 +122,10 @@ export class GpuOps implements Ops<Tensor> {
     const c = src.size / src.shape[0]!;
     if (dst.size / dst.shape[0]! !== c) throw new RangeError('copyRows: src and dst rows differ in size');
     if (src.buffer !== dst.buffer) return this.e.copy(src, srcRow * c, dst, dstRow * c, n * c);
-    // WebGPU forbids a buffer-to-buffer copy within one buffer: go through a temporary
-    const tmp = this.rows(src, srcRow, n);
+    // WebGPU forbids a buffer-to-buffer copy within one buffer: go through a temporary (of src's
+    // dtype: copy() counts bytes by the source's, so an f16 KV store's rows stay 2 bytes a value)
+    const tmp = this.e.tensor([n, ...src.shape.slice(1)], undefined, src.dtype);
+    this.e.copy(src, srcRow * c, tmp, 0, n * c);
     this.e.copy(tmp, 0, dst, dstRow * c, n * c);
     this.e.release(tmp);
   }
@@ -309,6 +311,9 @@ export class GpuOps implements Ops<Tensor> {
   }
   attentionPaged(q: Tensor, kStore: Tensor, vStore: Tensor, b: PagedBatch): Tensor {
     return attentionPaged(this.e, q, kStore, vStore, b, this.batchIndex(b));
+  }
+  kvStore(shape: [number, number, number], format: KvFormat): Tensor {
+    return this.e.zeros(shape, format); // an 'f16' tensor: 2 bytes a value, bound as u32 words by the kernels
   }
   free(...xs: Tensor[]): void {
     for (const x of xs) this.e.release(x);

@@ -4,7 +4,7 @@
  * stored (out, in) as in PyTorch.
  */
 import type { AdamWOptions } from '../kernels/adamw.ts';
-import type { PagedBatch } from '../kernels/attention_paged.ts';
+import type { KvFormat, PagedBatch } from '../kernels/attention_paged.ts';
 import type { GrpoWeightOptions } from '../kernels/grpo_weights.ts';
 import type { WeightFormat } from '../io/pack.ts';
 import type { SampleOptions } from '../kernels/sample_cpu.ts';
@@ -134,6 +134,12 @@ export interface Ops<X> {
   ): X;
   /** Causal attention of q (N, Hq, D) against each row's sequence in the paged stores (kv_pages.ts). */
   attentionPaged(q: X, kStore: X, vStore: X, b: PagedBatch): X;
+  /**
+   * A zero-filled paged K or V store (rows, Hkv, D) holding `format` (kv_pages.ts; D even for f16):
+   * ropeAppend and attentionPaged read the format from the store. GPU: an 'f16' tensor is f16 pairs
+   * in u32 words (half the bytes); CPU: f32 values, rounded to f16 as ropeAppend writes them.
+   */
+  kvStore(shape: [number, number, number], format: KvFormat): X;
   /** Release temporaries (GPU: back to the pool after the next submit). */
   free(...xs: X[]): void;
   /** Submit recorded work (GPU); a no-op on the CPU. */
