@@ -1,12 +1,14 @@
 /**
  * Kernel benchmarks for `spade bench engine`: matmul throughput and the device's pure-FMA peak,
- * both in GFLOP/s. Each measurement warms up once (pipeline compilation, first-touch), then
- * times whole submissions: record, flush, and wait for queue.onSubmittedWorkDone().
+ * both in GFLOP/s, and the LM-head backward's product with and without split-K, in ms. Each
+ * measurement warms up once (pipeline compilation, first-touch), then times whole submissions:
+ * record, flush, and wait for queue.onSubmittedWorkDone().
  */
 import type { Engine } from '../runtime/runtime.ts';
 import { uniforms } from '../runtime/runtime.ts';
 import { MAX_GROUPS_PER_DIM } from '../kernels/dispatch_grid.ts';
-import { matmul, type MatmulOptions } from '../kernels/matmul.ts';
+import { matmul, pickTile, resolveSplitK, tileSize, type MatmulOptions } from '../kernels/matmul.ts';
+import { isSoftwareAdapter } from '../runtime/device.ts';
 import fmaShader from '../kernels/fma_peak.wgsl?raw';
 
 const FMA_WG = 256;
@@ -62,6 +64,62 @@ export async function benchMatmul(
   for (const t of [a, b, c]) e.release(t);
   e.flush();
   return (2 * m * n * k * reps) / secs / 1e9;
+}
+
+/**
+ * Milliseconds per product C (m×n) = A (m×k) · B (k×n), f32, for each option set in `variants`,
+ * measured in the same run: after one warm-up each, `rounds` rounds time every variant in turn
+ * (`reps` products in one submission, then one wait), so drift hits all alike; the fastest round
+ * of each is kept.
+ */
+export async function benchMatmulMs(
+  e: Engine,
+  m: number,
+  n: number,
+  k: number,
+  variants: Pick<MatmulOptions, 'splitK' | 'doubleBuffer' | 'tile'>[],
+  reps = 3,
+  rounds = 3,
+): Promise<number[]> {
+  if (!(m > 0 && n > 0 && k > 0 && reps > 0 && rounds > 0))
+    throw new RangeError('benchMatmulMs: sizes, reps and rounds must be positive');
+  const a = e.tensor([m, k], filler(m * k, 1));
+  const b = e.tensor([k, n], filler(k * n, 2));
+  const c = e.tensor([m, n]);
+  for (const v of variants) matmul(e, a, b, { ...v, out: c });
+  await drain(e);
+  const best = variants.map(() => Infinity);
+  for (let r = 0; r < rounds; r++) {
+    for (const [i, v] of variants.entries()) {
+      const t0 = performance.now();
+      for (let j = 0; j < reps; j++) matmul(e, a, b, { ...v, out: c });
+      await drain(e);
+      best[i] = Math.min(best[i]!, (performance.now() - t0) / reps);
+    }
+  }
+  for (const t of [a, b, c]) e.release(t);
+  e.flush();
+  return best;
+}
+
+/**
+ * The LM-head backward's product dh (rows, hidden) = dlogits (rows, vocab) · W (vocab, hidden)
+ * (model.headBackward; Qwen2.5-0.5B: vocab 151,936, hidden 896, about 55 rows a chunk) without
+ * split-K and with the automatic split, ms per product, timed alternately (benchMatmulMs).
+ */
+export async function benchHeadBackwardSplitK(
+  e: Engine,
+  rows = 55,
+  vocab = 151936,
+  hidden = 896,
+  reps = 3,
+): Promise<{ slices: number; msNoSplit: number; msAuto: number }> {
+  const tile = pickTile(rows, hidden, isSoftwareAdapter(e.ctx.report));
+  const { bm, bn } = tileSize(tile);
+  const tiles = Math.ceil(rows / bm) * Math.ceil(hidden / bn);
+  const { slices } = resolveSplitK(e, 'auto', tiles, vocab, tile.bk);
+  const [msNoSplit, msAuto] = await benchMatmulMs(e, rows, hidden, vocab, [{ splitK: 1 }, { splitK: 'auto' }], reps);
+  return { slices, msNoSplit: msNoSplit!, msAuto: msAuto! };
 }
 
 /**

@@ -6,8 +6,10 @@
 // matmul.ts makes (flags F16 = either is f16, F16_A, F16_B); accumulation is always f32. With
 // VEC4_A / VEC4_B (f32 only) an operand is read as vec4 along its stored rows, which matmul.ts
 // sets when their length is a multiple of 4.
+// Split-K (matmul.ts): with S slices, c is the (S, batch, M, N) partials scratch, slice s of batch
+// z at c_base(s · batch + z); with one slice, c is the output (batch, M, N).
 // Constants (overrides): WG_X, WG_Y (threads along N and M), BK, TRANS_A, TRANS_B, ACCUMULATE.
-// Dispatch: (ceil(N / BN), ceil(M / BM), batch) workgroups.
+// Dispatch: (ceil(N / BN), ceil(M / BM), S · batch) workgroups.
 
 // #if F16
 enable f16;
@@ -38,9 +40,11 @@ struct Params {
   stride_b: u32, // elements between batches of B (0: shared)
   stride_c: u32, // elements between batches of C
   alpha: f32,
+  batch: u32,
+  k_slice: u32, // K per split-K slice (a multiple of BK; at least K for one slice)
 }
 
-@group(0) @binding(2) var<storage, read_write> c: array<f32>; // (batch, M, N)
+@group(0) @binding(2) var<storage, read_write> c: array<f32>; // (batch, M, N), or (S, batch, M, N) partials
 @group(0) @binding(3) var<uniform> p: Params;
 
 /** Where element (r, s) of a stored (rows, cols) matrix sits, past batch z's offset. */

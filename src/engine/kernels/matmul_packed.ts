@@ -4,12 +4,25 @@
  * without it the input gradient dx = dy · W of the frozen base (W stored (K, N)), so LoRA trains
  * on a packed base without a dequantised copy. Prefill and training shapes; decode goes to
  * matvec_packed. The CPU reference dequantises (unpackWeight) and multiplies (matmulCpu).
+ * Split-K and double-buffered tiles as matmul.ts (options splitK, doubleBuffer).
  */
 import { unpackWeight, type PackedWeight } from '../io/pack.ts';
 import { isSoftwareAdapter } from '../runtime/device.ts';
 import { numel, uniforms, type Engine, type Tensor } from '../runtime/runtime.ts';
 import { gridChecked } from './dispatch_grid.ts';
-import { matmulCpu, pickTile, tileSize, variantKey, vec4Ok, type TileFlags } from './matmul.ts';
+import {
+  doubleBufferFor,
+  matmulCpu,
+  pickTile,
+  resolveSplitK,
+  splitKReduce,
+  tileFits,
+  tileSize,
+  variantKey,
+  vec4Ok,
+  type SplitK,
+  type TileFlags,
+} from './matmul.ts';
 import { packedKernelCode, type PackedTensor } from './packed_weight.ts';
 import shader from './matmul_packed.wgsl?raw';
 
@@ -18,6 +31,10 @@ export interface MatmulPackedOptions {
   alpha?: number;
   out?: Tensor;
   accumulate?: boolean;
+  /** Split-K slices (default 1), or 'auto' (matmul.ts). */
+  splitK?: SplitK;
+  /** Double-buffered tiles; normally chosen per adapter (doubleBufferFor). */
+  doubleBuffer?: boolean;
 }
 
 /** CPU reference. a: (M, K); w packed, stored (N, K) with transB, else (K, N) → (M, N). */
@@ -53,20 +70,40 @@ export function matmulPacked(e: Engine, a: Tensor, w: PackedTensor, opts: Matmul
   if (m === 0 || n === 0) return out;
   const tile = pickTile(m, n, isSoftwareAdapter(e.ctx.report));
   const { bm, bn } = tileSize(tile);
-  const flags: TileFlags = { TM8: tile.tm === 8, VEC4_A: vec4Ok(a.dtype, k, tile.bk), VEC4_B: false };
+  const flags: TileFlags = {
+    TM8: tile.tm === 8,
+    VEC4_A: vec4Ok(a.dtype, k, tile.bk),
+    VEC4_B: false,
+    DOUBLE_BUF: opts.doubleBuffer ?? doubleBufferFor(e.ctx.report, tile),
+  };
+  if (flags.DOUBLE_BUF && !tileFits(tile, e.ctx.report.limits, true))
+    throw new RangeError(`matmul_packed: tile ${JSON.stringify(tile)} does not fit twice in workgroup memory`);
+  const [gx, gy] = [Math.ceil(n / bn), Math.ceil(m / bm)];
+  const { slices, kSlice } = resolveSplitK(e, opts.splitK, gx * gy, k, tile.bk);
+  const parts = slices > 1 ? e.tensor([slices * m * n]) : out;
   e.run({
     key: `matmul_packed_${format}${variantKey(flags)}`,
-    code: packedKernelCode('matmul_packed', shader, format, { ...flags }),
+    code: packedKernelCode('matmul_packed', shader, format, { ...flags, DOUBLE_BUF: flags.DOUBLE_BUF ?? false }),
     constants: {
       WG_X: tile.wgX,
       WG_Y: tile.wgY,
       BK: tile.bk,
       TRANS_B: transB ? 1 : 0,
-      ACCUMULATE: accumulate ? 1 : 0,
+      ACCUMULATE: accumulate && slices === 1 ? 1 : 0,
     },
-    bindings: [a, w, out],
-    uniforms: uniforms({ u32: m }, { u32: n }, { u32: k }, { u32: cols }, { u32: scaleOffset }, { f32: alpha }),
-    workgroups: gridChecked('matmul_packed', Math.ceil(n / bn), Math.ceil(m / bm)),
+    bindings: [a, w, parts],
+    uniforms: uniforms(
+      { u32: m },
+      { u32: n },
+      { u32: k },
+      { u32: cols },
+      { u32: scaleOffset },
+      { f32: alpha },
+      { u32: 1 },
+      { u32: kSlice },
+    ),
+    workgroups: gridChecked('matmul_packed', gx, gy, slices),
   });
+  if (slices > 1) splitKReduce(e, parts, out, slices, accumulate);
   return out;
 }

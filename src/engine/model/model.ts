@@ -519,7 +519,8 @@ export class LlamaModel<X> {
           'bindings, or load the base with --weights q4.',
         { code: 'lm-head-sharded', limit: 'maxStorageBufferBindingSize' },
       );
-    return this.ops.matmul(dlogits, this.lmHead[0]!.w);
+    // K is the vocabulary and the output (rows, C) has few tiles: split K across workgroups
+    return this.ops.matmul(dlogits, this.lmHead[0]!.w, { splitK: 'auto' });
   }
 
   /** LM-head rows per chunk so that one chunk's (rows, V) f32 logits stay within `bytes`. */

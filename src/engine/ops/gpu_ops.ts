@@ -141,7 +141,7 @@ export class GpuOps implements Ops<Tensor> {
     if (o.transA || isPacked(a)) throw new RangeError('matmul: a packed weight is only supported as B, without transA');
     const acc = out ? { out, accumulate: true } : {};
     if (this.useMatvec(a, b, o)) return matvecPacked(this.e, a, b, { alpha: o.alpha, ...acc });
-    return matmulPacked(this.e, a, b, { transB: o.transB, alpha: o.alpha, ...acc });
+    return matmulPacked(this.e, a, b, { transB: o.transB, alpha: o.alpha, splitK: o.splitK, ...acc });
   }
   matmul(a: Tensor, b: Tensor, o: MatOpts = {}): Tensor {
     const p = this.packedMatmul(a, b, o);

@@ -20,6 +20,11 @@ export interface MatOpts {
   transA?: boolean;
   transB?: boolean;
   alpha?: number;
+  /**
+   * GPU: split the K loop into this many slices (kernels/matmul.ts), or 'auto' to choose from the
+   * shape (for few output tiles and a long K, as the LM-head backward). The CPU ignores it.
+   */
+  splitK?: number | 'auto';
 }
 
 export interface Ops<X> {

@@ -9,13 +9,19 @@
 // the staging writes of either operand layout also fall in distinct banks. The accumulators are
 // named vectors, not an indexed array: compilers that do not unroll (SwiftShader) would otherwise
 // keep them in memory. Out-of-range elements stage as 0, so any M, N, K works.
+// Split-K: the grid's z is slice · p.batch + batch. Slice s walks K in [s · p.k_slice,
+// (s + 1) · p.k_slice) (p.k_slice a multiple of BK; p.k_slice ≥ K for one slice) and writes its
+// partial product at c_base(wid.z), the includer's (slice, batch, M, N) layout; with one slice that
+// is c_base(z), the output itself. matmul.ts sums the slices (splitk_reduce.wgsl).
+// With flag DOUBLE_BUF the staged tiles are double-buffered: slab k + 1 is staged into one buffer
+// while slab k is multiplied out of the other, one barrier per slab instead of two.
 // Staging reads one element at a time through the includer's load_a(z, m, k) / load_b(z, k, n),
 // or, with flags VEC4_A / VEC4_B, four along the operand's contiguous stored dimension through
 // load_a4 / load_b4 (the caller sets them only when that dimension is a multiple of 4, so a group
 // of four is wholly inside or outside the matrix).
 // The includer declares: overrides WG_X, WG_Y, BK (a multiple of 4), TRANS_A, TRANS_B (consts
-// will do), ACCUMULATE; uniforms p with M, N, K, alpha; the output binding c: array<f32>; and
-// c_base(z), the loaders. Dispatch: (ceil(N / BN), ceil(M / BM), batch).
+// will do), ACCUMULATE; uniforms p with M, N, K, alpha, batch, k_slice; the output binding
+// c: array<f32>; and c_base(z), the loaders. Dispatch: (ceil(N / BN), ceil(M / BM), slices · batch).
 
 // #if TM8
 override TM: u32 = 8u;
@@ -27,12 +33,17 @@ override BN: u32 = 4u * WG_X;
 override SA: u32 = BM + 1u; // padded row strides of the staged tiles
 override SB: u32 = BN + 1u;
 override NT: u32 = WG_X * WG_Y;
+// #if DOUBLE_BUF
+override NBUF: u32 = 2u;
+// #else
+override NBUF: u32 = 1u;
+// #endif
 
-var<workgroup> tile_a: array<f32, BK * SA>; // [k][m]
-var<workgroup> tile_b: array<f32, BK * SB>; // [k][n]
+var<workgroup> tile_a: array<f32, NBUF * BK * SA>; // [buffer][k][m]
+var<workgroup> tile_b: array<f32, NBUF * BK * SB>; // [buffer][k][n]
 
-/** Stage op(A)[m0 .. m0+BM, k0 .. k0+BK]: consecutive threads read consecutive stored words. */
-fn stage_a(z: u32, m0: u32, k0: u32, tid: u32) {
+/** Stage op(A)[m0 .. m0+BM, k0 .. k0+BK] at tile_a[at0 ..]: consecutive threads read consecutive stored words. */
+fn stage_a(z: u32, m0: u32, k0: u32, tid: u32, at0: u32) {
   // #if VEC4_A
   for (var i = tid; i < BK * BM / 4u; i += NT) {
     var mm: u32;
@@ -51,13 +62,13 @@ fn stage_a(z: u32, m0: u32, k0: u32, tid: u32) {
       v = load_a4(z, gm, gk);
     }
     if (TRANS_A) {
-      let at = kk * SA + mm;
+      let at = at0 + kk * SA + mm;
       tile_a[at] = v.x;
       tile_a[at + 1u] = v.y;
       tile_a[at + 2u] = v.z;
       tile_a[at + 3u] = v.w;
     } else {
-      let at = kk * SA + mm;
+      let at = at0 + kk * SA + mm;
       tile_a[at] = v.x;
       tile_a[at + SA] = v.y;
       tile_a[at + 2u * SA] = v.z;
@@ -81,13 +92,13 @@ fn stage_a(z: u32, m0: u32, k0: u32, tid: u32) {
     if (gm < p.M && gk < p.K) {
       v = load_a(z, gm, gk);
     }
-    tile_a[kk * SA + mm] = v;
+    tile_a[at0 + kk * SA + mm] = v;
   }
   // #endif
 }
 
-/** Stage op(B)[k0 .. k0+BK, n0 .. n0+BN]: consecutive threads read consecutive stored words. */
-fn stage_b(z: u32, k0: u32, n0: u32, tid: u32) {
+/** Stage op(B)[k0 .. k0+BK, n0 .. n0+BN] at tile_b[at0 ..]: consecutive threads read consecutive stored words. */
+fn stage_b(z: u32, k0: u32, n0: u32, tid: u32, at0: u32) {
   // #if VEC4_B
   for (var i = tid; i < BK * BN / 4u; i += NT) {
     var kk: u32;
@@ -105,7 +116,7 @@ fn stage_b(z: u32, k0: u32, n0: u32, tid: u32) {
     if (gn < p.N && gk < p.K) {
       v = load_b4(z, gk, gn);
     }
-    let at = kk * SB + nn;
+    let at = at0 + kk * SB + nn;
     if (TRANS_B) {
       tile_b[at] = v.x;
       tile_b[at + SB] = v.y;
@@ -135,7 +146,7 @@ fn stage_b(z: u32, k0: u32, n0: u32, tid: u32) {
     if (gn < p.N && gk < p.K) {
       v = load_b(z, gk, gn);
     }
-    tile_b[kk * SB + nn] = v;
+    tile_b[at0 + kk * SB + nn] = v;
   }
   // #endif
 }
@@ -148,7 +159,9 @@ fn main(
 ) {
   let m0 = wid.y * BM;
   let n0 = wid.x * BN;
-  let z = wid.z;
+  let z = wid.z % p.batch;
+  let k_lo = (wid.z / p.batch) * p.k_slice;
+  let k_hi = min(p.K, k_lo + p.k_slice);
 
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
@@ -161,13 +174,32 @@ fn main(
   var acc7 = vec4<f32>(0.0);
   // #endif
 
-  for (var k0 = 0u; k0 < p.K; k0 += BK) {
-    stage_a(z, m0, k0, tid);
-    stage_b(z, k0, n0, tid);
+  // #if DOUBLE_BUF
+  var buf = 0u; // the buffer holding slab k0
+  if (k_lo < k_hi) {
+    stage_a(z, m0, k_lo, tid, 0u);
+    stage_b(z, k_lo, n0, tid, 0u);
+  }
+  workgroupBarrier();
+  for (var k0 = k_lo; k0 < k_hi; k0 += BK) {
+    // The other buffer was last read before the previous step's barrier: stage the next slab there.
+    if (k0 + BK < k_hi) {
+      stage_a(z, m0, k0 + BK, tid, (1u - buf) * BK * SA);
+      stage_b(z, k0 + BK, n0, tid, (1u - buf) * BK * SB);
+    }
+    let ba = buf * BK * SA;
+    let bb = buf * BK * SB;
+  // #else
+  for (var k0 = k_lo; k0 < k_hi; k0 += BK) {
+    stage_a(z, m0, k0, tid, 0u);
+    stage_b(z, k0, n0, tid, 0u);
     workgroupBarrier();
+    let ba = 0u;
+    let bb = 0u;
+  // #endif
     for (var kk = 0u; kk < BK; kk++) {
-      let ia = kk * SA + lid.y;
-      let ib = kk * SB + lid.x;
+      let ia = ba + kk * SA + lid.y;
+      let ib = bb + kk * SB + lid.x;
       let rb = vec4<f32>(tile_b[ib], tile_b[ib + WG_X], tile_b[ib + 2u * WG_X], tile_b[ib + 3u * WG_X]);
       acc0 += tile_a[ia] * rb;
       acc1 += tile_a[ia + WG_Y] * rb;
@@ -181,9 +213,12 @@ fn main(
       // #endif
     }
     workgroupBarrier();
+    // #if DOUBLE_BUF
+    buf = 1u - buf;
+    // #endif
   }
 
-  let base_c = c_base(z);
+  let base_c = c_base(wid.z);
   let gm = m0 + lid.y;
   let gn = n0 + lid.x;
   store_row(base_c, gm, gn, acc0);
