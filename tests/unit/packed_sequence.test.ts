@@ -259,6 +259,16 @@ describe('packed training minibatch (CPU backend)', () => {
     expect(() => m.hiddenStates([1, 2, 3], [2, 2])).toThrow(/add up to 4, not the 3 ids/);
   });
 
+  it('packs at most packTokens tokens into one forward (a longer sample alone)', async () => {
+    const m = await model('llama');
+    const single = await new LoraTrainer(m, { pack: false }).gradients(samples());
+    // lengths 9, 1, 6: 9 + 1 fit 10, then 6
+    const g = await new LoraTrainer(m, { packTokens: 10 }).gradients(samples());
+    expect(g.forwards).toBe(2);
+    expect((await gradError(g.grads, single.grads)).rel).toBeLessThan(1e-5);
+    expect((await new LoraTrainer(m, { packTokens: 5 }).gradients(samples())).forwards).toBe(3);
+  });
+
   it('rejects segment lengths that do not add up to the ids', async () => {
     const m = await model('llama');
     expect(() => m.forwardHidden([1, 2, 3], { segments: [1, 1] })).toThrow(/add up to 2, not the 3 ids/);

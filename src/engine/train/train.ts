@@ -124,10 +124,16 @@ export interface TrainOptions {
   headChunkRows?: number;
   /**
    * Run a minibatch's samples packed into one sequence (default true: consecutive samples while
-   * their packed length fits the activation budget; all of them when `checkpoint` is true), or
-   * false: one forward and backward per sample.
+   * their packed length is at most `packTokens` and fits the activation budget), or false: one
+   * forward and backward per sample.
    */
   pack?: boolean;
+  /**
+   * Most tokens of a packed forward (default 1024; a longer sample runs alone). Matmul efficiency
+   * has levelled off well before it, and it keeps a packed step's peak memory near that of one
+   * forward of this length, not the whole activation budget.
+   */
+  packTokens?: number;
 }
 
 /**
@@ -195,6 +201,7 @@ const DEFAULTS = {
   epochs: 1,
   temperature: 1,
   tisCap: 2,
+  packTokens: 1024,
 };
 
 const MAX_LOG_RATIO = 20;
@@ -342,19 +349,21 @@ export class LoraTrainer<X> {
 
   /**
    * The minibatch's forwards: unpacked, one per sample; packed, consecutive samples together while
-   * the full tape of their packed length fits the activation budget (a sample over it alone), or
-   * all of them when `checkpoint` is true (every layer's input is all a forward keeps then).
+   * their packed length is at most packTokens and, unless `checkpoint` is true (every layer's input
+   * is all a forward keeps then), its full tape fits the activation budget (a sample over either alone).
    */
   private forwardGroups(used: Prepared[]): Prepared[][] {
     if (!(this.opts.pack ?? true)) return used.map((p) => [p]);
-    if (this.opts.checkpoint === true) return used.length ? [used] : [];
     const budget = this.activationBudget();
+    const most = this.o('packTokens');
+    const fits = (L: number) =>
+      L <= most && (this.opts.checkpoint === true || this.model.activationBytes(L).full <= budget);
     const out: Prepared[][] = [];
     let cur: Prepared[] = [];
     let L = 0;
     for (const p of used) {
       const n = p.input.length;
-      if (cur.length && this.model.activationBytes(L + n).full > budget) {
+      if (cur.length && !fits(L + n)) {
         out.push(cur);
         cur = [];
         L = 0;
@@ -511,7 +520,6 @@ export class LoraTrainer<X> {
       });
       // ∂L/∂hn (L, C), zero at the untrained positions: each sample's rows written in turn
       let dhn: X | undefined = group.length > 1 ? ops.zeros([L, C]) : undefined;
-      let trimRows = Infinity; // the smallest LM-head chunk of a sample whose head ran in chunks
       let off = 0; // the sample's first row in the forward
       for (const [gi, p] of group.entries()) {
         // the LM head, the NLL and the GRPO weights run on the P trained positions only
@@ -560,17 +568,17 @@ export class LoraTrainer<X> {
         });
         if (hnT !== tape.hn) ops.free(hnT);
         dhn = this.scatterRows(dhT!, at, L, dhn);
-        if (this.chunkRows(P) < P) trimRows = Math.min(trimRows, this.chunkRows(P));
         ops.free(infoT);
         if (base) ops.free(base);
+        const rows = this.chunkRows(P);
+        if (rows < P) {
+          // submit, then destroy the chunk-sized buffers: idle in the pool they would add a chunk's
+          // logits to the next sample's head and to the backward's peak (sizes the layers never ask for)
+          ops.flush();
+          ops.trim((rows - 1) * model.cfg.vocabSize * 4);
+        }
         off += p.input.length;
         row0 += P;
-      }
-      if (trimRows < Infinity) {
-        // submit, then destroy the chunk-sized buffers: idle in the pool they would add a chunk's
-        // logits to the backward's peak (sizes that the layers never ask for)
-        ops.flush();
-        ops.trim((trimRows - 1) * model.cfg.vocabSize * 4);
       }
       model.backwardHidden(tape, dhn!, grads);
       ops.free(dhn!);
