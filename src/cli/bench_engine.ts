@@ -10,7 +10,15 @@ import type { Args, Io } from './args.ts';
  * per base-weight format (f32, bf16, f16, q4): GPU bytes per base parameter and decode tokens/s;
  * aggregate decode tokens/s of the batching scheduler at batch 1, 8 and 16 and the speed-up over 1;
  * host ms per decoded token with one read-back per step against K = 8 steps per read-back
- * (`multiStepDecode`, same run);
+ * (`multiStepDecode`, same run); host ms to record and submit a 196-dispatch step (a Qwen2.5-0.5B
+ * decode step's count) with the engine's bind-group cache off and on, and the scheduler's host ms
+ * per decode step at batch 1 and 16 off and on, alternating (`stepTemplate`);
+ * the decode KV cache's bytes
+ * for the Qwen2.5-0.5B layout at 16 × 2,048 tokens in f32 and f16, and scheduler decode tokens/s
+ * with f32 and f16 KV stores, alternating (`kvFormat`); the LM-head backward's product (55 rows,
+ * hidden 896, the full vocabulary or 8,192 with --quick) without and with split-K, alternating
+ * (`headBackwardSplitK`); LoRA train tokens/s of a mixed-length minibatch packed into one forward
+ * against one forward per sample (`model.trainPackedTokensPerSec`, `model.trainPerSampleTokensPerSec`);
  * peak GPU bytes of one LoRA training step (Qwen2.5-0.5B layout, 1,024 tokens, bf16 base), now and
  * with the old path (no checkpointing, no chunked head, no recycling), and over a run of mixed
  * lengths against one step (`trainMemory.mixed`); whether the Qwen2.5-0.5B layout loads and
@@ -97,6 +105,52 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       wallMsPerTokenK1: +ms.wallMsPerTokenK1.toFixed(1),
       wallMsPerTokenK: +ms.wallMsPerTokenK.toFixed(1),
     };
+    const { benchStepRecording, benchStepTemplate } = await import('../engine/bench/batch.ts');
+    const rec = await benchStepRecording(e);
+    const stepTemplate = {
+      dispatches: rec.dispatches,
+      hostMsPerStepOff: +rec.hostMsPerStepOff.toFixed(2),
+      hostMsPerStepOn: +rec.hostMsPerStepOn.toFixed(2),
+      ratio: +rec.ratio.toFixed(2),
+      decode: [] as Awaited<ReturnType<typeof benchStepTemplate>>[],
+    };
+    for (const batch of [1, 16]) {
+      const st = await benchStepTemplate(e, quick ? { ...BENCH_CONFIG, numLayers: 2, vocabSize: 4096 } : BENCH_CONFIG, {
+        batch,
+        tokens: 8,
+      });
+      stepTemplate.decode.push({
+        ...st,
+        hostMsPerStepOff: +st.hostMsPerStepOff.toFixed(2),
+        hostMsPerStepOn: +st.hostMsPerStepOn.toFixed(2),
+        ratio: +st.ratio.toFixed(2),
+        hitRate: +st.hitRate.toFixed(3),
+      });
+    }
+    const { benchKvFormat } = await import('../engine/bench/kv_format.ts');
+    const kv = await benchKvFormat(e, quick ? { ...BENCH_CONFIG, numLayers: 2, vocabSize: 4096 } : BENCH_CONFIG, {
+      tokens: 8,
+    });
+    const kvFormat = {
+      ...kv,
+      decode: {
+        f32TokensPerSec: +kv.decode.f32TokensPerSec.toFixed(2),
+        f16TokensPerSec: +kv.decode.f16TokensPerSec.toFixed(2),
+        f16OverF32: +kv.decode.f16OverF32.toFixed(2),
+      },
+    };
+    // the LM-head backward's product, no split vs the automatic split-K (--quick: an 8,192 vocabulary)
+    const { benchHeadBackwardSplitK } = await import('../engine/bench/kernels.ts');
+    const hb = await benchHeadBackwardSplitK(e, 55, quick ? 8192 : 151936, 896, quick ? 2 : 3);
+    const headBackwardSplitK = {
+      rows: 55,
+      vocab: quick ? 8192 : 151936,
+      hidden: 896,
+      slices: hb.slices,
+      msNoSplit: +hb.msNoSplit.toFixed(1),
+      msAuto: +hb.msAuto.toFixed(1),
+      ratio: +(hb.msNoSplit / hb.msAuto).toFixed(2),
+    };
     const { benchWeightFormats } = await import('../engine/bench/model.ts');
     const weightFormats = (
       await benchWeightFormats(
@@ -140,6 +194,9 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       dispatchesUnbatched,
       batchDecode,
       multiStepDecode,
+      stepTemplate,
+      kvFormat,
+      headBackwardSplitK,
       weightFormats,
       trainMemory,
       lowLimits,
@@ -161,6 +218,12 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
         `model (${(model.params / 1e6).toFixed(1)}M params): decode ${model.decodeTokensPerSec.toFixed(1)} tok/s · forward ${model.forwardTokensPerSec.toFixed(1)} tok/s · LoRA train ${model.trainTokensPerSec.toFixed(1)} tok/s (${model.trainOverForward.toFixed(2)}× forward)`,
       );
       io.out(
+        `LoRA train, minibatch of ${model.trainMinibatch.join('+')} tokens: packed ${model.trainPackedTokensPerSec.toFixed(2)} tok/s · one forward per sample ${model.trainPerSampleTokensPerSec.toFixed(2)} tok/s (${(model.trainPackedTokensPerSec / model.trainPerSampleTokensPerSec).toFixed(2)}×)`,
+      );
+      io.out(
+        `LM-head backward ${headBackwardSplitK.rows}×${headBackwardSplitK.vocab}·${headBackwardSplitK.vocab}×${headBackwardSplitK.hidden}: ${headBackwardSplitK.msNoSplit} ms unsplit · ${headBackwardSplitK.msAuto} ms with split-K auto (S = ${headBackwardSplitK.slices}; ${headBackwardSplitK.ratio}×)`,
+      );
+      io.out(
         `memory: ${model.bytesPerBaseParam.toFixed(2)} B per base parameter, ${model.bytesPerTrainedParam.toFixed(1)} B per trained parameter (${model.loraParams} LoRA params)`,
       );
       io.out(
@@ -178,7 +241,17 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
       io.out(
         `multi-step decode: host ${multiStepDecode.hostMsPerTokenK1} ms per token at 1 step per read-back → ${multiStepDecode.hostMsPerTokenK} ms at ${multiStepDecode.k} (${multiStepDecode.ratio}×; wall ${multiStepDecode.wallMsPerTokenK1} → ${multiStepDecode.wallMsPerTokenK} ms; same tokens: ${multiStepDecode.sameTokens})`,
       );
+      io.out(
+        `step template (bind-group cache): recording a ${stepTemplate.dispatches}-dispatch step ${stepTemplate.hostMsPerStepOff} ms with the cache off → ${stepTemplate.hostMsPerStepOn} ms on (${stepTemplate.ratio}×)`,
+      );
+      for (const st of stepTemplate.decode)
+        io.out(
+          `  scheduler decode, batch ${st.batch}: host ${st.hostMsPerStepOff} ms per step off → ${st.hostMsPerStepOn} ms on (${st.ratio}×; ${(st.hitRate * 100).toFixed(0)}% of bind groups from the cache; same tokens: ${st.sameTokens})`,
+        );
       const gb = (b: number) => (b / 1e9).toFixed(2);
+      io.out(
+        `KV cache (Qwen2.5-0.5B layout, ${kvFormat.qwen05b.sequences} × ${kvFormat.qwen05b.tokens} tokens): f32 ${gb(kvFormat.qwen05b.f32Bytes)} GB · f16 ${gb(kvFormat.qwen05b.f16Bytes)} GB; decode (scheduler, batch ${kvFormat.batch}) f32 KV ${kvFormat.decode.f32TokensPerSec} tok/s · f16 KV ${kvFormat.decode.f16TokensPerSec} tok/s (${kvFormat.decode.f16OverF32}×)`,
+      );
       io.out(
         `LoRA step memory (${trainMemory.layout}, ${trainMemory.tokens} tokens, ${trainMemory.weights} base, ${trainMemory.mode}): peak ${gb(trainMemory.after.peakBytes)} GB (${(trainMemory.after.peakBytesPerToken / 1e6).toFixed(2)} MB per token) · before ${gb(trainMemory.before.peakBytes)} GB → ${trainMemory.afterOverBefore.toFixed(3)}×`,
       );

@@ -170,7 +170,7 @@ describe.skipIf(!ctx)(`fused matvec kernels on WebGPU ${reason}`, () => {
       const fData = randomArray(NS[1]! * K, 61, -0.5, 0.5);
       const gUp = gpu.uploadWeight([NS[1]!, K], fData, format);
       const cUp = cpu.uploadWeight([NS[1]!, K], fData, format);
-      // 16 on a GPU, 8 on a software adapter (where tiles beat matvec past 8 rows)
+      // MATVEC_MAX_ROWS on every adapter (GpuOps.matvecRows)
       expect(gpu.matvecRows).toBeLessThanOrEqual(MATVEC_MAX_ROWS);
       for (const m of [gpu.matvecRows, gpu.matvecRows + 1, MATVEC_MAX_ROWS + 1]) {
         const x = randomArray(m * K, 70 + m);

@@ -4,7 +4,6 @@
  */
 import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { numel } from '../runtime/runtime.ts';
-import { isSoftwareAdapter } from '../runtime/device.ts';
 import type { MatOpts, NllBackwardOpts, Ops } from './ops_interface.ts';
 import { adamw, type AdamWOptions } from '../kernels/adamw.ts';
 import { attention, attentionBackward } from '../kernels/attention.ts';
@@ -52,12 +51,12 @@ export class GpuOps implements Ops<Tensor> {
 
   /**
    * Most rows a product sends to the matvec kernels (fused q|k|v, gate-up) rather than the tiled
-   * matmul. 16 on a GPU (a batch-16 decode step still reads each weight once). 8 on a software
-   * adapter: there matvec's time grows with the rows (SwiftShader, 4096×576: 64 ms at 1 row, 250 at
-   * 8, 420 at 16) while the tiled matmul's stays near 220 ms up to 16, so past 8 rows tiles win.
+   * matmul: MATVEC_MAX_ROWS, so a batch-16 decode step still reads each weight once. Software
+   * adapters too: at 16 rows matvec (vec4 weight loads) beats the tiled matmul on every decode
+   * product there (SwiftShader, 16 rows: 4096×576 534 vs 833 ms, gate-up 1536×576 233 vs 565 ms).
    */
   get matvecRows(): number {
-    return isSoftwareAdapter(this.e.ctx.report) ? 8 : MATVEC_MAX_ROWS;
+    return MATVEC_MAX_ROWS;
   }
 
   get maxTensorBytes(): number {

@@ -102,9 +102,17 @@ export class Engine {
   private readonly spareChunks: { buffer: GPUBuffer; shadow: Uint8Array }[] = [];
   /**
    * Bind groups by pipeline, bound buffers and uniform slot (objectId), least recently used first;
-   * at most BIND_GROUP_CACHE. Entries of a buffer that trim() destroys are dropped.
+   * at most BIND_GROUP_CACHE. Entries of a buffer that trim() or evict() destroys are dropped
+   * (bindGroupsOf), so a destroyed buffer is never bound from the cache.
    */
   private readonly bindGroups = new Map<string, { group: GPUBindGroup; buffers: GPUBuffer[] }>();
+  /** The keys of bindGroups that bind each storage buffer (what destroying the buffer drops). */
+  private readonly bindGroupsOf = new Map<GPUBuffer, Set<string>>();
+  /**
+   * Whether run() reuses cached bind groups (default: opts.bindGroupCache, else true); false creates
+   * one per dispatch, as before the cache. Switchable between steps, so a benchmark can alternate.
+   */
+  bindGroupCache: boolean;
   /** Counters for `spade bench engine` (dispatches per generated token, copies that split passes). */
   dispatches = 0;
   /** Dispatches that reused a cached bind group (run()) instead of creating one. */
@@ -138,11 +146,14 @@ export class Engine {
    * are destroyed first, oldest first, down to that budget: a run of mixed lengths holds about one
    * step's memory, and alternating workloads that fit the budget (decode and training) keep all
    * their buffers.
+   * `bindGroupCache: false` starts with the bind-group cache off (see `bindGroupCache`).
    */
   constructor(
     readonly ctx: GpuContext,
-    readonly opts: { recycleInStep?: boolean; sizeClasses?: boolean } = {},
-  ) {}
+    readonly opts: { recycleInStep?: boolean; sizeClasses?: boolean; bindGroupCache?: boolean } = {},
+  ) {
+    this.bindGroupCache = opts.bindGroupCache !== false;
+  }
 
   get device(): GPUDevice {
     return this.ctx.device;
@@ -263,7 +274,7 @@ export class Engine {
     }
     // the same pipeline, buffers and uniform slot as an earlier dispatch: reuse its bind group
     // (a decode step repeats the last one's; the contents may differ, the bindings do not)
-    let cached = this.bindGroups.get(key);
+    let cached = this.bindGroupCache ? this.bindGroups.get(key) : undefined;
     if (cached) {
       this.bindGroups.delete(key); // re-insert: Map order is the LRU order
       this.bindGroupHits++;
@@ -275,9 +286,9 @@ export class Engine {
       if (uniform) entries.push({ binding: spec.bindings.length, resource: uniform });
       const group = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
       cached = { group, buffers: spec.bindings.map((t) => t.buffer) };
-      if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.delete(this.bindGroups.keys().next().value!);
+      if (this.bindGroupCache) this.cacheBindGroup(key, cached);
     }
-    this.bindGroups.set(key, cached);
+    if (this.bindGroupCache) this.bindGroups.set(key, cached);
     const bind = cached.group;
     if (!this.pass) this.pass = this.enc().beginComputePass();
     this.pass.setPipeline(pipeline);
@@ -378,11 +389,31 @@ export class Engine {
     }
   }
 
+  /** Index a new cache entry by its buffers, first dropping the least recently used entry when full. */
+  private cacheBindGroup(key: string, entry: { group: GPUBindGroup; buffers: GPUBuffer[] }): void {
+    if (this.bindGroups.size >= BIND_GROUP_CACHE) this.dropBindGroup(this.bindGroups.keys().next().value!);
+    for (const b of entry.buffers) {
+      let keys = this.bindGroupsOf.get(b);
+      if (!keys) this.bindGroupsOf.set(b, (keys = new Set()));
+      keys.add(key);
+    }
+  }
+
+  /** Remove one cache entry and its index references. */
+  private dropBindGroup(key: string): void {
+    const entry = this.bindGroups.get(key);
+    if (!entry) return;
+    this.bindGroups.delete(key);
+    for (const b of entry.buffers) {
+      const keys = this.bindGroupsOf.get(b);
+      keys?.delete(key);
+      if (keys?.size === 0) this.bindGroupsOf.delete(b);
+    }
+  }
+
   /** Drop the cached bind groups that bind any of `buffers` (about to be destroyed). */
   private forgetBindGroups(buffers: Set<GPUBuffer>): void {
-    if (buffers.size === 0) return;
-    for (const [key, { buffers: bound }] of this.bindGroups)
-      if (bound.some((b) => buffers.has(b))) this.bindGroups.delete(key);
+    for (const b of buffers) for (const key of this.bindGroupsOf.get(b) ?? []) this.dropBindGroup(key);
   }
 }
 
