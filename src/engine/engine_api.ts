@@ -69,6 +69,8 @@ export interface ModelSummary {
   /** How the frozen base is stored on the GPU, and the bytes it takes there. */
   weights: WeightFormat;
   weightBytes: number;
+  /** How the decode KV cache stores k and v. */
+  kvFormat: KvFormat;
   adapter: { r: number; alpha: number; targets: string[] } | null;
 }
 
@@ -161,6 +163,7 @@ export function createEngineApi(opts: { cache?: ModelFileCache; gpu?: GPU } = {}
         bytes: ckpt.bytes,
         weights: llm.weightFormat,
         weightBytes: llm.weightBytes,
+        kvFormat: o.kvFormat ?? 'f32',
         adapter: null,
       };
       return describe()!;

@@ -31,6 +31,7 @@ import { EngineChatModel } from '../platform/browser/engine_chat_model.ts';
 import { sandboxPool } from './envs.svelte.ts';
 import type { LoadProgress } from '../engine/io/load.ts';
 import type { WeightFormat } from '../engine/io/pack.ts';
+import type { KvFormat } from '../engine/model/kv_pages.ts';
 import type { LoraModule } from '../engine/io/peft.ts';
 
 export const LORA_TARGETS: LoraModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
@@ -136,6 +137,8 @@ export class TrainingState {
    * f32's memory and lossless for the bf16 checkpoints on the Hub; q4 takes ~0.56 B per parameter.
    */
   weights = $state<WeightFormat>('bf16');
+  /** The decode KV cache's storage: f32 (the reference) or f16 (half the memory; logits move by ~1e-4). */
+  kvFormat = $state<KvFormat>('f32');
   /** GPU bytes per weight format, from config.json alone (read before the weights download). */
   plan = $state<{ bytes: Record<WeightFormat, number>; params: number } | null>(null);
 
@@ -175,7 +178,7 @@ export class TrainingState {
       const s = await this.remote().load(
         source,
         Comlink.proxy((p: LoadProgress) => (this.progress = p)),
-        { weights },
+        { weights, kvFormat: this.kvFormat },
       );
       this.summary = s;
       this.chatModel = new EngineChatModel(this.remote(), s.name, {

@@ -99,10 +99,12 @@ describe('on-device engine in Chromium', () => {
     const page = await app.browser.newPage({ viewport: { width: 1200, height: 1000 } });
     const errors = watchErrors(page);
     await page.goto(`${app.url}#panel=training`);
+    // this run decodes with the f16 KV cache (the default is f32): plays and training go on the same
+    await page.getByTestId('kv-format').selectOption('f16');
     await page.getByTestId('start-fresh').click();
     await expect
       .poll(() => page.getByTestId('model-summary').textContent(), { timeout: 120_000 })
-      .toMatch(/fresh-qwen2-2L-64h-seed1 · qwen2 .* 2 layers .*f32 weights.*adapter r=8/s);
+      .toMatch(/fresh-qwen2-2L-64h-seed1 · qwen2 .* 2 layers .*f32 weights.*f16 KV cache.*adapter r=8/s);
     await page.getByTestId('auto-train').check();
     await setConfig(page, SMALL);
 
