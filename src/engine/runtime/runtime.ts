@@ -82,8 +82,19 @@ export interface RunSpec {
   workgroups: [number, number?, number?];
 }
 
+/**
+ * Most dispatches one submission holds before run() submits on its own (Engine's
+ * maxDispatchesPerSubmit): a training step is thousands, and one long submission can outlast an OS
+ * GPU watchdog (about 2 s on Windows and ChromeOS) on a small GPU; a decode step is about 200.
+ */
+export const MAX_DISPATCHES_PER_SUBMIT = 512;
+
 export class Engine {
   private encoder: GPUCommandEncoder | null = null;
+  /** Dispatches recorded since the last submission. */
+  private unsubmitted = 0;
+  /** See MAX_DISPATCHES_PER_SUBMIT (opts.maxDispatchesPerSubmit; Infinity: only flush() submits). */
+  readonly maxDispatchesPerSubmit: number;
   private pass: GPUComputePassEncoder | null = null;
   /** Retired buffers by byte size: free for any use (see the header). */
   private readonly free = new Map<number, GPUBuffer[]>();
@@ -147,12 +158,22 @@ export class Engine {
    * step's memory, and alternating workloads that fit the budget (decode and training) keep all
    * their buffers.
    * `bindGroupCache: false` starts with the bind-group cache off (see `bindGroupCache`).
+   * `maxDispatchesPerSubmit`: run() submits what is recorded once it holds this many dispatches
+   * (default MAX_DISPATCHES_PER_SUBMIT), so no submission runs long.
    */
   constructor(
     readonly ctx: GpuContext,
-    readonly opts: { recycleInStep?: boolean; sizeClasses?: boolean; bindGroupCache?: boolean } = {},
+    readonly opts: {
+      recycleInStep?: boolean;
+      sizeClasses?: boolean;
+      bindGroupCache?: boolean;
+      maxDispatchesPerSubmit?: number;
+    } = {},
   ) {
     this.bindGroupCache = opts.bindGroupCache !== false;
+    this.maxDispatchesPerSubmit = opts.maxDispatchesPerSubmit ?? MAX_DISPATCHES_PER_SUBMIT;
+    if (!(this.maxDispatchesPerSubmit >= 1))
+      throw new RangeError(`Engine: maxDispatchesPerSubmit must be ≥ 1; got ${this.maxDispatchesPerSubmit}`);
   }
 
   get device(): GPUDevice {
@@ -245,6 +266,8 @@ export class Engine {
 
   /** Record one compute dispatch. */
   run(spec: RunSpec): void {
+    // a submission of what is recorded, between two dispatches (as a caller's flush() would be)
+    if (this.unsubmitted >= this.maxDispatchesPerSubmit) this.flush();
     const pipeline = this.ctx.pipeline(spec.key, spec.code, spec.constants);
     let key = `${objectId(pipeline)}|`;
     for (const t of spec.bindings) key += `${objectId(t.buffer)},`;
@@ -296,6 +319,7 @@ export class Engine {
     const [x, y = 1, z = 1] = spec.workgroups;
     this.pass.dispatchWorkgroups(x, y, z);
     this.dispatches++;
+    this.unsubmitted++;
   }
 
   /** Record a buffer copy (e.g. into the KV cache). */
@@ -317,6 +341,7 @@ export class Engine {
       this.encoder = null;
       this.submits++;
     }
+    this.unsubmitted = 0;
     // reversed, so the next step pops them in this step's order (same uniform slots: bind-group hits)
     for (const c of this.chunks.splice(0).reverse()) this.spareChunks.push(c);
     // everything that reads this step's released buffers is submitted now: they retire
