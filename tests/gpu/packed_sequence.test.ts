@@ -21,24 +21,9 @@ import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 import { randomArray, relError } from './expect_close.ts';
 import { tryGpu } from './gpu_setup.ts';
+import { perSegment, rowsOf } from '../helpers/segments.ts';
 
 const { ctx, reason } = await tryGpu();
-
-/** Per-segment results concatenated in order. */
-function perSegment(lengths: number[], part: (start: number, n: number) => Float32Array): Float32Array {
-  const parts: Float32Array[] = [];
-  let start = 0;
-  for (const n of lengths) {
-    parts.push(part(start, n));
-    start += n;
-  }
-  const out = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
-  parts.reduce((off, p) => (out.set(p, off), off + p.length), 0);
-  return out;
-}
-
-const rowsOf = (x: Float32Array, width: number, start: number, n: number) =>
-  x.slice(start * width, (start + n) * width);
 
 describe.skipIf(!ctx)(`packed sequences on WebGPU ${reason}`, () => {
   const gpu = ctx as GpuContext;

@@ -12,33 +12,13 @@ import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';
 import { tinyCheckpointFiles, type TinyVariant } from '../helpers/tiny_checkpoint.ts';
+import { perSegment, rowsOf } from '../helpers/segments.ts';
 
 const LENGTHS = [4, 1, 6];
 
 function random(n: number, seed: number): Float32Array {
   const rng = createRng(seed);
   return Float32Array.from({ length: n }, () => rng.next() * 2 - 1);
-}
-
-/** Rows [start, start + n) of x laid out (rows, width). */
-const rowsOf = (x: Float32Array, width: number, start: number, n: number) =>
-  x.subarray(start * width, (start + n) * width);
-
-/** Each segment's part of a per-segment result, concatenated in order. */
-function perSegment(lengths: number[], part: (start: number, n: number) => Float32Array): Float32Array {
-  const parts: Float32Array[] = [];
-  let start = 0;
-  for (const n of lengths) {
-    parts.push(part(start, n));
-    start += n;
-  }
-  const out = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
 }
 
 /** lse (Hq, T) of a packed call from per-segment (Hq, n) blocks. */
