@@ -282,8 +282,8 @@ export const MUTANTS = [
   {
     id: 'scheduler-admits-one-over-max-batch',
     file: 'src/engine/model/batch.ts',
-    find: 'this.active.length < this.maxBatch',
-    replace: 'this.active.length <= this.maxBatch',
+    find: 'i < this.waiting.length && this.active.length < this.maxBatch;',
+    replace: 'i < this.waiting.length && this.active.length <= this.maxBatch;',
     test: 'tests/unit/concurrency_budget.test.ts',
     why: 'the scheduler decodes at most maxBatch requests at once',
   },
