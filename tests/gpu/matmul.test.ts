@@ -221,7 +221,8 @@ describe.skipIf(!ctx)(`matmul on WebGPU ${reason}`, () => {
   // at 19 tokens (no tile divides it): the forward y = x·Wᵀ, the input gradient dx = dy·W and the
   // weight gradient dW = dyᵀ·x, with the tile the adapter picks, within 1e-5 of the CPU relative to
   // the output's largest magnitude (floor 1: an element-wise ratio cannot hold 1e-5 for f32 sums of
-  // thousands of terms that cancel to near zero).
+  // thousands of terms that cancel to near zero). Single and double-buffered tiles (DOUBLE_BUF, which
+  // hardware adapters use) alike.
   it.each([
     [896, 896],
     [896, 128],
@@ -236,12 +237,14 @@ describe.skipIf(!ctx)(`matmul on WebGPU ${reason}`, () => {
     const dy = randomArray(t * n, k - n);
     const e = new Engine(gpu);
     const [xt, wt, dyt] = [e.tensor([t, k], x), e.tensor([n, k], w), e.tensor([t, n], dy)];
-    const y = matmul(e, xt, wt, { transB: true });
-    const dx = matmul(e, dyt, wt);
-    const dw = matmul(e, dyt, xt, { transA: true });
-    expectClose(await e.read(y), matmulCpu(x, [t, k], w, [n, k], { transB: true }), 1e-5, 1);
-    expectClose(await e.read(dx), matmulCpu(dy, [t, n], w, [n, k]), 1e-5, 1);
-    expectClose(await e.read(dw), matmulCpu(dy, [t, n], x, [t, k], { transA: true }), 1e-5, 1);
+    for (const doubleBuffer of [false, true]) {
+      const y = matmul(e, xt, wt, { transB: true, doubleBuffer });
+      const dx = matmul(e, dyt, wt, { doubleBuffer });
+      const dw = matmul(e, dyt, xt, { transA: true, doubleBuffer });
+      expectClose(await e.read(y), matmulCpu(x, [t, k], w, [n, k], { transB: true }), 1e-5, 1);
+      expectClose(await e.read(dx), matmulCpu(dy, [t, n], w, [n, k]), 1e-5, 1);
+      expectClose(await e.read(dw), matmulCpu(dy, [t, n], x, [t, k], { transA: true }), 1e-5, 1);
+    }
   });
 
   // The backward against finite differences of the forward (as every other backward here), not
