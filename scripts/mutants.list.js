@@ -221,7 +221,7 @@ export const MUTANTS = [
   // --- sandbox limits (src/core/sandbox) ---
   {
     id: 'sandbox-stack-uncapped',
-    file: 'src/core/sandbox/limits.ts',
+    file: 'src/core/env/limits.ts',
     find: 'Math.min(c.sandboxStackKiB, 256) * 1024',
     replace: 'c.sandboxStackKiB * 1024',
     test: 'tests/unit/sandbox_limits.test.ts',

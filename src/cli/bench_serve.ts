@@ -11,7 +11,7 @@ import { UsageError } from '../core/errors.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
 import { EnvCatalog } from '../platform/node/serve/env_catalog.ts';
 import { defaultWorkers, sessionsPerWorker, SpadeServer } from '../platform/node/serve/server.ts';
-import { DEFAULT_LIMITS } from '../core/sandbox/limits.ts';
+import { DEFAULT_LIMITS } from '../core/env/limits.ts';
 import { OpenEnvWsClient } from '../platform/node/serve/ws_client.ts';
 import { flag, intFlag, type Args, type Io } from './args.ts';
 

@@ -21,7 +21,7 @@ import { loadSavedSets, removeSavedSet, saveSet, type SavedSet } from '../core/e
 import type { CheckReport } from '../core/env/checker.ts';
 import { serializeError } from '../core/errors.ts';
 import type { SandboxPool } from '../core/sandbox/pool.ts';
-import type { SandboxLimits } from '../core/sandbox/limits.ts';
+import type { SandboxLimits } from '../core/env/limits.ts';
 import type { Store } from '../core/store.ts';
 import { createBrowserSandboxPool } from '../platform/browser/sandbox_pool.ts';
 

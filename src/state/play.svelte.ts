@@ -8,7 +8,7 @@ import type { ToolSchema } from '../core/env/contract.ts';
 import type { EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
 import { sandboxPool } from './envs.svelte.ts';
-import type { SandboxLimits } from '../core/sandbox/limits.ts';
+import type { SandboxLimits } from '../core/env/limits.ts';
 
 export interface Turn {
   action: string | null;

@@ -3,7 +3,7 @@
 // pool still serves a good environment afterwards. Prints the figures the issue asks for.
 import { afterAll, describe, expect, it } from 'vitest';
 import { SpadeError } from '../../src/core/errors.ts';
-import { DEFAULT_LIMITS } from '../../src/core/sandbox/limits.ts';
+import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 import { hostilePrograms } from '../helpers/hostile_gen.ts';

@@ -13,7 +13,7 @@ import { ModelCallError, WorkerCrashedError } from '../../src/core/errors.ts';
 import { MeteredChatModel, type ChatModel } from '../../src/core/llm/chat_model.ts';
 import { ScriptedChatModel, scriptedAgent } from '../../src/core/llm/doubles.ts';
 import { createRng } from '../../src/core/rng.ts';
-import { DEFAULT_LIMITS } from '../../src/core/sandbox/limits.ts';
+import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
 import { playFresh, type Episode } from '../../src/core/spade/agent.ts';
 import { chunkText } from '../../src/core/spade/corpus.ts';

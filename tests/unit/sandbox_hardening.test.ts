@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { SandboxMemoryError, SandboxRuntimeError, SandboxTimeoutError, SpadeError } from '../../src/core/errors.ts';
 import { DEFAULT_LIMITS, SandboxHost } from '../../src/core/sandbox/host.ts';
-import { MODULE_BUDGET_BYTES } from '../../src/core/sandbox/limits.ts';
+import { MODULE_BUDGET_BYTES } from '../../src/core/env/limits.ts';
 import { checkEnv } from '../../src/core/env/checker.ts';
 import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 import { playFresh } from '../../src/core/spade/agent.ts';

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS } from '../../src/core/config.ts';
 import { FAKE_ENV } from '../../src/core/env/hostile.ts';
-import { DEFAULT_LIMITS, limitsFromConfig } from '../../src/core/sandbox/limits.ts';
+import { DEFAULT_LIMITS, limitsFromConfig } from '../../src/core/env/limits.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 
 describe('sandbox limits', () => {

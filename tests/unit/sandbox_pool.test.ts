@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { SandboxMemoryError, SandboxTimeoutError, WorkerCrashedError } from '../../src/core/errors.ts';
-import { DEFAULT_LIMITS } from '../../src/core/sandbox/limits.ts';
+import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { SandboxPool, type WorkerHandle } from '../../src/core/sandbox/pool.ts';
 import { CHECK_NAMES, type CheckReport } from '../../src/core/env/checker.ts';
 import { validate } from '../../src/cli/cmd_env.ts';

@@ -12,7 +12,7 @@ import { recordFromCode, type EnvRecord } from '../../src/core/env/envset.ts';
 import { FAKE_ENV } from '../../src/core/env/hostile.ts';
 import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
 import { UsageError } from '../../src/core/errors.ts';
-import { DEFAULT_LIMITS } from '../../src/core/sandbox/limits.ts';
+import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 import { EnvCatalog, sampleEnv } from '../../src/platform/node/serve/env_catalog.ts';
 import { SpadeServer } from '../../src/platform/node/serve/server.ts';

@@ -7,7 +7,7 @@
 import { createRng } from '../rng.ts';
 import { serializeError } from '../errors.ts';
 import type { LoadedEnv, ResetResult, StepResult } from './contract.ts';
-import type { SandboxLimits } from '../sandbox/limits.ts';
+import type { SandboxLimits } from './limits.ts';
 
 type Awaitable<T> = T | Promise<T>;
 

@@ -45,8 +45,8 @@ import {
 import type { LoadedEnv, ResetResult, StepResult, ToolSchema } from '../env/contract.ts';
 import prelude from './prelude.guest.js?raw';
 
-export { DEFAULT_LIMITS, limitsFromConfig, type SandboxLimits } from './limits.ts';
-import { DEFAULT_LIMITS, MAX_NESTING, MODULE_BUDGET_BYTES, type SandboxLimits } from './limits.ts';
+export { DEFAULT_LIMITS, limitsFromConfig, type SandboxLimits } from '../env/limits.ts';
+import { DEFAULT_LIMITS, MAX_NESTING, MODULE_BUDGET_BYTES, type SandboxLimits } from '../env/limits.ts';
 
 /** Time to read a thrown value (its getters, Proxy traps, toString) once the call itself has ended. */
 const READ_ERROR_MS = 100;

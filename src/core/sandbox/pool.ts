@@ -21,7 +21,7 @@ import {
 } from '../errors.ts';
 import { checkEnv, type CheckOptions, type CheckReport, type EnvRunner } from '../env/checker.ts';
 import type { LoadedEnv, ResetResult, StepResult } from '../env/contract.ts';
-import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from './limits.ts';
+import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from '../env/limits.ts';
 import type { SandboxWorkerApi } from './worker_api.ts';
 
 type Promised<T> = {

@@ -6,7 +6,7 @@
  */
 import type { Setting } from '../config.ts';
 import type { EnvRunner } from '../env/checker.ts';
-import type { SandboxLimits } from '../sandbox/limits.ts';
+import type { SandboxLimits } from '../env/limits.ts';
 import { extractBoxed } from '../env/contract.ts';
 import { fitConversation } from '../llm/budget.ts';
 import { extendTrace, type TokenTrace } from '../train/trace.ts';

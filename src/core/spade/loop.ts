@@ -17,7 +17,7 @@ import { abortError, ModelCallError, serializeError } from '../errors.ts';
 import { Limiter } from '../limiter.ts';
 import { MeteredChatModel, type ChatModel } from '../llm/chat_model.ts';
 import { createRng, hashSeed } from '../rng.ts';
-import { limitsFromConfig } from '../sandbox/limits.ts';
+import { limitsFromConfig } from '../env/limits.ts';
 import { SEED_ENVS } from '../env/seeds/index.ts';
 import type { CorpusDoc } from './corpus.ts';
 import { cycleEnvRewardScale, designerAdvantages, rawDesignReward, updateEma } from './estimators.ts';

@@ -26,7 +26,7 @@ import {
   type MeteredChatModel,
 } from '../llm/chat_model.ts';
 import { hashSeed, type Rng } from '../rng.ts';
-import type { SandboxLimits } from '../sandbox/limits.ts';
+import type { SandboxLimits } from '../env/limits.ts';
 import { playFresh, type Episode } from './agent.ts';
 import { excerpt as cutExcerpt, sampleDoc, type CorpusDoc } from './corpus.ts';
 import { estimate, FAILED_PLAY_RETURN, mean, playFailed, regret, winRate } from './estimators.ts';

@@ -5,7 +5,7 @@
  * doing, not sampling noise). Evaluated before training and every `probeEvery` updates.
  */
 import type { Config } from '../config.ts';
-import { limitsFromConfig } from '../sandbox/limits.ts';
+import { limitsFromConfig } from '../env/limits.ts';
 import { SEED_ENVS } from '../env/seeds/index.ts';
 import type { CheckingRunner } from './phases.ts';
 import { playFresh } from './agent.ts';

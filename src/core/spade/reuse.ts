@@ -6,7 +6,7 @@
  * and the designer are not involved: the designer's reward stays the one measured in the cycle.
  */
 import type { Config } from '../config.ts';
-import { limitsFromConfig } from '../sandbox/limits.ts';
+import { limitsFromConfig } from '../env/limits.ts';
 import type { ChatModel } from '../llm/chat_model.ts';
 import { createRng, hashSeed } from '../rng.ts';
 import { playFresh } from './agent.ts';

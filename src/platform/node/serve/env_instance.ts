@@ -9,7 +9,7 @@ import type { EnvRecord } from '../../../core/env/envset.ts';
 import type { ResetResult, StepResult, ToolSchema } from '../../../core/env/contract.ts';
 import { WorkerCrashedError } from '../../../core/errors.ts';
 import type { SandboxPool } from '../../../core/sandbox/pool.ts';
-import type { SandboxLimits } from '../../../core/sandbox/limits.ts';
+import type { SandboxLimits } from '../../../core/env/limits.ts';
 
 /** How many times one instance may be rebuilt after losing its worker to a neighbour. */
 const MAX_REBUILDS = 3;

@@ -21,7 +21,7 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { DEFAULTS } from '../../../core/config.ts';
 import type { EnvRecord } from '../../../core/env/envset.ts';
 import { serializeError, UsageError } from '../../../core/errors.ts';
-import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from '../../../core/sandbox/limits.ts';
+import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from '../../../core/env/limits.ts';
 import type { SandboxPool } from '../../../core/sandbox/pool.ts';
 import { createNodeSandboxPool } from '../sandbox_pool.ts';
 import { drawFor, sampleEnv, scoresOf, type EnvCatalog } from './env_catalog.ts';
