@@ -9,7 +9,7 @@ import type { EnvRunner } from '../env/checker.ts';
 import type { SandboxLimits } from '../env/limits.ts';
 import { extractBoxed } from '../env/contract.ts';
 import { fitConversation } from '../llm/budget.ts';
-import { extendTrace, type TokenTrace } from '../train/trace.ts';
+import { extendTrace, type TokenTrace } from '../llm/token_trace.ts';
 import { roleOptions, type ChatMessage, type ChatModel } from '../llm/chat_model.ts';
 import { episodeReturn } from './estimators.ts';
 import { agentSystemPrompt, HINT_PREFIX } from './prompts.ts';

@@ -28,7 +28,7 @@ import {
   type Equal,
   type Infer,
 } from '../schema.ts';
-import type { SampledTokens, TokenTrace } from '../train/trace.ts';
+import type { SampledTokens, TokenTrace } from '../llm/token_trace.ts';
 import type { Episode, Turn } from './agent.ts';
 import type { MemoryRecord, SpadeMemoryEntry } from './memory.ts';
 

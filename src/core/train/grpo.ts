@@ -17,9 +17,9 @@
  */
 import { FAILED_PLAY_RETURN, groupAdvantages, playFailed } from '../spade/estimators.ts';
 import type { ArchiveRecord, RolloutRecord } from '../spade/run_store.ts';
-import { extendTrace, type TokenTrace } from './trace.ts';
+import { extendTrace, type TokenTrace } from '../llm/token_trace.ts';
 
-export { extendTrace, type SampledTokens, type TokenTrace } from './trace.ts';
+export { extendTrace, type SampledTokens, type TokenTrace } from '../llm/token_trace.ts';
 
 export interface TokenSample extends TokenTrace {
   role: 'designer' | 'agent';
