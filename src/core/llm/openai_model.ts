@@ -545,7 +545,12 @@ class ReplyReader {
   /** The next piece of the body; null at its end or once the call is stopped. */
   private async chunk(): Promise<string | null> {
     if (this.ended || !this.reader) return null;
-    const r = await Promise.race([this.reader.read(), this.aborted]);
+    // a read the abort itself broke (the SDK's fetch errors its body stream) is the same end as the abort
+    const read = this.reader.read().catch((err: unknown) => {
+      if (this.signal.aborted) return null;
+      throw err;
+    });
+    const r = await Promise.race([read, this.aborted]);
     if (r === null || this.signal.aborted) return this.end();
     const text = r.done ? this.decoder.decode() : this.decoder.decode(r.value, { stream: true });
     if (r.done) this.ended = true;
