@@ -27,8 +27,7 @@ import type { Args, Io } from './args.ts';
  */
 export async function benchEngine(io: Io, a: Args): Promise<number> {
   const { acquireNodeGpu, nodeGpu } = await import('../platform/node/gpu.ts');
-  const { Engine } = await import('../engine/runtime/runtime.ts');
-  const { benchFmaPeak, benchMatmul } = await import('../engine/bench/kernels.ts');
+  const { benchFmaPeak, benchMatmul, Engine } = await import('../engine/bench/kernels.ts');
   const { benchModel, BENCH_CONFIG } = await import('../engine/bench/model.ts');
   const quick = a.flags.has('quick');
   const ctx = await acquireNodeGpu();

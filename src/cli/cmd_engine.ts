@@ -24,14 +24,18 @@
  * prompts, even one, then go through the scheduler. Default f32, the reference.
  */
 import { UsageError } from '../core/errors.ts';
-import { DecodeScheduler } from '../engine/model/batch.ts';
-import { generate } from '../engine/model/generate.ts';
-import type { KvFormat } from '../engine/model/kv_pages.ts';
-import { parseWeightFormat, type WeightFormat } from '../engine/io/pack.ts';
-import { loadModelFromDir } from '../platform/node/local_model.ts';
+import {
+  initCheckpointFiles,
+  initConfig,
+  paramCount,
+  parseWeightFormat,
+  type Architecture,
+  type InitDType,
+  type KvFormat,
+  type WeightFormat,
+} from '../engine/engine_api.ts';
+import { loadEngineFromDir } from '../platform/node/engine.ts';
 import { writeModelFiles } from '../platform/node/model_files.ts';
-import { initCheckpointFiles, initConfig, type InitDType } from '../engine/io/init_checkpoint.ts';
-import { paramCount, type Architecture } from '../engine/io/config.ts';
 import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 
 /** Every --tokens value as a list of ids (the flag may be repeated: one prompt each). */
@@ -121,17 +125,20 @@ export async function engine(argv: string[], io: Io): Promise<number> {
   if (kv !== 'f32' && kv !== 'f16') throw new UsageError(`--kv must be f32 or f16; got "${kv}"`);
   if (sub !== 'generate' && a.flags.has('kv')) throw new UsageError('--kv applies to engine generate only');
   const kvFormat: KvFormat = kv;
-  const { model, close } = await loadModelFromDir(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu', false, weights);
-  const stored = { weights: model.weightFormat, weightBytes: model.weightBytes };
+  // the checkpoint's token ids only: no tokenizer is read
+  const engine = await loadEngineFromDir(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu', {
+    weights,
+    kvFormat,
+    tokenizer: false,
+  });
+  const model = (await engine.summary())!;
+  const stored = { weights: model.weights, weightBytes: model.weightBytes };
   try {
-    if (prompts.some((p) => p.some((i) => i >= model.cfg.vocabSize)))
-      throw new UsageError(`token ids must be below the vocabulary size ${model.cfg.vocabSize}`);
+    if (prompts.some((p) => p.some((i) => i >= model.vocab)))
+      throw new UsageError(`token ids must be below the vocabulary size ${model.vocab}`);
     if (sub === 'logits') {
       const all = a.flags.has('all');
-      const { logits } = model.forward(ids, { lastOnly: !all });
-      const flat = await model.ops.read(logits);
-      const V = model.cfg.vocabSize;
-      const rows = Array.from({ length: flat.length / V }, (_, t) => Array.from(flat.subarray(t * V, (t + 1) * V)));
+      const rows = (await engine.logits(ids, { all })).map((r) => Array.from(r));
       if (a.flags.has('json')) io.out(JSON.stringify({ ok: true, ...stored, logits: all ? rows : rows[0] }));
       else
         for (const [t, r] of rows.entries())
@@ -143,29 +150,19 @@ export async function engine(argv: string[], io: Io): Promise<number> {
           );
       return 0;
     }
-    const seed = intFlag(a, 'seed', 0);
-    const options = (i: number) => ({
+    const perReadback = intFlag(a, 'steps-per-readback', DEFAULT_STEPS_PER_READBACK);
+    if (perReadback < 1) throw new UsageError('--steps-per-readback must be a whole number ≥ 1');
+    // one prompt with the f32 cache decodes with generate(), several (or --kv f16) as one scheduler batch
+    const results = await engine.decode(prompts, {
       maxNew: intFlag(a, 'max-new', 16),
       temperature: Number(flag(a, 'temperature') ?? 0),
       topP: Number(flag(a, 'top-p') ?? 1),
       topK: intFlag(a, 'top-k', 0),
       minP: Number(flag(a, 'min-p') ?? 0),
-      seed: seed + i,
-      stopIds: model.cfg.eosTokenIds,
+      seed: intFlag(a, 'seed', 0), // prompt i samples with seed + i
+      maxBatch: intFlag(a, 'max-batch', 16),
+      stepsPerReadback: perReadback,
     });
-    const perReadback = intFlag(a, 'steps-per-readback', DEFAULT_STEPS_PER_READBACK);
-    if (perReadback < 1) throw new UsageError('--steps-per-readback must be a whole number ≥ 1');
-    let results: number[][];
-    if (prompts.length === 1 && kvFormat === 'f32') {
-      results = [await generate(model, ids, { ...options(0), stepsPerReadback: perReadback })];
-    } else {
-      const scheduler = new DecodeScheduler(model, {
-        maxBatch: intFlag(a, 'max-batch', 16),
-        stepsPerReadback: perReadback,
-        kvFormat,
-      });
-      results = await Promise.all(prompts.map((p, i) => scheduler.generate(p, options(i))));
-    }
     if (a.flags.has('json'))
       io.out(
         JSON.stringify(
@@ -177,6 +174,6 @@ export async function engine(argv: string[], io: Io): Promise<number> {
     else for (const tokens of results) io.out(tokens.join(','));
     return 0;
   } finally {
-    close();
+    await engine.unload();
   }
 }

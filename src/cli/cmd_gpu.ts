@@ -1,5 +1,5 @@
 /** `spade gpu [--json]`: acquire a WebGPU device in Node and print its report and the kernel self-check. */
-import { gpuSelfCheck } from '../engine/ops/self_check.ts';
+import { gpuSelfCheck } from '../engine/engine_api.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';
 import { parseArgs, type Io } from './args.ts';
 

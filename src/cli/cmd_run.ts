@@ -43,15 +43,17 @@ import { attachTraining } from './run_training.ts';
 
 /** The local engine's scheduler counters (loaded lazily: other backends never load the engine). */
 async function localDecodeStats(model: ChatModel) {
-  const { LocalChatModel, schedulerFor } = await import('../engine/model/local_model.ts');
-  return model instanceof LocalChatModel ? schedulerFor(model.llm).stats() : undefined;
+  const { EngineChatModel } = await import('../engine/engine_api.ts');
+  if (!(model instanceof EngineChatModel)) return undefined;
+  const { maxBatch: _, ...stats } = await model.engine.decodeStats();
+  return stats;
 }
 
 /** The local engine's scheduler decodes up to `maxBatch` chats in one step (other backends never load the engine). */
 async function sizeDecodeBatch(model: ChatModel, maxBatch: number): Promise<void> {
   if (model.backend !== 'local') return;
-  const { LocalChatModel, schedulerFor } = await import('../engine/model/local_model.ts');
-  if (model instanceof LocalChatModel) schedulerFor(model.llm).maxBatch = maxBatch;
+  const { EngineChatModel } = await import('../engine/engine_api.ts');
+  if (model instanceof EngineChatModel) await model.setDecodeBatch(maxBatch);
 }
 
 /** The run's config: defaults < --preset (or the --link's) < --link < --config, --set, --seed. */

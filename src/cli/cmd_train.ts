@@ -1,5 +1,5 @@
 /**
- * Training from the command line (engine/toy_train.ts; docs/training.md):
+ * Training from the command line (engine/lab/toy_train.ts; docs/training.md):
  *   spade train toy [--json] [--seed S] [--updates N] [--device cpu|gpu]
  *     the learning proof: a tiny fresh model learns "Lucky Digit" through the app's path (engine
  *     sampling → QuickJS sandbox → GRPO update); one line per update (update, mean return, loss,
@@ -9,9 +9,7 @@
  *     training tokens/s on the toy and the share of each cycle spent generating vs training.
  */
 import { UsageError } from '../core/errors.ts';
-import { CpuOps, GpuOps, type Ops } from '../engine/ops/ops.ts';
-import { Engine } from '../engine/runtime/runtime.ts';
-import { toyTrain, type ToyUpdate } from '../engine/lab/toy_train.ts';
+import { computeOps, toyTrain, type Ops, type ToyUpdate } from '../engine/engine_api.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';
 import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 
@@ -20,10 +18,10 @@ const TOY_TARGET = 0.8;
 
 async function backend(a: Args): Promise<{ ops: Ops<unknown>; close: () => void; device: string }> {
   const device = flag(a, 'device') ?? 'cpu';
-  if (device === 'cpu') return { ops: new CpuOps() as Ops<unknown>, close: () => {}, device };
+  if (device === 'cpu') return { ops: computeOps('cpu'), close: () => {}, device };
   if (device !== 'gpu') throw new UsageError(`--device must be cpu or gpu; got "${device}"`);
   const ctx = await acquireNodeGpu();
-  return { ops: new GpuOps(new Engine(ctx)) as Ops<unknown>, close: () => ctx.destroy(), device };
+  return { ops: computeOps(ctx), close: () => ctx.destroy(), device };
 }
 
 function positive(a: Args, name: string, fallback: number): number {

@@ -56,10 +56,8 @@ export async function modelFromFlags(
         '--backend local needs --model-dir DIR (a Hugging Face checkpoint directory with tokenizer.json)',
       );
     // loaded on demand: the engine (and webgpu) stays out of the openai and replay paths
-    const { loadLocalChatModel } = await import('../platform/node/local_model.ts');
-    const local = await loadLocalChatModel(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu');
-    local.thinking = thinking;
-    return local;
+    const { localChatModel } = await import('../platform/node/engine.ts');
+    return localChatModel(dir, flag(a, 'adapter'), flag(a, 'device') ?? 'gpu', thinking);
   }
   throw new UsageError(`--backend must be openai, replay or local${backend ? `; got "${backend}"` : ''}`);
 }

@@ -32,9 +32,7 @@ import {
   type TrainStore,
 } from '../core/train/closed_loop.ts';
 import { closedLoopProblems, trainerOptions } from '../core/train/schedule.ts';
-import { exportPeft, importPeft } from '../engine/io/peft.ts';
-import { LocalChatModel, releaseDecodeMemory } from '../engine/model/local_model.ts';
-import { decodeTrainerState, encodeTrainerState, LoraTrainer } from '../engine/train/train.ts';
+import { EngineChatModel, type EngineApi, type LoraModule } from '../engine/engine_api.ts';
 import type { Io } from './args.ts';
 
 type CycleRecords = { archive: ArchiveRecord[]; rollouts: RolloutRecord[] };
@@ -65,28 +63,28 @@ function roundLine(r: RoundSummary, tisCap: number): string {
   );
 }
 
-/** The adapter and optimiser the run trains: the run's own (resume), else the --adapter one, else a fresh one. */
-async function openTrainer(local: LocalChatModel<unknown>, cfg: Config, file: (f: string) => string) {
-  const llm = local.llm;
-  if (existsSync(file('adapter_config.json'))) {
-    llm.setLora(
-      importPeft(
-        await readFile(file('adapter_config.json'), 'utf8'),
-        await readFile(file('adapter_model.safetensors')),
-        llm.cfg,
-      ),
+/**
+ * The adapter and optimiser the run trains, put in the engine: the run's own (resume), else the
+ * --adapter one already loaded, else a fresh one.
+ */
+async function openTrainer(engine: EngineApi, cfg: Config, file: (f: string) => string): Promise<void> {
+  if (existsSync(file('adapter_config.json')))
+    await engine.importAdapter(
+      await readFile(file('adapter_config.json'), 'utf8'),
+      await readFile(file('adapter_model.safetensors')),
     );
-  } else if (!llm.lora) llm.initLora(DEFAULT_LORA.r, DEFAULT_LORA.alpha, [...DEFAULT_LORA.targets], cfg.seed);
-  const trainer = new LoraTrainer(llm, { ...trainerOptions(cfg), tisCap: cfg.tisCap });
+  else if (!(await engine.summary())?.adapter)
+    await engine.initLora(DEFAULT_LORA.r, DEFAULT_LORA.alpha, [...DEFAULT_LORA.targets] as LoraModule[], cfg.seed);
   if (existsSync(file('optimizer.safetensors')))
-    trainer.importState(decodeTrainerState(await readFile(file('optimizer.safetensors'))));
-  return trainer;
+    await engine.importState(await readFile(file('optimizer.safetensors')), trainOptions(cfg));
 }
+
+/** What every training call of the run passes the engine: the schedule's options and the TIS cap. */
+const trainOptions = (cfg: Config) => ({ ...trainerOptions(cfg), tisCap: cfg.tisCap });
 
 /** The run directory's train/ files as the closed loop's store; `read` is the run's cycle records. */
 function fileStore(o: {
-  local: LocalChatModel<unknown>;
-  trainer: LoraTrainer<unknown>;
+  engine: EngineApi;
   cfg: Config;
   io: Io;
   file: (f: string) => string;
@@ -100,13 +98,13 @@ function fileStore(o: {
       lines.push(JSON.stringify({ ...s, tokensPerSecond: s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0 }));
     },
     async save(progress: LoopProgress, summary) {
-      const adapter = await o.local.llm.getLora();
-      if (adapter) {
-        const peft = exportPeft(adapter, { baseModel: o.local.model });
+      if ((await o.engine.summary())?.adapter) {
+        const peft = await o.engine.exportAdapter();
         await writeAtomic(file('adapter_model.safetensors'), peft.weights);
-        await writeAtomic(file('adapter_config.json'), peft.adapterConfigJson);
+        await writeAtomic(file('adapter_config.json'), peft.configJson);
       }
-      await writeAtomic(file('optimizer.safetensors'), encodeTrainerState(await o.trainer.exportState()));
+      const optimizer = await o.engine.exportState();
+      if (optimizer) await writeAtomic(file('optimizer.safetensors'), optimizer);
       if (lines.length) await appendFile(file('updates.jsonl'), lines.map((l) => `${l}\n`).join(''));
       lines = [];
       await writeAtomic(file('state.json'), JSON.stringify(progress));
@@ -129,15 +127,17 @@ export async function attachTraining(o: {
 }): Promise<RunTraining> {
   const { cfg } = o;
   const problems = closedLoopProblems({ designer: o.model, hint: o.model, agent: o.model });
-  if (problems.length || !(o.model instanceof LocalChatModel))
+  if (problems.length || !(o.model instanceof EngineChatModel))
     throw new UsageError(
       `--train needs --backend local (our engine samples and trains the same adapter). ${problems.join(' ')}`.trim(),
     );
-  const local = o.model as LocalChatModel<unknown>;
+  // the engine the model samples from is the one trained, through the calls the Training panel makes
+  const engine = o.model.engine;
   const dir = join(o.out, 'train');
   mkdirSync(dir, { recursive: true });
   const file = (f: string) => join(dir, f);
-  const trainer = await openTrainer(local, cfg, file);
+  await openTrainer(engine, cfg, file);
+  const opts = trainOptions(cfg);
   const progress: LoopProgress = existsSync(file('state.json'))
     ? (JSON.parse(await readFile(file('state.json'), 'utf8')) as LoopProgress)
     : { updates: 0, trainedThrough: -1 };
@@ -152,13 +152,13 @@ export async function attachTraining(o: {
     {
       cfg,
       trainer: {
-        releaseDecodeMemory: () => void releaseDecodeMemory(local.llm),
-        learnerLogprobs: (ss) => trainer.learnerLogprobs(ss),
-        step: (mb) => trainer.trainStep(mb),
+        releaseDecodeMemory: () => engine.releaseDecodeMemory(),
+        learnerLogprobs: (ss) => engine.learnerLogprobs(ss, opts),
+        step: (mb) => engine.trainGrpo(mb, opts),
       },
-      store: fileStore({ local, trainer, cfg, io: o.io, file, read: (c) => read(c) }),
+      store: fileStore({ engine, cfg, io: o.io, file, read: (c) => read(c) }),
       runner: o.runner,
-      model: local,
+      model: o.model,
       signal: o.signal,
     },
     { ...progress, probed: existsSync(file('probe.jsonl')) },

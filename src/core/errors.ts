@@ -51,6 +51,8 @@ export class SafetensorsError extends ModelLoadError {
     return String(this.data.code);
   }
 }
+/** A call the engine's state does not allow yet: no model loaded, no adapter to train or export, no tokenizer to chat. */
+export class EngineStateError extends SpadeError {}
 /** A model's forward pass gave NaN or infinite logits (broken weights, adapter or config); data.row, data.id say where. */
 export class NonFiniteLogitsError extends SpadeError {}
 /** A model call failed (server error, bad reply, timeout) after any retries. */
@@ -80,6 +82,7 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   ActionRejectedError,
   ModelLoadError,
   SafetensorsError,
+  EngineStateError,
   NonFiniteLogitsError,
   ModelCallError,
   ContextBudgetError,

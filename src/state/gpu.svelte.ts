@@ -3,8 +3,7 @@
  * kernel self-check (GPU vs CPU reference), and reports device loss.
  */
 import { serializeError } from '../core/errors.ts';
-import { acquireGpu, WEBGPU_HELP, type GpuContext, type GpuReport } from '../engine/runtime/device.ts';
-import { gpuSelfCheck } from '../engine/ops/self_check.ts';
+import { acquireGpu, gpuSelfCheck, WEBGPU_HELP, type GpuContext, type GpuReport } from '../engine/engine_api.ts';
 
 export type GpuStatus = 'checking' | 'ready' | 'unavailable' | 'lost';
 

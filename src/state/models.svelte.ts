@@ -23,7 +23,7 @@ import {
 import type { DownloadProgress } from '../core/llm/webllm/progress.ts';
 import { serializeError } from '../core/errors.ts';
 import type { Store } from '../core/store.ts';
-import type { GpuReport } from '../engine/runtime/device.ts';
+import type { GpuReport } from '../engine/engine_api.ts';
 
 export type Source = 'webllm' | 'openai' | 'replay' | 'local';
 export const SOURCES: Source[] = ['webllm', 'openai', 'local', 'replay'];

@@ -10,7 +10,7 @@ import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
 import { serializeError } from '../core/errors.ts';
 import { toyVerdict, type ToyVerdict } from '../core/train/toy_verdict.ts';
-import type { ToyUpdate } from '../engine/lab/toy_train.ts';
+import type { ToyUpdate } from '../engine/engine_api.ts';
 import type { ToyWorkerApi } from '../../workers/toy.worker.ts';
 
 /** As `spade train toy`: seed 1, 8 updates of 2 groups × 8 plays. */

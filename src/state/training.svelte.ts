@@ -1,12 +1,13 @@
 /**
- * On-device LoRA training, as a rune class: our engine in a worker (workers/engine.worker.ts, its
- * client platform/browser/engine_chat_model.ts), a checkpoint loaded from the Hugging Face Hub, from
- * local files (byte-level progress) or built fresh in memory ("start from a tiny fresh model"), a
- * LoRA adapter (new, or imported in PEFT format), and closed-loop training: after every cycle of the
- * run, the closed loop of core/train/closed_loop.ts (the same loop as `spade run --train`), with this
- * class as its store — the adapter, AdamW's state, the progress and the charts' records saved in the
- * store (IndexedDB) after every update and probe, so a reload that loads the same checkpoint trains on
- * where it was. `chatModel` is the `local` backend the Models panel offers for any role.
+ * On-device LoRA training, as a rune class: our engine in a worker (workers/engine.worker.ts, reached
+ * through comlink as the front door's EngineApi; its chat model EngineChatModel), a checkpoint loaded
+ * from the Hugging Face Hub, from local files (byte-level progress) or built fresh in memory ("start
+ * from a tiny fresh model"), a LoRA adapter (new, or imported in PEFT format), and closed-loop
+ * training: after every cycle of the run, the closed loop of core/train/closed_loop.ts (the same loop
+ * as `spade run --train`, through the same EngineApi calls), with this class as its store — the
+ * adapter, AdamW's state, the progress and the charts' records saved in the store (IndexedDB) after
+ * every update and probe, so a reload that loads the same checkpoint trains on where it was.
+ * `chatModel` is the `local` backend the Models panel offers for any role.
  */
 import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
@@ -26,13 +27,19 @@ import {
   type TrainStore,
 } from '../core/train/closed_loop.ts';
 import { trainerOptions } from '../core/train/schedule.ts';
-import type { EngineApi, FreshModel, ModelSource, ModelSummary } from '../engine/engine_api.ts';
-import { EngineChatModel } from '../platform/browser/engine_chat_model.ts';
+import {
+  EngineChatModel,
+  engineCapabilities,
+  type EngineApi,
+  type FreshModel,
+  type KvFormat,
+  type LoadProgress,
+  type LoraModule,
+  type ModelSource,
+  type ModelSummary,
+  type WeightFormat,
+} from '../engine/engine_api.ts';
 import { sandboxPool } from './envs.svelte.ts';
-import type { LoadProgress } from '../engine/io/load.ts';
-import type { WeightFormat } from '../engine/io/pack.ts';
-import type { KvFormat } from '../engine/model/kv_pages.ts';
-import type { LoraModule } from '../engine/io/peft.ts';
 
 export const LORA_TARGETS: LoraModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
@@ -181,12 +188,7 @@ export class TrainingState {
         { weights, kvFormat: this.kvFormat },
       );
       this.summary = s;
-      this.chatModel = new EngineChatModel(this.remote(), s.name, {
-        streaming: true,
-        logprobs: true,
-        trainable: true,
-        contextWindow: s.contextWindow,
-      });
+      this.chatModel = new EngineChatModel(this.remote(), s.name, engineCapabilities(s), { proxy: Comlink.proxy });
       await this.restore(s.name);
       this.status = 'ready';
     } catch (err) {

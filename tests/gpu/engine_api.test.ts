@@ -32,8 +32,8 @@ describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
     expect(t.logprobs).toHaveLength(t.completion.length);
 
     await expect(api.trainGrpo([])).rejects.toThrow('Start an adapter');
-    expect(await api.exportState()).toBeNull(); // no optimiser before the first step
-    api.initLora(4, 8, ['q_proj', 'v_proj'], 1);
+    expect(await api.exportState()).toBeNull(); // no adapter, no optimiser
+    await api.initLora(4, 8, ['q_proj', 'v_proj'], 1);
     const start = t.prompt.length;
     const sample = {
       ids: [...t.prompt, ...t.completion],
@@ -58,8 +58,8 @@ describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
     expect(adapter.config).toMatchObject({ r: 4, alpha: 8, targets: ['q_proj', 'v_proj'] });
     expect([...adapter.tensors.values()].some((x) => x.data.some((v) => v !== 0))).toBe(true);
     // a reload: adapter, then optimiser state, and the step count goes on
-    api.importAdapter(configJson, weights);
-    api.importState(state!);
+    await api.importAdapter(configJson, weights);
+    await api.importState(state!);
     await api.trainGrpo([sample], { lr: 1e-2 });
     expect(decodeTrainerState((await api.exportState())!).step).toBe(3);
   });
@@ -105,19 +105,19 @@ describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
 
   it('decodes as many chats in one step as the run asks (setDecodeBatch), before and after a load', async () => {
     const api = createEngineApi({ gpu: await nodeGpu() });
-    expect(() => api.setDecodeBatch(0)).toThrow(RangeError);
-    api.setDecodeBatch(1); // before any model: kept for the next load
+    await expect(api.setDecodeBatch(0)).rejects.toThrow(RangeError);
+    await api.setDecodeBatch(1); // before any model: kept for the next load
     await api.load({ kind: 'fresh', arch: 'llama', layers: 1, hidden: 16, seed: 4 });
     const ask = (content: string, seed: number) =>
       api.chat([{ role: 'user', content }], { max_tokens: 3, temperature: 1, seed });
     // three 3-token replies: one sequence a step takes three times the steps of all three together
     await Promise.all([ask('one', 1), ask('two', 2), ask('three', 3)]);
-    const one = api.decodeStats();
+    const one = await api.decodeStats();
     expect(one.maxBatch).toBe(1);
     expect(one.steps).toBeGreaterThanOrEqual(9);
-    api.setDecodeBatch(3);
+    await api.setDecodeBatch(3);
     await Promise.all([ask('one', 1), ask('two', 2), ask('three', 3)]);
-    const three = api.decodeStats();
+    const three = await api.decodeStats();
     expect(three.maxBatch).toBe(3);
     expect(three.steps - one.steps).toBeLessThanOrEqual(one.steps / 3 + 1);
   });

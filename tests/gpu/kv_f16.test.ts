@@ -243,12 +243,12 @@ describe.skipIf(!ctx)(`the f16 KV format on WebGPU ${reason}`, () => {
     const messages = [{ role: 'user' as const, content: 'hi' }];
     const r = await api.chat(messages, { max_tokens: 4, temperature: 0 });
     expect(r.usage.completionTokens).toBeGreaterThan(0);
-    const s16 = api.decodeStats();
+    const s16 = await api.decodeStats();
     expect(s16.kvFormat).toBe('f16');
     expect(s16.kvBytes).toBeGreaterThan(0);
     await api.load({ kind: 'memory', files });
     await api.chat(messages, { max_tokens: 4, temperature: 0 });
-    const s32 = api.decodeStats();
+    const s32 = await api.decodeStats();
     expect(s32.kvFormat).toBe('f32');
     expect(s32.kvBytes).toBe(2 * s16.kvBytes);
   });

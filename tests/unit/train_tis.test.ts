@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { attachTraining } from '../../src/cli/run_training.ts';
+import { InProcessEngine } from '../../src/engine/engine.ts';
+import { EngineChatModel, engineCapabilities } from '../../src/engine/engine_api.ts';
 import { DEFAULTS, type Config } from '../../src/core/config.ts';
 import type { CheckingRunner } from '../../src/core/spade/phases.ts';
 import type { MetricsRecord, RolloutRecord } from '../../src/core/spade/run_store.ts';
@@ -283,8 +285,11 @@ describe('spade run --train with TIS', () => {
       trace: t,
     }));
     const err: string[] = [];
+    // the toy model in an in-process engine, reached as `spade run --train` reaches it: EngineChatModel
+    const engine = new InProcessEngine().adopt(chat);
+    const model = new EngineChatModel(engine, chat.model, engineCapabilities((await engine.summary())!));
     const training = await attachTraining({
-      model: chat,
+      model,
       cfg,
       out,
       runner: {} as CheckingRunner,

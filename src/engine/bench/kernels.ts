@@ -4,12 +4,14 @@
  * measurement warms up once (pipeline compilation, first-touch), then times whole submissions:
  * record, flush, and wait for queue.onSubmittedWorkDone().
  */
-import type { Engine } from '../runtime/runtime.ts';
-import { uniforms } from '../runtime/runtime.ts';
+import { Engine, uniforms } from '../runtime/runtime.ts';
 import { MAX_GROUPS_PER_DIM } from '../kernels/dispatch_grid.ts';
 import { matmul, pickTile, resolveSplitK, tileSize, type MatmulOptions } from '../kernels/matmul.ts';
 import { isSoftwareAdapter } from '../runtime/device.ts';
 import fmaShader from '../kernels/fma_peak.wgsl?raw';
+
+/** The runtime every benchmark takes, for `spade bench engine` (the CLI reaches the engine's rooms through engine/bench only). */
+export { Engine };
 
 const FMA_WG = 256;
 const FMA_FLOPS_PER_ITER = 32; // 16 fma per thread per round

@@ -7,7 +7,7 @@
  * as "{repo}@{rev}". Files cached from a branch (main) are not re-checked against newer commits;
  * delete the model to fetch it again, or load a pinned commit.
  */
-import type { ModelFileCache } from '../../engine/io/load.ts';
+import type { ModelFileCache } from '../../engine/engine_api.ts';
 
 export const MODEL_CACHE_NAME = 'spade-models-v1';
 

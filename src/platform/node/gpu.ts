@@ -5,7 +5,7 @@
  * We set that automatically when the variable is unset and the file exists.
  */
 import { existsSync } from 'node:fs';
-import { acquireGpu, type GpuContext } from '../../engine/runtime/device.ts';
+import { acquireGpu, type GpuContext } from '../../engine/engine_api.ts';
 
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 

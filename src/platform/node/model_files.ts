@@ -13,7 +13,7 @@ import {
   type FileProgressFn,
   type ModelFileInfo,
   type ModelFiles,
-} from '../../engine/io/load.ts';
+} from '../../engine/engine_api.ts';
 
 export class DirModelFiles implements ModelFiles {
   readonly label: string;
