@@ -15,10 +15,9 @@ import { newQuickJSWASMModuleFromVariant } from 'quickjs-emscripten-core';
 import variant from '@jitl/quickjs-wasmfile-release-sync';
 import { SEED_ENVS } from '../core/env/seeds/index.ts';
 import { checkEnv } from '../core/env/checker.ts';
-import { UsageError } from '../core/errors.ts';
 import { SandboxHost } from '../core/sandbox/host.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
-import { parseArgs, type Io } from './args.ts';
+import { JSON_FLAG, parseCommand, pickSubcommand, type CommandGroup, type CommandSpec, type Io } from './args.ts';
 import { DEFAULTS } from '../core/config.ts';
 import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
 import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../core/llm/doubles.ts';
@@ -55,15 +54,77 @@ function timeLoop(fn: () => void, minMs = 400): { n: number; ms: number } {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
+const BENCH_SANDBOX: CommandSpec = {
+  name: 'bench sandbox',
+  usage: '[--json]',
+  summary:
+    'Sandbox speed in one run: QuickJS steps/s vs native V8 vs the bare call floor, through the worker\n' +
+    'pool, and the checker time per seed environment.',
+  flags: { json: JSON_FLAG },
+  example: 'spade bench sandbox --json',
+};
+
+const BENCH_LOOP: CommandSpec = {
+  name: 'bench loop',
+  usage: '[--json]',
+  summary: "The loop's own cost: one cycle replayed instantly vs its model time with replies at 20 tokens/s.",
+  flags: { json: JSON_FLAG },
+  example: 'spade bench loop',
+};
+
+const BENCH_ENGINE: CommandSpec = {
+  name: 'bench engine',
+  usage: '[--quick] [--json]',
+  summary:
+    'The engine on the adapter Node sees: matmul GFLOP/s against the FMA peak, decode and LoRA training\n' +
+    'tokens/s, memory per parameter, batching and KV formats (docs/benchmarks.md).',
+  flags: { quick: { help: 'smaller sizes (for software adapters)' }, json: JSON_FLAG },
+  example: 'spade bench engine --quick --json',
+};
+
+const BENCH_TRAIN: CommandSpec = {
+  name: 'bench train',
+  usage: '[flags]',
+  summary: 'GRPO training tokens/s on the toy task and the share of a cycle spent generating vs training.',
+  flags: {
+    updates: { value: 'N', help: 'toy updates to time', default: 3 },
+    device: { value: 'cpu|gpu', help: "the engine's CPU references or WebGPU", default: 'cpu' },
+    json: JSON_FLAG,
+  },
+  example: 'spade bench train --device gpu',
+};
+
+const BENCH_SERVE: CommandSpec = {
+  name: 'bench serve',
+  usage: '[flags]',
+  summary:
+    '`spade serve` load test on loopback: concurrent WebSocket sessions play seed environments;\n' +
+    'steps/s, p50/p99 step latency, errors and leaks after disconnect.',
+  flags: {
+    sessions: { value: 'N', help: 'concurrent sessions', default: 64 },
+    seconds: { value: 'S', help: 'how long to play', default: 5 },
+    workers: { value: 'N', help: 'sandbox workers (default: one per CPU core)' },
+    json: JSON_FLAG,
+  },
+  example: 'spade bench serve --sessions 16 --seconds 3',
+};
+
+export const BENCH: CommandGroup = {
+  name: 'bench',
+  summary: 'Benchmarks: each prints figures measured in one run (docs/benchmarks.md).',
+  subcommands: [BENCH_SANDBOX, BENCH_LOOP, BENCH_ENGINE, BENCH_TRAIN, BENCH_SERVE],
+};
+
 export async function bench(argv: string[], io: Io): Promise<number> {
-  const [what, ...rest] = argv;
-  const args = parseArgs(rest, ['json', 'quick']);
+  const picked = pickSubcommand(BENCH, argv, io);
+  if (!picked) return 0;
+  const args = parseCommand(picked.spec, picked.rest, io);
+  if (!args) return 0;
   const json = args.flags.has('json');
-  if (what === 'loop') return benchLoop(io, json);
-  if (what === 'engine') return (await import('./bench_engine.ts')).benchEngine(io, args);
-  if (what === 'train') return (await import('./cmd_train.ts')).benchTrain(io, rest);
-  if (what === 'serve') return (await import('./bench_serve.ts')).benchServe(io, args, json);
-  if (what !== 'sandbox') throw new UsageError('bench needs a target: sandbox, loop, engine, train or serve');
+  if (picked.spec === BENCH_LOOP) return benchLoop(io, json);
+  if (picked.spec === BENCH_ENGINE) return (await import('./bench_engine.ts')).benchEngine(io, args);
+  if (picked.spec === BENCH_TRAIN) return (await import('./cmd_train.ts')).benchTrain(io, args);
+  if (picked.spec === BENCH_SERVE) return (await import('./bench_serve.ts')).benchServe(io, args, json);
 
   // 1. sandbox, host-driven, in this thread (= one worker's view)
   const host = await SandboxHost.create();

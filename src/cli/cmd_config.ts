@@ -6,10 +6,45 @@
  * With --json the last line is one JSON object: {ok, preset, config, source}.
  */
 import { readFile } from 'node:fs/promises';
-import { CONFIG_KEYS, CONFIG_SCHEMA, resolveConfig, type ResolvedConfig } from '../core/config.ts';
+import { CONFIG_KEYS, CONFIG_SCHEMA, PRESET_NAMES, resolveConfig, type ResolvedConfig } from '../core/config.ts';
 import { UsageError } from '../core/errors.ts';
 import { parseUrlState } from '../core/url_state.ts';
-import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
+import {
+  flag,
+  intFlag,
+  JSON_FLAG,
+  parseCommand,
+  pickSubcommand,
+  type Args,
+  type CommandSpec,
+  type Flags,
+  type Io,
+} from './args.ts';
+
+/** The flags that set a run's configuration (`spade run`, `spade config show`); layered by configLayers. */
+export const CONFIG_FLAGS: Flags = {
+  preset: {
+    value: PRESET_NAMES.join('|'),
+    help: `a named set of values (docs/loop.md; default: ${CONFIG_SCHEMA.preset.default})`,
+  },
+  config: { value: 'FILE.json', help: 'settings from a JSON file (any keys of `spade config show`)' },
+  set: { value: 'key=value', many: true, help: 'one setting by its key (`spade config show` lists them)' },
+  seed: {
+    value: 'N',
+    help: `the run's seed (default: ${CONFIG_SCHEMA.seed.default}); every random choice derives from it`,
+  },
+  link: { value: 'HASH', help: 'the settings of a Settings-panel link ("#preset=paper&seed=3", or the whole URL)' },
+};
+
+const CONFIG_SHOW: CommandSpec = {
+  name: 'config show',
+  usage: '[flags]',
+  summary:
+    "The resolved settings: each key's value and where it came from (default, preset, link or flag), with\n" +
+    'the reason for its default. The same layering `spade run` uses: defaults < preset < link < flags.',
+  flags: { ...CONFIG_FLAGS, json: JSON_FLAG },
+  example: 'spade config show --preset paper --set concurrency=16',
+};
 
 /** The flags' layer of a configuration: --config FILE, then --set key=value, --seed and --preset. */
 export async function flagLayer(a: Args): Promise<Record<string, unknown>> {
@@ -46,12 +81,10 @@ export async function configLayers(a: Args): Promise<ResolvedConfig> {
 }
 
 export async function config(argv: string[], io: Io): Promise<number> {
-  const [sub, ...rest] = argv;
-  if (sub !== 'show')
-    throw new UsageError(
-      'config takes one subcommand: spade config show [--preset NAME] [--set key=value ...] [--json]',
-    );
-  const a = parseArgs(rest, ['json'], ['set']);
+  const picked = pickSubcommand({ name: 'config', summary: "A run's settings.", subcommands: [CONFIG_SHOW] }, argv, io);
+  if (!picked) return 0;
+  const a = parseCommand(picked.spec, picked.rest, io);
+  if (!a) return 0;
   const r = await configLayers(a);
   if (a.flags.has('json')) {
     io.out(JSON.stringify({ ok: true, preset: r.config.preset, config: r.config, source: r.source }));

@@ -1,15 +1,51 @@
 /**
  * `spade validate FILE... [--json] [--max-turns N]` — run the checker on each environment file.
- * `spade play FILE [--seed N] [--actions A1 A2 ...] [--solution] [--json]` — play an environment:
- * the given actions, the reference solution, or (without either) one action per line from stdin.
+ * `spade play FILE [--seed N] [--actions A1 A2 ...] [--solution] [--raw] [--json]` — play an
+ * environment: the given actions, the reference solution, or (without either) one action per line
+ * from stdin. A game's action is sent as `\boxed{...}` unless it already holds one (--raw: as typed).
  */
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { DEFAULTS } from '../core/config.ts';
-import { parseEnvHeader, type StepResult } from '../core/env/contract.ts';
+import { boxedAction, parseEnvHeader, type StepResult } from '../core/env/contract.ts';
 import { UsageError } from '../core/errors.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
-import { intFlag, parseArgs, type Io } from './args.ts';
+import { intFlag, JSON_FLAG, parseCommand, type CommandSpec, type Io } from './args.ts';
+
+const MAX_TURNS = {
+  value: 'N',
+  help: 'steps per episode at most',
+  default: DEFAULTS.maxTurns,
+};
+
+export const VALIDATE: CommandSpec = {
+  name: 'validate',
+  usage: 'FILE... [flags]',
+  summary:
+    'Run the checker on each environment file (.js) in the sandbox: loads, resets, steps, its solution wins,\n' +
+    'deterministic per seed. Exit 1 if any file fails.',
+  positionals: true,
+  flags: { 'max-turns': MAX_TURNS, json: JSON_FLAG },
+  example: 'spade validate src/core/env/seeds/lantern_lock.js',
+};
+
+export const PLAY: CommandSpec = {
+  name: 'play',
+  usage: 'FILE [flags]',
+  summary:
+    "Play an environment: type one action per line (a game's action is sent as \\boxed{...} for you),\n" +
+    'or give --actions, or replay its reference --solution.',
+  positionals: true,
+  flags: {
+    seed: { value: 'N', help: 'the episode seed passed to reset()', default: 0 },
+    actions: { value: 'A', many: true, help: 'play these actions instead of reading stdin' },
+    solution: { help: "play the environment's own solution()" },
+    raw: { help: 'send each action exactly as given (no \\boxed{} added)' },
+    'max-turns': MAX_TURNS,
+    json: JSON_FLAG,
+  },
+  example: ['spade play src/core/env/seeds/lantern_lock.js --seed 3', 'spade play FILE --actions "2 4" "1 3"'],
+};
 
 async function readCode(file: string): Promise<string> {
   try {
@@ -20,10 +56,11 @@ async function readCode(file: string): Promise<string> {
 }
 
 export async function validate(argv: string[], io: Io): Promise<number> {
-  const args = parseArgs(argv, ['json']);
+  const args = parseCommand(VALIDATE, argv, io);
+  if (!args) return 0;
   if (args.positional.length === 0) throw new UsageError('validate needs at least one FILE');
   const json = args.flags.has('json');
-  const maxTurns = intFlag(args, 'max-turns', DEFAULTS.maxTurns);
+  const maxTurns = intFlag(args, 'max-turns');
   const pool = createNodeSandboxPool();
   type Report = Awaited<ReturnType<typeof pool.check>>;
   const files: (Partial<Report> & { file: string; ok: boolean; error?: { name: string; message: string } })[] = [];
@@ -67,12 +104,13 @@ export async function validate(argv: string[], io: Io): Promise<number> {
 }
 
 export async function play(argv: string[], io: Io): Promise<number> {
-  const args = parseArgs(argv, ['json', 'solution'], ['actions']);
+  const args = parseCommand(PLAY, argv, io);
+  if (!args) return 0;
   const [file] = args.positional;
   if (!file || args.positional.length > 1) throw new UsageError('play needs exactly one FILE');
   const json = args.flags.has('json');
-  const seed = intFlag(args, 'seed', 0);
-  const maxTurns = intFlag(args, 'max-turns', DEFAULTS.maxTurns);
+  const seed = intFlag(args, 'seed');
+  const maxTurns = intFlag(args, 'max-turns');
   const code = await readCode(file);
   const pool = createNodeSandboxPool();
   const transcript: {
@@ -86,12 +124,20 @@ export async function play(argv: string[], io: Io): Promise<number> {
     const env = await pool.load(code, maxTurns);
     const [obs] = await pool.reset(env.id, seed);
     transcript.push({ action: null, observation: obs, reward: 0, terminated: false, truncated: false });
-    if (!json) io.out(`# ${parseEnvHeader(code).title ?? env.className} (seed ${seed})\n${obs}`);
+    // a game reads \boxed{command}: what the player types is wrapped unless it holds one (--raw: never)
+    const wrap = env.setting === 'games' && !args.flags.has('raw');
+    const typed = !args.flags.has('solution') && !args.flags.has('actions');
+    if (!json) {
+      io.out(`# ${parseEnvHeader(code).title ?? env.className} (seed ${seed})\n${obs}`);
+      if (typed && wrap) io.out('(type one action per line; it is sent as \\boxed{...}, so "2 4" is enough)');
+    }
     let actions: AsyncIterable<string> | string[];
     if (args.flags.has('solution')) actions = await pool.solution(env.id);
     else if (args.flags.has('actions')) actions = args.flags.get('actions')!;
     else actions = createInterface({ input: process.stdin, terminal: false });
-    for await (const action of actions) {
+    for await (const given of actions) {
+      if (typed && !given.trim()) continue; // an empty line is no move
+      const action = wrap ? boxedAction(given) : given;
       const r: StepResult = await pool.step(env.id, action);
       transcript.push({ action, observation: r[0], reward: r[1], terminated: r[2], truncated: r[3] });
       if (!json)

@@ -31,7 +31,17 @@ import {
 import { labDefaults, type LabChoices } from '../core/micro/settings.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
 import { learningCheck, runMicro } from '../engine/lab/micro_policy.ts';
-import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
+import {
+  flag,
+  intFlag,
+  JSON_FLAG,
+  parseCommand,
+  pickSubcommand,
+  type Args,
+  type CommandSpec,
+  type Flags,
+  type Io,
+} from './args.ts';
 
 /**
  * Where the flags start (core/micro/settings.ts): one run from the `cli` preset, the check and the
@@ -40,17 +50,79 @@ import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
 const RUN_DEFAULTS = labDefaults('cli');
 const PRE_REGISTERED = labDefaults();
 
+/** The lab settings every form takes (settingsOf), with `defaults`' values. */
+function labFlags(defaults: LabChoices): Flags {
+  return {
+    levels: {
+      value: 'K',
+      help: 'levels a cycle (the regret designer writes K - 1, one slot explores)',
+      default: defaults.levels,
+    },
+    plays: { value: 'N', help: 'plays per level and arm', default: defaults.plays },
+    'probe-plays': { value: 'P', help: 'plays per probe level', default: defaults.probePlays },
+    temperature: { value: 'T', help: "the agent's sampling temperature (> 0)", default: MICRO_DEFAULTS.temperature },
+    traps: { help: 'add the trap families to the main ones' },
+    json: JSON_FLAG,
+  };
+}
+
+export const MICRO: CommandSpec = {
+  name: 'micro',
+  usage: '[flags]',
+  summary:
+    'The micro self-play lab: two tiny fresh models (designer and agent) on toy levels, on the CPU. One\n' +
+    'line per cycle; the probe return says whether the agent learned (docs/micro.md).',
+  flags: {
+    cycles: { value: 'N', help: 'cycles to run', default: RUN_DEFAULTS.cycles },
+    seed: { value: 'S', help: 'every random choice of the run derives from it', default: RUN_DEFAULTS.seed },
+    designer: { value: DESIGNERS.join('|'), help: 'who designs the levels', default: RUN_DEFAULTS.designer },
+    ...labFlags(RUN_DEFAULTS),
+  },
+  example: 'spade micro --cycles 4 --designer random',
+};
+
+export const MICRO_CHECK: CommandSpec = {
+  name: 'micro check',
+  usage: '[flags]',
+  summary: "The lab's learning-curve check: per main family, the fixed designer on its easiest level.",
+  flags: {
+    seed: { value: 'S', help: 'the seed of every run', default: PRE_REGISTERED.seed },
+    cycles: { value: 'N', help: 'cycles per family', default: PRE_REGISTERED.cycles },
+    ...labFlags(PRE_REGISTERED),
+  },
+  example: 'spade micro check --json',
+};
+
+export const MICRO_COMPARE: CommandSpec = {
+  name: 'micro compare',
+  usage: '--seeds A-B [flags]',
+  summary:
+    'The pre-registered comparison: the four designers on each seed, judged by the criteria in\n' +
+    'docs/micro.md. --combine merges earlier --json outputs instead of running.',
+  flags: {
+    seeds: { value: 'A-B', help: 'the seeds to run, a range like 1-10 or one seed' },
+    cycles: { value: 'N', help: 'cycles per run', default: PRE_REGISTERED.cycles },
+    combine: {
+      value: 'FILE',
+      many: true,
+      help: 'merge the runs of earlier --json outputs (their last lines, or their "run {…}" lines)',
+    },
+    ...labFlags(PRE_REGISTERED),
+  },
+  example: ['spade micro compare --seeds 1-10 --json > a.txt', 'spade micro compare --combine a.txt b.txt'],
+};
+
 const f2 = (x: number | null) => (x === null ? '  -  ' : x.toFixed(2));
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
 
-/** The lab settings the flags give over `defaults` (everything else: MICRO_DEFAULTS). */
-function settingsOf(args: Args, defaults: LabChoices): Partial<MicroSettings> {
-  const temperature = Number(flag(args, 'temperature') ?? MICRO_DEFAULTS.temperature);
+/** The lab settings the flags give (their defaults: the spec's; everything else: MICRO_DEFAULTS). */
+function settingsOf(args: Args): Partial<MicroSettings> {
+  const temperature = Number(flag(args, 'temperature'));
   if (!(temperature > 0)) throw new UsageError('--temperature must be a number > 0');
   return {
-    levels: intFlag(args, 'levels', defaults.levels),
-    plays: intFlag(args, 'plays', defaults.plays),
-    probePlays: intFlag(args, 'probe-plays', defaults.probePlays),
+    levels: intFlag(args, 'levels'),
+    plays: intFlag(args, 'plays'),
+    probePlays: intFlag(args, 'probe-plays'),
     temperature,
     families: args.flags.has('traps') ? [...MAIN_FAMILIES, ...TRAP_FAMILIES] : [...MAIN_FAMILIES],
   };
@@ -66,18 +138,23 @@ function seedRange(text: string | undefined): number[] {
 }
 
 export async function micro(argv: string[], io: Io): Promise<number> {
-  const args = parseArgs(argv, ['json', 'traps'], ['combine']);
-  const sub = args.positional[0];
-  if (sub === 'compare') return compare(args, io);
-  if (sub === 'check') return check(args, io);
-  if (sub !== undefined) throw new UsageError(`spade micro: unknown subcommand "${sub}" (compare, check)`);
+  const picked = pickSubcommand(
+    { name: 'micro', summary: MICRO.summary, bare: MICRO, subcommands: [MICRO_CHECK, MICRO_COMPARE] },
+    argv,
+    io,
+  );
+  if (!picked) return 0;
+  const args = parseCommand(picked.spec, picked.rest, io);
+  if (!args) return 0;
+  if (picked.spec === MICRO_COMPARE) return compare(args, io);
+  if (picked.spec === MICRO_CHECK) return check(args, io);
   const json = args.flags.has('json');
-  const cycles = intFlag(args, 'cycles', RUN_DEFAULTS.cycles);
-  const seed = intFlag(args, 'seed', RUN_DEFAULTS.seed);
-  const designer = (flag(args, 'designer') ?? RUN_DEFAULTS.designer) as DesignerKind;
+  const cycles = intFlag(args, 'cycles');
+  const seed = intFlag(args, 'seed');
+  const designer = flag(args, 'designer') as DesignerKind;
   if (!DESIGNERS.includes(designer)) throw new UsageError(`--designer must be one of ${DESIGNERS.join(', ')}`);
   if (cycles < 1) throw new UsageError('--cycles must be ≥ 1');
-  const settings = settingsOf(args, RUN_DEFAULTS);
+  const settings = settingsOf(args);
   const { run, lab } = await runMicro({ ...settings, seed, designer }, cycles, createSandboxWorkerApi(), {}, (r) =>
     io.out(
       `cycle ${String(r.cycle).padStart(2)}  probe ${f2(r.probe.mean)} (easy ${f2(r.probe.byBucket.easy)} medium ${f2(r.probe.byBucket.medium)} hard ${f2(r.probe.byBucket.hard)})` +
@@ -107,12 +184,12 @@ export async function micro(argv: string[], io: Io): Promise<number> {
 }
 
 async function check(args: Args, io: Io): Promise<number> {
-  const seed = intFlag(args, 'seed', PRE_REGISTERED.seed);
-  const cycles = intFlag(args, 'cycles', PRE_REGISTERED.cycles);
+  const seed = intFlag(args, 'seed');
+  const cycles = intFlag(args, 'cycles');
   const runner = createSandboxWorkerApi();
   const out = [];
   for (const family of MAIN_FAMILIES) {
-    const c = await learningCheck(family, seed, cycles, runner, settingsOf(args, PRE_REGISTERED));
+    const c = await learningCheck(family, seed, cycles, runner, settingsOf(args));
     io.out(
       `${FAMILIES[family]!.name.padEnd(6)} ${c.masteredAt === null ? 'NOT mastered' : `mastered at cycle ${c.masteredAt}`} within ${cycles}: ${c.curve.map((x) => x.toFixed(2)).join(' ')}  ${c.seconds.toFixed(0)} s;` +
         ` then the agent itself: ${f2(c.agentNoHint)} without the hint, ${f2(c.agentWithHint)} with it`,
@@ -152,9 +229,9 @@ async function compare(args: Args, io: Io): Promise<number> {
     }
   } else {
     const seeds = seedRange(flag(args, 'seeds'));
-    const cycles = intFlag(args, 'cycles', PRE_REGISTERED.cycles);
+    const cycles = intFlag(args, 'cycles');
     if (cycles < 1) throw new UsageError('--cycles must be ≥ 1');
-    const settings = settingsOf(args, PRE_REGISTERED);
+    const settings = settingsOf(args);
     const runner = createSandboxWorkerApi();
     for (const seed of seeds)
       for (const designer of DESIGNERS) {

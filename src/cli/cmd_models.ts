@@ -5,18 +5,44 @@
  */
 import { UsageError } from '../core/errors.ts';
 import { formatParams, WEBLLM_CATALOG } from '../core/llm/webllm/catalog.ts';
-import { parseArgs, type Io } from './args.ts';
-import { modelFromFlags } from './model_flags.ts';
+import { JSON_FLAG, numberFlag, intFlag, parseCommand, type CommandSpec, type Io } from './args.ts';
+import { MODEL_FLAGS, modelFromFlags } from './model_flags.ts';
+
+export const CHAT: CommandSpec = {
+  name: 'chat',
+  usage: '--backend openai --base-url URL --model M [flags] "prompt"',
+  summary: 'Stream one reply from a model: a quick way to check a server (and its key) before a run.',
+  positionals: true,
+  flags: {
+    ...MODEL_FLAGS,
+    temperature: { value: 'T', help: 'sampling temperature', default: 0.6 },
+    'max-tokens': { value: 'N', help: 'reply tokens at most', default: 256 },
+    json: JSON_FLAG,
+  },
+  example: [
+    'spade chat --backend openai --base-url http://127.0.0.1:11434/v1 --model qwen2.5:1.5b "Say hi"',
+    'OPENAI_API_KEY=sk-... spade chat --backend openai --base-url https://api.openai.com/v1 --model gpt-4o-mini "Say hi"',
+  ],
+};
+
+export const MODELS: CommandSpec = {
+  name: 'models',
+  usage: '[--json]',
+  summary: 'The WebLLM model catalog (size, GPU memory, context) and the other backends.',
+  flags: { json: JSON_FLAG },
+  example: 'spade models',
+};
 
 export async function chat(argv: string[], io: Io): Promise<number> {
-  const a = parseArgs(argv, ['json']);
+  const a = parseCommand(CHAT, argv, io);
+  if (!a) return 0;
   const prompt = a.positional.join(' ').trim();
   if (!prompt)
     throw new UsageError('chat needs a prompt, e.g. spade chat --backend openai --base-url URL --model M "Hello"');
   const model = await modelFromFlags(a);
   const json = a.flags.has('json');
-  const temperature = Number(a.flags.get('temperature')?.[0] ?? 0.6);
-  const max_tokens = Number(a.flags.get('max-tokens')?.[0] ?? 256);
+  const temperature = numberFlag(a, 'temperature');
+  const max_tokens = intFlag(a, 'max-tokens');
   const r = await model.chat([{ role: 'user', content: prompt }], {
     temperature,
     max_tokens,
@@ -37,7 +63,8 @@ export async function chat(argv: string[], io: Io): Promise<number> {
 }
 
 export async function models(argv: string[], io: Io): Promise<number> {
-  const a = parseArgs(argv, ['json']);
+  const a = parseCommand(MODELS, argv, io);
+  if (!a) return 0;
   if (a.flags.has('json')) {
     io.out(JSON.stringify({ ok: true, backends: ['webllm', 'openai', 'local', 'replay'], webllm: WEBLLM_CATALOG }));
     return 0;

@@ -8,52 +8,47 @@ import type { Io } from './args.ts';
 
 export const USAGE = `spade — SPADE Playground command line
 
-Usage:
-  spade validate FILE... [--json] [--max-turns N]
-                                             check environment files (exit 1 if any fails)
-  spade play FILE [--seed N] [--actions A1 A2 ...] [--solution] [--json]
-                                             play an environment (actions from stdin by default)
-  spade share encode FILE... [--title T] [--base URL] [--json]
-                                             make a share link from an env set (.json) or env files (.js)
-  spade share decode LINK [--out FILE] [--json]
-                                             read a share link back into an env set
-  spade bench sandbox [--json]               sandbox speed: QuickJS vs native V8 vs call floor, checker time
-  spade run --backend openai|replay|local ... --iterations N --out DIR [--resume] [--record FILE]
-            [--preset laptop|paper] [--set key=value ...]
-                                             headless self-play into a run directory (see docs/loop.md)
-  spade config show [--preset NAME] [--set key=value ...] [--link HASH] [--json]
-                                             the resolved settings: each key's value and source (default, preset, link, flag)
-  spade run export DIR --out FILE [--gzip] [--json]
-                                             one run file from a run directory (the app opens it to review)
-  spade serve [SOURCE...] [--watch DIR] [--host H] [--port P] [--workers N] [--max-sessions N]
-              [--idle-timeout S] [--max-turns N] [--token T]
-                                             serve environments over OpenEnv (HTTP + /ws) to RL trainers;
-                                             SOURCE: seeds, an env set, a share link, .js files, a run dir
-  spade bench serve [--sessions N] [--seconds S] [--json]
-                                             OpenEnv server load test on loopback: steps/s, p50/p99, leaks
-  spade models [--json]                      the WebLLM model catalog and the other backends
-  spade chat --backend openai --base-url URL --model M "prompt"
-                                             stream one reply from a server
-  spade bench loop [--json]                  loop overhead outside model calls, replies paced at 20 tokens/s
-  spade engine logits --model DIR [--adapter DIR] --tokens 1,2,3 [--all] [--device gpu|cpu] [--json]
-  spade engine generate --model DIR [--adapter DIR] --tokens 1,2,3 --max-new N [--temperature 0] [--steps-per-readback K] [--kv f32|f16] [--json]
-                                             run our WebGPU engine (or its CPU references) on a checkpoint;
-                                             both take --weights f32|bf16|f16|q4 (the base's GPU storage)
-  spade bench engine [--json]                matmul GFLOP/s vs the FMA peak, decode and LoRA training tokens/s
-  spade engine init --arch llama|qwen2|qwen3 --layers N --hidden N --out DIR [--seed S] [--heads N] [--kv-heads N]
-                    [--intermediate N] [--dtype f32|bf16] [--json]
-                                             write a small random-initialised checkpoint (Hugging Face layout)
-  spade train toy [--seed S] [--updates N] [--device cpu|gpu] [--json]
-                                             the learning proof: a tiny fresh model learns a toy environment
-  spade bench train [--json]                 GRPO training tokens/s and the generate/train split of a cycle
-  spade gpu [--json]                         report the WebGPU adapter Node sees
-  spade micro [--cycles N] [--seed S] [--designer regret|random|fixed|control] [--json]
-                                             the micro self-play lab: two tiny fresh models, toy levels
-  spade micro check [--seed S] [--cycles N] [--json]
-                                             the lab's learning-curve check, per family
-  spade micro compare --seeds A-B [--cycles N] [--json] [--combine FILE...]
-                                             the four designers per seed, judged by the pre-registered criteria
-  spade help                                 this text
+Usage: spade COMMAND [SUBCOMMAND] [flags]
+\`spade COMMAND --help\` (or -h) shows a command's flags, their defaults and an example.
+
+Environments:
+  spade validate FILE...         check environment files in the sandbox (exit 1 if any fails)
+  spade play FILE                play an environment (type actions, or --actions, or --solution)
+  spade share encode FILE...     make a share link from an env set (.json) or env files (.js)
+  spade share decode LINK        read a share link back into an env set
+  spade serve [SOURCE...]        serve environments over OpenEnv (HTTP + /ws) to RL trainers
+
+Self-play:
+  spade run --backend B --out DIR
+                                 headless self-play into a run directory; no GPU? --backend openai
+                                 with a hosted API (--api-key) or a CPU server (Ollama, llama.cpp)
+  spade run export DIR --out FILE
+                                 one run file from a run directory (the app opens it to review)
+  spade config show              the resolved settings: each key's value and where it came from
+  spade chat "prompt"            stream one reply from a model (check a server and its key)
+  spade models                   the WebLLM model catalog and the other backends
+
+Our engine and training:
+  spade engine init --out DIR    write a small random-initialised checkpoint (a plumbing check)
+  spade engine logits            our engine's logits for a prompt of token ids
+  spade engine generate          decode token ids with our engine (one prompt or a batch)
+  spade train toy                the learning proof: a tiny fresh model learns a toy environment
+  spade gpu                      report the WebGPU adapter Node sees
+
+The micro lab (tiny models on toy levels, CPU):
+  spade micro                    one run: designer and agent, one line per cycle
+  spade micro check              the lab's learning-curve check, per family
+  spade micro compare --seeds A-B
+                                 the four designers per seed, judged by the pre-registered criteria
+
+Benchmarks (figures measured in one run):
+  spade bench sandbox            QuickJS vs native V8 vs the call floor; checker time
+  spade bench loop               loop overhead outside model calls
+  spade bench engine             matmul GFLOP/s, decode and LoRA training tokens/s
+  spade bench train              GRPO training tokens/s and a cycle's generate/train split
+  spade bench serve              OpenEnv server load test on loopback
+
+  spade help                     this text
 
 Exit codes: 0 success, 1 a check failed, 2 bad usage.`;
 

@@ -8,8 +8,8 @@ import { parseConfig } from '../../src/core/config.ts';
 import { Limiter } from '../../src/core/limiter.ts';
 import { DEFAULT_CONTEXT_WINDOW, OpenAIChatModel, windowFromModelList } from '../../src/core/llm/openai_model.ts';
 import { isQwen3, stripThinking } from '../../src/core/llm/thinking.ts';
-import { parseArgs } from '../../src/cli/args.ts';
-import { modelFromFlags } from '../../src/cli/model_flags.ts';
+import { parseFlags } from '../../src/cli/args.ts';
+import { MODEL_FLAGS, modelFromFlags } from '../../src/cli/model_flags.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalChatModel } from '../../src/engine/model/local_model.ts';
@@ -370,7 +370,7 @@ describe('openai backend: context window from the server', () => {
   it('spade --context-window N declares the window, and the CLI probes before returning the model', async () => {
     server.behaviour = {};
     const flags = (...extra: string[]) =>
-      parseArgs(['--backend', 'openai', '--base-url', server.url, '--model', 'm', ...extra]);
+      parseFlags(MODEL_FLAGS, ['--backend', 'openai', '--base-url', server.url, '--model', 'm', ...extra]);
     const m = await modelFromFlags(flags('--context-window', '8192'));
     expect(m.capabilities.contextWindow).toBe(8192);
     expect((m as OpenAIChatModel).windowSource).toBe('setting');

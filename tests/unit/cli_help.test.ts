@@ -1,0 +1,125 @@
+// `spade COMMAND --help` and `-h` for every command and subcommand `spade help` lists: exit 0, a
+// usage line, the flags with their defaults and an example, without running the command (`serve
+// --help` would otherwise listen until killed). Plus the strict parser's usage errors (exit 2).
+import { describe, expect, it } from 'vitest';
+import { main, USAGE } from '../../src/cli/spade.ts';
+
+async function spade(...argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(argv, { out: (l) => out.push(...l.split('\n')), err: (l) => err.push(...l.split('\n')) });
+  return { code, out, err, text: out.join('\n') };
+}
+
+/** The command words of each `  spade ...` line of the overview: `spade run export DIR` → ["run", "export"]. */
+function listed(usage: string): string[][] {
+  const seen = new Set<string>();
+  const out: string[][] = [];
+  for (const line of usage.split('\n')) {
+    const m = /^ {2}spade ((?:[a-z]+ ?)+)/.exec(line);
+    if (!m) continue;
+    const words = m[1]!.trim().split(' ');
+    if (seen.has(words.join(' '))) continue;
+    seen.add(words.join(' '));
+    out.push(words);
+  }
+  return out;
+}
+
+const COMMANDS = listed(USAGE);
+const GROUPS = ['bench', 'engine', 'train', 'share', 'config'];
+
+describe('spade --help', { timeout: 60_000 }, () => {
+  it('the overview lists every command, and `help`, `--help`, `-h` print it with exit 0', async () => {
+    expect(COMMANDS.map((w) => w.join(' '))).toEqual(
+      expect.arrayContaining(['run', 'run export', 'micro', 'micro check', 'micro compare', 'serve', 'bench sandbox']),
+    );
+    for (const h of ['help', '--help', '-h']) {
+      const r = await spade(h);
+      expect(r.code).toBe(0);
+      expect(r.text).toBe(USAGE);
+    }
+  });
+
+  for (const words of COMMANDS)
+    for (const h of ['--help', '-h'])
+      it(`spade ${words.join(' ')} ${h}`, async () => {
+        const r = await spade(...words, h);
+        expect(r.code, r.err.join('\n')).toBe(0);
+        expect(r.err).toEqual([]);
+        if (words[0] === 'help') {
+          expect(r.text).toBe(USAGE);
+          return;
+        }
+        // the usage line names the command; then its flags, each with what it does, and an example
+        expect(r.out[0]).toMatch(new RegExp(`^Usage: spade ${words.join(' ')}( |$)`));
+        expect(r.out).toContain('Flags:');
+        expect(r.out.some((l) => /^ {2}-h, --help +show this help and exit$/.test(l))).toBe(true);
+        const flags = r.out.filter((l) => /^ {2}--[a-z-]+/.test(l));
+        expect(flags.length).toBeGreaterThan(0);
+        expect(r.out.some((l) => l === 'Example:' || l === 'Examples:')).toBe(true);
+        const after = r.out.slice(r.out.findIndex((l) => l.startsWith('Example')) + 1);
+        const examples = after.slice(0, after.includes('') ? after.indexOf('') : undefined);
+        expect(examples.length).toBeGreaterThan(0);
+        // every example is a command line of this very command, with flags it declares
+        for (const e of examples) {
+          expect(e).toMatch(new RegExp(`^ {2}(\\S+=\\S+ )?spade ${words.join(' ')}( |$)`));
+          for (const f of e.match(/ --[a-z-]+/g) ?? []) expect(r.text).toContain(`\n  ${f.trim()}`);
+        }
+      });
+
+  it('a group without a bare form lists its subcommands, each also in the overview', async () => {
+    for (const g of GROUPS) {
+      const r = await spade(g, '--help');
+      expect(r.code).toBe(0);
+      expect(r.out[0]).toMatch(new RegExp(`^Usage: spade ${g} `));
+      const subs = r.out.filter((l) => l.startsWith(`  spade ${g} `)).map((l) => l.trim().split(/\s+/)[2]);
+      expect(subs.length).toBeGreaterThan(0);
+      for (const s of subs) expect(COMMANDS.map((w) => w.join(' '))).toContain(`${g} ${s}`);
+      // without a subcommand: a usage error naming them
+      const bare = await spade(g);
+      expect(bare.code).toBe(2);
+      expect(bare.err.join('\n')).toContain(`needs a subcommand: ${subs.join(', ')}`);
+    }
+  });
+
+  it('the bare forms list their subcommands under their own flags', async () => {
+    const micro = await spade('micro', '-h');
+    expect(micro.out[0]).toMatch(/^Usage: spade micro /);
+    expect(micro.out).toContain('Subcommands:');
+    expect(micro.text).toMatch(/spade micro check\s+The lab's learning-curve check/);
+    const run = await spade('run', '--help');
+    expect(run.text).toMatch(/spade run export\s+One run file/);
+  });
+
+  it('shows the defaults the command uses', async () => {
+    const run = await spade('run', '--help');
+    expect(run.text).toMatch(/--iterations N\s+cycles to run \(default: 1\)/);
+    expect(run.text).toMatch(/--api-key KEY\s+.*OPENAI_API_KEY/);
+    const serve = await spade('serve', '--help');
+    expect(serve.text).toMatch(/--port P\s+the port to listen on \(default: 8000\)/);
+  });
+
+  it('an undeclared flag, a value given to a switch, a missing value or a stray argument exit 2', async () => {
+    const cases: [string[], string][] = [
+      [['validate', 'x.js', '--nope'], 'spade validate: unknown flag --nope (spade validate --help lists its flags)'],
+      [['micro', '--cycles'], '--cycles needs a value'],
+      [['micro', '--traps=yes'], '--traps is a switch and takes no value'],
+      [['gpu', 'extra'], 'spade gpu takes no argument "extra"'],
+      [['bench', 'nope'], 'spade bench: unknown subcommand "nope"'],
+      [['micro', 'nope'], 'spade micro takes no argument "nope"'],
+    ];
+    for (const [argv, message] of cases) {
+      const r = await spade(...argv, '--json');
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.err.join('\n')).toContain(message);
+      expect(JSON.parse(r.out.at(-1)!)).toMatchObject({ ok: false, error: { name: 'UsageError' } });
+    }
+  });
+
+  it('--help after `--` is an argument, not a request for help', async () => {
+    const r = await spade('validate', '--', '--help');
+    expect(r.code).toBe(2);
+    expect(r.err.join('\n')).toContain('cannot read --help');
+  });
+});
