@@ -229,7 +229,7 @@ export const MUTANTS = [
   },
   {
     id: 'sandbox-action-length-unchecked',
-    file: 'src/core/sandbox/host.ts',
+    file: 'src/core/sandbox/screen.ts',
     find: 'if (action.length > max) {',
     replace: 'if (action.length > max * 2) {',
     test: 'tests/unit/sandbox_limits.test.ts',

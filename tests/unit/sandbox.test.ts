@@ -236,6 +236,20 @@ describe('red-team findings (in-process)', () => {
     host.dispose(env.id);
   });
 
+  it('an action reaches the environment exactly as sent: NUL, other controls and lone surrogates kept', async () => {
+    const env = await host.load(`class EchoEnv {
+      reset(){ return ['echo', {}]; }
+      step(a){ return [a, 0, false, false, { codes: Array.from(a, (c) => c.charCodeAt(0)), boxed: extractBoxed(a) }]; } }`);
+    host.reset(env.id, 0);
+    for (const action of ['abc\0\\boxed{win}', '\0', 'a\x01\x07\x1b[31m\x7f\u2028b', 'lone \ud800 high, \udfff low']) {
+      const [obs, , , , info] = host.step(env.id, action);
+      expect(obs).toBe(action);
+      expect(info.codes).toEqual(Array.from(action, (c) => c.charCodeAt(0)));
+    }
+    expect(host.step(env.id, 'abc\0\\boxed{win}')[4].boxed).toBe('win');
+    host.dispose(env.id);
+  });
+
   it('host and guest extractBoxed agree', async () => {
     const inputs = [
       '',

@@ -16,24 +16,25 @@
  *
  * Memory: this QuickJS build cannot see allocation sizes (no malloc_usable_size in WASM), so
  * the runtime's own memory limit counts 8 bytes per allocation and never stops a big one. The
- * host measures each runtime itself (QuickJS's memory report) while the guest runs and after,
- * and stops one over its limit; and a module (one WASM heap, 2 GiB at most) takes environments
- * only while their limits fit MODULE_BUDGET_BYTES in all, so none can starve its neighbours.
+ * host enforces the limit itself, at no cost while nothing is allocated (heap.ts): a growth of
+ * the WASM heap during a run that would take it past the running environment's limit is refused
+ * inside the allocation (the guest gets "out of memory", however slow the machine), and the
+ * runtime is measured (QuickJS's memory report) only when a cheap signal says it may have grown —
+ * the heap grew during its run, its live allocation count rose by MEASURE_AFTER_ALLOCATIONS, or it
+ * has run MEASURE_AFTER_GUEST_MS since the last measurement — and every MEMORY_CHECK_MS inside a
+ * long run. A module (one WASM heap, 2 GiB at most) takes environments only while their limits fit
+ * MODULE_BUDGET_BYTES in all, so none can starve its neighbours.
+ *
+ * A step is one guest call: the action goes in as one JSON string (so every character, NUL
+ * included, arrives as sent: screen.ts), the 5-tuple comes back as one JSON string built in the
+ * guest, and the host validates it.
  *
  * Hangs that QuickJS's interrupt handler cannot stop (some allocation patterns
  * thrash the GC for seconds; a long native loop) are the pool's job: it terminates the worker.
  */
-import {
-  newQuickJSWASMModuleFromVariant,
-  type QuickJSContext,
-  type QuickJSHandle,
-  type QuickJSRuntime,
-  type QuickJSWASMModule,
-} from 'quickjs-emscripten-core';
-import variant from '@jitl/quickjs-wasmfile-release-sync';
+import type { QuickJSContext, QuickJSHandle, QuickJSRuntime, QuickJSWASMModule } from 'quickjs-emscripten-core';
 import { DEFAULTS } from '../config.ts';
 import {
-  ActionRejectedError,
   EnvContractError,
   SandboxMemoryError,
   SandboxRuntimeError,
@@ -44,18 +45,33 @@ import {
 } from '../errors.ts';
 import type { LoadedEnv, ResetResult, StepResult, ToolSchema } from '../env/contract.ts';
 import prelude from './prelude.guest.js?raw';
+import { allocationCounter, newWatchedModule, type WatchedModule } from './heap.ts';
+import { checkAction, checkObservation, checkSource } from './screen.ts';
 
 export { DEFAULT_LIMITS, limitsFromConfig, type SandboxLimits } from '../env/limits.ts';
-import { DEFAULT_LIMITS, MAX_NESTING, MODULE_BUDGET_BYTES, type SandboxLimits } from '../env/limits.ts';
+export { envClassNames, nestingDepth } from './screen.ts';
+import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from '../env/limits.ts';
 
 /** Time to read a thrown value (its getters, Proxy traps, toString) once the call itself has ended. */
 const READ_ERROR_MS = 100;
 /** While guest code runs, its memory is measured at most this often (a report costs ~0.1 ms). */
 const MEMORY_CHECK_MS = 10;
-/** After a run, memory is measured when the run took this long (allocating 10 MiB takes about 1 ms)... */
-const MEMORY_CHECK_RUN_MS = 1;
-/** ...or on every this many-th run of the environment. */
-const MEMORY_CHECK_EVERY = 8;
+/**
+ * Guest time (summed over runs) after which the runtime is measured again: a report costs
+ * 0.05-0.1 ms on a small runtime, so this keeps it near 1% of the guest's own time, and at memory
+ * speeds (~10 GB/s) 5 ms of guest time can add tens of MiB at most before it is measured.
+ */
+const MEASURE_AFTER_GUEST_MS = 5;
+/**
+ * Live allocations the runtime may add between two measurements: many small objects (QuickJS
+ * objects are 50-100 bytes) are measured after ~1 MiB, sooner than the guest-time signal would.
+ */
+const MEASURE_AFTER_ALLOCATIONS = 10_000;
+/**
+ * Emscripten grows the heap by more than an allocation asks for (up to 20% of the heap, at most
+ * 96 MiB): that slack is not charged to the environment whose allocation caused the growth.
+ */
+const overgrowth = (heapBytes: number): number => Math.min(heapBytes * 0.2, 96 * 2 ** 20);
 
 interface LiveEnv {
   id: string;
@@ -65,18 +81,22 @@ interface LiveEnv {
   fns: Record<'register' | 'reset' | 'step' | 'solution' | 'close' | 'describe', QuickJSHandle>;
   limits: SandboxLimits;
   info: LoadedEnv;
-  /** Wall-clock deadline (ms) of the call in flight; the runtime's interrupt handler reads it. */
+  /** Deadline (performance.now() ms) of the call in flight; the runtime's interrupt handler reads it. */
   deadline: number;
   /** Set by the interrupt handler when it stops the guest: an unforgeable sign of a time-out. */
   interrupted: boolean;
-  /** Set when the host measured the runtime over its memory limit (the interrupt then stops it). */
+  /** Set when the runtime was found over its memory limit, by a measurement or a refused heap growth. */
   overMemory: boolean;
   /** When (ms) the interrupt handler next measures memory during the run in flight. */
   nextMemoryCheck: number;
-  /** Guest runs so far (every MEMORY_CHECK_EVERY-th is measured after it ends). */
-  runs: number;
-  /** The WASM heap's size when the run in flight began: only this env runs, so growth is its own. */
-  heapAtStart: number;
+  /** Bytes the WASM heap grew during the run in flight: only this env runs, so the growth is its own. */
+  grownThisRun: number;
+  /** Guest time (ms) and heap growth since the runtime was last measured. */
+  guestMsSinceMeasure: number;
+  grewSinceMeasure: boolean;
+  /** The runtime's live allocation count (null: unreadable in this build) and its value when last measured. */
+  allocations: (() => number) | null;
+  allocationsAtMeasure: number;
   /** Set once the env hit a limit; later calls fail fast with this. */
   dead: SpadeError | null;
   generation: number;
@@ -115,90 +135,6 @@ function restoreNonFinite(value: unknown, marks: unknown): unknown {
   return value;
 }
 
-/**
- * Deepest bracket nesting in `text` — ( [ { and template `${` — skipping string literals and
- * comments when `js` is set; stops counting once past `limit`. Linear, no allocation per character.
- */
-export function nestingDepth(text: string, js: boolean, limit = Infinity): number {
-  let depth = 0;
-  let max = 0;
-  // template literals nest: each entry is the depth at which a `${` opened inside a template
-  const templates: number[] = [];
-  const n = text.length;
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 40 || c === 91 || c === 123) {
-      // ( [ {
-      if (++depth > max && (max = depth) > limit) return max;
-    } else if (c === 41 || c === 93 || c === 125) {
-      // ) ] }
-      if (js && c === 125 && templates.length && templates[templates.length - 1] === depth) {
-        templates.pop();
-        depth--;
-        i = skipTemplate(text, i + 1, templates, depth);
-        if (templates.length && templates[templates.length - 1] === depth + 1) {
-          depth++;
-          if (depth > max && (max = depth) > limit) return max;
-        }
-        continue;
-      }
-      if (depth > 0) depth--;
-    } else if (js && (c === 39 || c === 34)) {
-      // ' or ": to the closing quote or the end of the line
-      for (i++; i < n; i++) {
-        const d = text.charCodeAt(i);
-        if (d === 92) i++;
-        else if (d === c || d === 10) break;
-      }
-    } else if (js && c === 96) {
-      // `: a template literal; `${` opens a nesting level
-      i = skipTemplate(text, i + 1, templates, depth);
-      if (templates.length && templates[templates.length - 1] === depth + 1) {
-        depth++;
-        if (depth > max && (max = depth) > limit) return max;
-      }
-    } else if (js && c === 47 && text.charCodeAt(i + 1) === 47) {
-      const end = text.indexOf('\n', i);
-      i = end < 0 ? n : end;
-    } else if (js && c === 47 && text.charCodeAt(i + 1) === 42) {
-      const end = text.indexOf('*/', i + 2);
-      i = end < 0 ? n : end + 1;
-    }
-  }
-  return max;
-}
-
-/** Skip template text from `i`; at `${` push the new depth and return its index; at the closing ` return it. */
-function skipTemplate(text: string, i: number, templates: number[], depth: number): number {
-  for (; i < text.length; i++) {
-    const d = text.charCodeAt(i);
-    if (d === 92) i++;
-    else if (d === 96) return i;
-    else if (d === 36 && text.charCodeAt(i + 1) === 123) {
-      templates.push(depth + 1);
-      return i + 1;
-    }
-  }
-  return i;
-}
-
-const utf8 = new TextEncoder();
-/** UTF-8 size, encoding only when the string could be over `limit` (3 bytes per UTF-16 unit at most). */
-const overLimit = (s: string, limit: number): number =>
-  s.length * 3 <= limit ? 0 : utf8.encode(s).length > limit ? utf8.encode(s).length : 0;
-
-/** Candidate class names in source order; the last declared is tried first. */
-export function envClassNames(code: string): string[] {
-  const names: string[] = [];
-  for (const m of code.matchAll(
-    /\bclass\s+([A-Za-z_$][\w$]*Env)\b|\b(?:const|let|var)\s+([A-Za-z_$][\w$]*Env)\s*=\s*class\b/g,
-  )) {
-    const n = (m[1] ?? m[2])!;
-    if (n !== 'ToolUseEnv' && !names.includes(n)) names.push(n);
-  }
-  return names.reverse();
-}
-
 function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return `an array of ${value.length}`;
@@ -207,44 +143,15 @@ function describe(value: unknown): string {
 }
 const isInfo = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/**
- * The host's checks on environment source before any of it reaches QuickJS: not empty, within
- * the size limit, brackets nested at most MAX_NESTING deep (deeper overflows the host stack in
- * QuickJS's parser), and a class whose name ends in "Env". Returns the candidate class names.
- */
-function checkSource(code: string, limits: SandboxLimits): string[] {
-  if (typeof code !== 'string' || code.trim() === '') {
-    throw new EnvContractError('The environment code is empty. Write a class whose name ends in "Env".');
-  }
-  const size = overLimit(code, limits.maxCodeBytes);
-  if (size > 0) {
-    throw new EnvContractError(
-      `The environment code is ${Math.ceil(size / 1024)} KiB; the limit is ${limits.maxCodeBytes / 1024} KiB. Shorten it.`,
-      { bytes: size },
-    );
-  }
-  const depth = nestingDepth(code, true, MAX_NESTING);
-  if (depth > MAX_NESTING) {
-    throw new EnvContractError(
-      `The environment code nests brackets more than ${MAX_NESTING} deep, which the sandbox cannot parse safely. Flatten it: build deep data in a loop instead of writing it out.`,
-      { depth },
-    );
-  }
-  const names = envClassNames(code);
-  if (names.length === 0) {
-    throw new EnvContractError(
-      'No environment class found. Define one at top level whose name ends in "Env", e.g. `class MazeEnv { ... }`.',
-    );
-  }
-  return names;
-}
-
 export class SandboxHost {
   private module: QuickJSWASMModule;
+  private memory: WebAssembly.Memory;
   private readonly envs = new Map<string, LiveEnv>();
   private nextId = 1;
   private generation = 0;
-  private restarting: Promise<QuickJSWASMModule> | null = null;
+  private restarting: Promise<WatchedModule> | null = null;
+  /** The environment whose guest code is running (its heap growth is charged to it), or null. */
+  private running: LiveEnv | null = null;
   /** Why each generation of the module ended (index: the generation), for the environments it took down. */
   private readonly faults: string[] = [];
   /** How many times the WASM module was discarded and rebuilt after a host-level fault. */
@@ -255,12 +162,42 @@ export class SandboxHost {
    */
   guestRunsWithoutDeadline = 0;
 
-  private constructor(module: QuickJSWASMModule) {
-    this.module = module;
+  private constructor() {
+    this.module = null as unknown as QuickJSWASMModule; // set by create() before any use
+    this.memory = null as unknown as WebAssembly.Memory;
   }
 
   static async create(): Promise<SandboxHost> {
-    return new SandboxHost(await newQuickJSWASMModuleFromVariant(variant));
+    const host = new SandboxHost();
+    host.use(await host.newModule());
+    return host;
+  }
+
+  private newModule(): Promise<WatchedModule> {
+    return newWatchedModule((from, to) => this.allowGrowth(from, to));
+  }
+
+  private use(m: WatchedModule): void {
+    this.module = m.module;
+    this.memory = m.memory;
+  }
+
+  /**
+   * The heap-growth policy (called inside the allocator): growth outside guest code is the host's
+   * own and allowed; growth during a run is charged to the running environment and refused once
+   * it passes that environment's limit plus the allocator's overgrowth. The environment is then
+   * marked over its limit, and its run fails with SandboxMemoryError whatever the guest does.
+   */
+  private allowGrowth(from: number, to: number): boolean {
+    const env = this.running;
+    if (env === null) return true;
+    if (!env.overMemory && env.grownThisRun + (to - from) <= env.limits.memoryBytes + overgrowth(from)) {
+      env.grownThisRun += to - from;
+      env.grewSinceMeasure = true;
+      return true;
+    }
+    env.overMemory = true;
+    return false;
   }
 
   ping(): string {
@@ -276,7 +213,7 @@ export class SandboxHost {
 
   /** Evaluate environment code and construct its class. Returns its id, class name, setting and tools. */
   async load(code: string, maxTurns = DEFAULTS.maxTurns, limits: SandboxLimits = DEFAULT_LIMITS): Promise<LoadedEnv> {
-    if (this.restarting) this.module = await this.restarting;
+    if (this.restarting) this.use(await this.restarting);
     this.restarting = null;
     const names = checkSource(code, limits);
     this.checkRoom(limits);
@@ -318,7 +255,7 @@ export class SandboxHost {
         if (partial.generation === this.generation) for (const h of handles) if (h.alive) h.dispose();
       }
       if (!reply.ok) {
-        const e = { ...reply.error, where: whereIn(reply.error.stack) };
+        const e = guestError(reply.error);
         const err = this.limitError(partial, e, 'the constructor', limits.loadMs);
         if (!(err instanceof SandboxRuntimeError)) throw err;
         throw new SandboxRuntimeError(
@@ -386,8 +323,11 @@ export class SandboxHost {
       interrupted: false,
       overMemory: false,
       nextMemoryCheck: 0,
-      runs: 0,
-      heapAtStart: 0,
+      grownThisRun: 0,
+      guestMsSinceMeasure: 0,
+      grewSinceMeasure: false,
+      allocations: allocationCounter(this.memory, runtime, limits.memoryBytes),
+      allocationsAtMeasure: 0,
     } as unknown as LiveEnv; // api, fns and info are set by load() once the prelude has run
     runtime.setInterruptHandler(() => {
       // between calls the deadline is Infinity and no guest code may run (no dump, no getter, no
@@ -397,8 +337,8 @@ export class SandboxHost {
         env.interrupted = true;
         return true;
       }
-      const now = Date.now();
-      if (now > env.deadline || this.heapGrewPastLimit(env)) return this.stop(env);
+      const now = performance.now();
+      if (env.overMemory || now > env.deadline) return this.stop(env);
       if (now >= env.nextMemoryCheck) {
         env.nextMemoryCheck = now + MEMORY_CHECK_MS;
         if (this.overMemoryLimit(env)) return this.stop(env);
@@ -422,18 +362,24 @@ export class SandboxHost {
   }
 
   /**
-   * Measure the runtime (QuickJS's own report of the objects it holds; it does not count strings)
-   * and flag it when over its limit.
+   * Measure the runtime (QuickJS's own report of the objects it holds) and flag it when over its
+   * limit; the signals that call for a measurement start again from here.
    */
   private overMemoryLimit(env: LiveEnv): boolean {
-    if (this.usedBytes(env) > env.limits.memoryBytes) env.overMemory = true;
+    if (!env.overMemory && this.usedBytes(env) > env.limits.memoryBytes) env.overMemory = true;
+    env.guestMsSinceMeasure = 0;
+    env.grewSinceMeasure = false;
+    if (env.allocations) env.allocationsAtMeasure = env.allocations();
     return env.overMemory;
   }
 
-  /** Flag the env when the heap grew by more than its limit during its run (strings included). */
-  private heapGrewPastLimit(env: LiveEnv): boolean {
-    if (this.heapBytes() - env.heapAtStart > env.limits.memoryBytes) env.overMemory = true;
-    return env.overMemory;
+  /** A cheap signal says the runtime may have grown since it was last measured. */
+  private dueForMeasure(env: LiveEnv): boolean {
+    return (
+      env.grewSinceMeasure ||
+      env.guestMsSinceMeasure >= MEASURE_AFTER_GUEST_MS ||
+      (env.allocations !== null && env.allocations() - env.allocationsAtMeasure >= MEASURE_AFTER_ALLOCATIONS)
+    );
   }
 
   /** Bytes the runtime holds, by QuickJS's memory report ("memory used"); 0 if it cannot be read. */
@@ -444,12 +390,6 @@ export class SandboxHost {
     } catch {
       return 0;
     }
-  }
-
-  /** Size of the module's WASM heap (it only grows); 0 where the module does not show it. */
-  private heapBytes(): number {
-    const heap = (this.module as unknown as { module?: { HEAPU8?: Uint8Array } }).module?.HEAPU8;
-    return heap?.byteLength ?? 0;
   }
 
   reset(id: string, seed: number): ResetResult {
@@ -464,15 +404,30 @@ export class SandboxHost {
         { method: 'reset' },
       );
     }
-    this.checkObservation(env, v[0], 'reset');
+    checkObservation(v[0], env.limits, 'reset');
     return [v[0], v[1]];
   }
 
   step(id: string, action: string): StepResult {
     const env = this.live(id);
     if (typeof action !== 'string') throw new EnvContractError(`action must be a string; got ${describe(action)}`);
-    this.checkAction(env, action);
-    const v = this.invoke(env, 'step', action, env.limits.stepMs);
+    checkAction(action, env.limits);
+    // JSON text carries every UTF-16 unit; a raw string would end at its first NUL on the way in
+    const v = this.invoke(env, 'step', JSON.stringify(action), env.limits.stepMs);
+    if (
+      Array.isArray(v) &&
+      v.length === 5 &&
+      typeof v[0] === 'string' &&
+      typeof v[1] === 'number' &&
+      v[1] >= -1 &&
+      v[1] <= 1 &&
+      typeof v[2] === 'boolean' &&
+      typeof v[3] === 'boolean' &&
+      isInfo(v[4])
+    ) {
+      checkObservation(v[0], env.limits, 'step');
+      return v as StepResult;
+    }
     if (!Array.isArray(v) || v.length !== 5) {
       throw new EnvContractError(
         `step(action) must return [observation, reward, terminated, truncated, info]; it returned ${describe(v)}. Every code path must return all five.`,
@@ -494,14 +449,7 @@ export class SandboxHost {
         problems,
       });
     }
-    this.checkObservation(env, obs as string, 'step');
-    return [
-      obs as string,
-      reward as number,
-      terminated as boolean,
-      truncated as boolean,
-      info as Record<string, unknown>,
-    ];
+    throw new EnvContractError('step() returned a malformed result.', { method: 'step' }); // not reached
   }
 
   /** The reference solution: a list of actions (a single string becomes a one-item list). */
@@ -566,34 +514,6 @@ export class SandboxHost {
     return env;
   }
 
-  private checkObservation(env: LiveEnv, obs: string, method: string): void {
-    const n = overLimit(obs, env.limits.maxObservationBytes);
-    if (n > 0) {
-      throw new EnvContractError(
-        `${method}() returned a ${Math.ceil(n / 1024)} KiB observation; the limit is ${env.limits.maxObservationBytes / 1024} KiB. Keep observations short.`,
-        { method, bytes: n },
-      );
-    }
-  }
-
-  /** Refuse, before the guest sees it, an action too long or too deeply nested for it to parse safely. */
-  private checkAction(env: LiveEnv, action: string): void {
-    const max = env.limits.maxActionChars ?? DEFAULT_LIMITS.maxActionChars;
-    if (action.length > max) {
-      throw new ActionRejectedError(
-        `The action is ${action.length} characters; the limit is ${max} (maxActionKiB). Reply with one short action.`,
-        { chars: action.length, limit: max },
-      );
-    }
-    const depth = nestingDepth(action, false, MAX_NESTING);
-    if (depth > MAX_NESTING) {
-      throw new ActionRejectedError(
-        `The action nests brackets more than ${MAX_NESTING} deep; the sandbox refuses it unread. Reply with a flat action.`,
-        { depth, limit: MAX_NESTING },
-      );
-    }
-  }
-
   private invoke(
     env: LiveEnv,
     method: 'reset' | 'step' | 'solution' | 'close',
@@ -606,7 +526,7 @@ export class SandboxHost {
     else if (typeof arg === 'number') args.push(context.newNumber(arg));
     try {
       const reply = this.callGuest(env, env.fns[method], args, ms, method);
-      if (!reply.ok) throw this.limitError(env, { ...reply.error, where: whereIn(reply.error.stack) }, method, ms);
+      if (!reply.ok) throw this.limitError(env, guestError(reply.error), method, ms);
       return reply.value;
     } finally {
       // after a module fault the handles died with their runtime: disposing them would throw
@@ -651,6 +571,8 @@ export class SandboxHost {
     } catch {
       reply = undefined;
     }
+    // step's fast path answers a well-formed 5-tuple bare, as a JSON array; every other reply is a record
+    if (Array.isArray(reply)) return { ok: true, value: reply };
     const r = reply as GuestReply | undefined;
     const wellFormed =
       isInfo(r) &&
@@ -704,10 +626,11 @@ export class SandboxHost {
     start: () => { value: QuickJSHandle; error?: undefined } | { error: QuickJSHandle; value?: undefined },
   ): QuickJSHandle | GuestFailure {
     env.interrupted = false;
-    const t0 = Date.now();
+    env.grownThisRun = 0;
+    const t0 = performance.now();
     env.deadline = t0 + ms;
     env.nextMemoryCheck = t0 + MEMORY_CHECK_MS;
-    env.heapAtStart = this.heapBytes();
+    this.running = env;
     let result: ReturnType<typeof start> | undefined;
     let failure: GuestFailure | null = null;
     try {
@@ -735,21 +658,18 @@ export class SandboxHost {
           failure = new GuestFailure(e, jobMethod);
         }
       }
-      env.runs++;
-      if (
-        !failure &&
-        (this.heapGrewPastLimit(env) ||
-          ((env.runs % MEMORY_CHECK_EVERY === 0 || Date.now() - t0 >= MEMORY_CHECK_RUN_MS) &&
-            this.overMemoryLimit(env)))
-      ) {
-        result.value?.dispose();
-        failure = new GuestFailure(this.stoppedError(env), method);
+      env.guestMsSinceMeasure += performance.now() - t0;
+      if (env.overMemory || (this.dueForMeasure(env) && this.overMemoryLimit(env))) {
+        // over its limit, whatever the guest made of it (an "out of memory" it caught, or any error after)
+        if (result.value?.alive) result.value.dispose();
+        failure = new GuestFailure(this.stoppedError(env), failure?.method ?? method);
       }
     } catch (err) {
       if (result?.value?.alive) result.value.dispose();
       throw this.hostFault(env, err, method);
     } finally {
       env.deadline = Infinity;
+      this.running = null;
     }
     return failure ?? result.value!;
   }
@@ -768,7 +688,7 @@ export class SandboxHost {
       const message = t === 'string' ? context.getString(h).slice(0, 2000) : `a thrown ${t}`;
       return { name: 'Error', message, where: '' };
     }
-    env.deadline = Date.now() + READ_ERROR_MS;
+    env.deadline = performance.now() + READ_ERROR_MS;
     const r = context.callFunction(env.fns.describe, context.undefined, h);
     if (r.error) {
       r.error.dispose();
@@ -845,7 +765,7 @@ export class SandboxHost {
     const stale = [...this.envs.values()];
     for (const e of stale) this.release(e, true);
     if (env && !stale.includes(env)) this.release(env, true);
-    this.restarting = newQuickJSWASMModuleFromVariant(variant);
+    this.restarting = this.newModule();
     return new SandboxRuntimeError(
       `The sandbox faulted during ${method} (${why}) and was restarted; every live environment in it must be loaded again.`,
       { method, restarted: true },
@@ -886,6 +806,13 @@ class GuestFailure {
     readonly method: string,
   ) {}
 }
+
+/** The prelude's record of a thrown value as a GuestError (only its fields: nothing else is taken from the guest). */
+const guestError = (e: { name: string; message: string; stack?: unknown }): GuestError => ({
+  name: e.name,
+  message: e.message,
+  where: whereIn(typeof e.stack === 'string' ? e.stack : undefined),
+});
 
 /** "env.js:3:14" from a guest stack, or ''. */
 const whereIn = (stack: string | undefined): string =>

@@ -546,12 +546,14 @@
       seedRandom(seed);
       return wrap(() => env.reset(seed));
     },
-    step(action) {
+    /** json: the action as JSON text (so NUL and every other character arrive as sent). */
+    step(json) {
       // Fast path for the common well-formed 5-tuple: JSON.stringify of the whole reply is the
-      // main cost of a step in QuickJS, so serialise the fixed shape by hand.
+      // main cost of a step in QuickJS, so serialise the fixed shape by hand, bare (the host reads
+      // an array as this reply, a record as any other).
       let v;
       try {
-        v = env.step(action);
+        v = env.step(parse(json));
         if (
           isArray(v) &&
           v.length === 5 &&
@@ -570,7 +572,7 @@
             break;
           }
           if (info === null) info = stringify(v[4]);
-          return '{"ok":true,"value":[' + stringify(v[0]) + ',' + v[1] + ',' + v[2] + ',' + v[3] + ',' + info + ']}';
+          return '[' + stringify(v[0]) + ',' + v[1] + ',' + v[2] + ',' + v[3] + ',' + info + ']';
         }
         return stringify(reply(v));
       } catch (e) {
