@@ -63,6 +63,14 @@ export class ContextBudgetError extends SpadeError {}
 export class ReplayMismatchError extends SpadeError {}
 /** Bad command-line usage (exit code 2). */
 export class UsageError extends SpadeError {}
+/** A FIFO, device, socket or directory was named where a file is read: refused before any read. */
+export class SpecialFileError extends StorageError {}
+/** A file holds more than the bound read of it (counted on the bytes actually read, not on stat). */
+export class FileTooLargeError extends StorageError {}
+/** `spade serve` refused a request whose Host names another server (e.g. a page's DNS rebinding). */
+export class HostRefusedError extends SpadeError {}
+/** `spade serve` refused a request from a browser page on an origin it does not allow. */
+export class OriginRefusedError extends SpadeError {}
 
 const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeError> = {
   SpadeError,
@@ -88,6 +96,10 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   ContextBudgetError,
   ReplayMismatchError,
   UsageError,
+  SpecialFileError,
+  FileTooLargeError,
+  HostRefusedError,
+  OriginRefusedError,
 };
 
 // Names live on the prototypes, from the registry's string keys, so they survive minification

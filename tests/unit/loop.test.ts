@@ -25,6 +25,7 @@ import {
 import { envId } from '../../src/core/env/envset.ts';
 import { FAKE_ENV } from '../../src/core/env/hostile.ts';
 import { ModelCallError, WorkerCrashedError } from '../../src/core/errors.ts';
+import { cycleRecords } from '../helpers/run_records.ts';
 
 const CONFIG: Config = { ...DEFAULTS, seed: 7, playsPerEnv: 2, maxTurns: 12, envsPerSkill: 1 };
 const spec = (config = CONFIG): RunSpec => ({
@@ -181,10 +182,10 @@ describe('the SPADE loop', () => {
     const dir = await mkdtemp(join(tmpdir(), 'spade-run-'));
     const s = new DirRunStore(dir);
     await s.init();
-    const metrics = { cycle: 0 } as never;
-    await s.writeCycle(0, { archive: [{ cycle: 0 } as never], rollouts: [], metrics });
-    await s.writeCycle(0, { archive: [{ cycle: 0 } as never], rollouts: [], metrics });
-    await s.writeCycle(1, { archive: [{ cycle: 1 } as never], rollouts: [], metrics });
+    // records that pass the run-record schema: every read checks each line against it
+    await s.writeCycle(0, cycleRecords(0, 1));
+    await s.writeCycle(0, cycleRecords(0, 1));
+    await s.writeCycle(1, cycleRecords(1, 1));
     expect((await s.readArchive()).map((a) => a.cycle)).toEqual([0, 1]);
     expect(await s.readMetrics()).toHaveLength(2);
   });

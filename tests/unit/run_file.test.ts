@@ -204,7 +204,7 @@ describe('spade run export', () => {
     await truncate(join(copy, 'memory.json'), EXPORT_READ_LIMITS['memory.json'] + 1);
     expect(await main(['run', 'export', copy, '--out', out], io)).toBe(1);
     expect(err.at(-1)).toBe(
-      `spade run: StorageError: ${join(copy, 'memory.json')} is 64.0 MiB; at most 64 MiB of it is read. Check that it is the run's own file, or trim the run (fewer cycles).`,
+      `spade run: FileTooLargeError: ${join(copy, 'memory.json')} is 64.0 MiB; at most 64 MiB of it is read. Check that it is the run's own file, or trim the run (fewer cycles).`,
     );
     await rm(join(copy, 'memory.json'));
     await truncate(join(copy, 'rollouts.jsonl'), EXPORT_READ_LIMITS['rollouts.jsonl'] + 1);

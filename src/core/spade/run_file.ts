@@ -17,12 +17,14 @@ import { decompressCapped } from '../bytes.ts';
 import { CONFIG_SCHEMA } from '../config.ts';
 import { RunFileError } from '../errors.ts';
 import {
+  custom,
   decode,
   isObject,
   int,
   list,
   literal,
   map,
+  num,
   object,
   opt,
   orNull,
@@ -30,18 +32,23 @@ import {
   str,
   type Infer,
   type Reader,
+  type Schema,
 } from '../schema.ts';
 import { addRecord, emptyMemory, exportMemory, type Memory, type SpadeMemoryEntry } from './memory.ts';
 import {
   ARCHIVE_LIST,
+  ARCHIVE_RECORD,
   CYCLE,
   MAX_RUN_COUNT,
   MEMORY_ENTRY,
   MEMORY_RECORD,
   METRICS_LIST,
+  METRICS_RECORD,
   RAW,
   ROLLOUT_LIST,
+  ROLLOUT_RECORD,
   RUN_SPEC,
+  RUN_STATE as RUN_STATE_FILE,
   SHARE,
   type RunSpec,
 } from './run_schema.ts';
@@ -433,6 +440,150 @@ const RUN_FILE = object({
 });
 
 export type RunFile = Infer<typeof RUN_FILE>;
+
+// --- a run directory's lines ----------------------------------------------------------------
+
+/** Token ids and old log-probs as the training loop keeps them (`transient` in the schema; never in a run file). */
+const TOKEN_IDS = list(int(0, 2 ** 31));
+const LOGPROBS = list(num(-MAX_RUN_COUNT, MAX_RUN_COUNT));
+const SAMPLED_TOKENS = object({ prompt: TOKEN_IDS, completion: TOKEN_IDS, logprobs: LOGPROBS });
+const SPAN = custom<[number, number]>('a [start, end) pair of whole numbers', (v, at, r) =>
+  Array.isArray(v) && v.length === 2 && v.every((x) => Number.isInteger(x) && (x as number) >= 0)
+    ? [v[0] as number, v[1] as number]
+    : r.fail(`${at} must be a [start, end) pair of whole numbers.`, at),
+);
+const TOKEN_TRACE = object({ ids: TOKEN_IDS, spans: list(SPAN), logprobs: LOGPROBS });
+
+/** The kinds of line a run directory's .jsonl files hold, by file. */
+export const RUN_LINES = {
+  'archive.jsonl': {
+    schema: ARCHIVE_RECORD,
+    key: (a: ArchiveRecord) => `cycle ${a.cycle}, task ${a.index}`,
+  },
+  'rollouts.jsonl': {
+    schema: ROLLOUT_RECORD,
+    key: (r: RolloutRecord) =>
+      `cycle ${r.cycle}, task ${r.index}, play ${r.play} ${r.hinted ? 'with' : 'without'} the hint`,
+  },
+  'metrics.jsonl': { schema: METRICS_RECORD, key: (m: MetricsRecord) => `cycle ${m.cycle}` },
+} as const;
+export type RunLineFile = keyof typeof RUN_LINES;
+type LineRecord<F extends RunLineFile> = F extends 'archive.jsonl'
+  ? ArchiveRecord
+  : F extends 'rollouts.jsonl'
+    ? RolloutRecord
+    : MetricsRecord;
+
+const LINE: Reader = { fail: FILE.fail, document: 'a run directory' };
+
+/** A transient field's value read from a file when it has the right shape, else left out (that record does not train). */
+function training<T>(s: Schema<T>, v: unknown): T | undefined {
+  if (v === undefined || v === null) return undefined;
+  try {
+    return decode(s, v, LINE);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One line of a run directory's .jsonl (parsed JSON) read with its record's schema, the same one a
+ * run file's lists use (after the same screen: nesting, sizes, prototype keys). The training
+ * loop's own fields (the first attempt's sampled tokens, a rollout's trace) are kept when they are
+ * well formed. Throws RunFileError naming the first problem.
+ */
+export function parseRunLine<F extends RunLineFile>(file: F, data: unknown): LineRecord<F> {
+  screen(data);
+  const rec = decode(RUN_LINES[file].schema as Schema<unknown>, data, LINE) as LineRecord<F>;
+  if (file === 'archive.jsonl') keepTokens(rec as ArchiveRecord, data);
+  if (file === 'rollouts.jsonl') keepTrace(rec as RolloutRecord, data);
+  return rec;
+}
+
+/** The attempts' sampled tokens of the raw archive record `data`, put back on `rec` where well formed. */
+function keepTokens(rec: ArchiveRecord, data: unknown): void {
+  if (!isObject(data) || !Array.isArray(data.attempts)) return;
+  data.attempts.forEach((a, i) => {
+    const tokens = isObject(a) ? training(SAMPLED_TOKENS, a.tokens) : undefined;
+    if (tokens && rec.attempts[i]) rec.attempts[i].tokens = tokens;
+  });
+}
+
+/** The raw rollout's trace, put back on `rec` when well formed. */
+function keepTrace(rec: RolloutRecord, data: unknown): void {
+  const trace = isObject(data) ? training(TOKEN_TRACE, data.trace) : undefined;
+  if (trace) rec.trace = trace;
+}
+
+/**
+ * A run directory's state.json (what --resume continues from) read with the run-state schema,
+ * the pending tasks' training fields kept where well formed. Throws RunFileError.
+ */
+export function parseRunState(data: unknown): RunState {
+  screen(data);
+  const state = decode(RUN_STATE_FILE, data, LINE) as RunState;
+  if (isObject(data) && Array.isArray(data.pending))
+    data.pending.forEach((raw, i) => {
+      const p = state.pending[i];
+      if (!p || !isObject(raw)) return;
+      keepTokens(p.archive, raw.archive);
+      if (Array.isArray(raw.rollouts)) raw.rollouts.forEach((r, j) => p.rollouts[j] && keepTrace(p.rollouts[j], r));
+    });
+  return state;
+}
+
+/** A run directory .jsonl read line by line: the good records, and what was skipped. */
+export interface RunJsonl<T> {
+  records: T[];
+  /** One message per skipped line, naming the file and line number. */
+  skipped: string[];
+  /** A last line without its newline (a write cut short): not read. Its 1-based number and size. */
+  torn: { line: number; chars: number } | null;
+}
+
+/**
+ * The records of a run directory's .jsonl text, each line read with parseRunLine: a line that is
+ * not JSON, not a valid record, or that repeats an earlier line's key (the same cycle and task) is
+ * skipped and named (`file line N: …`), never fatal. Blank lines are skipped silently; a last line
+ * without "\n" is torn (returned apart, never read).
+ */
+export function parseRunJsonl<F extends RunLineFile>(
+  text: string,
+  file: F,
+  path: string = file,
+): RunJsonl<LineRecord<F>> {
+  const records: LineRecord<F>[] = [];
+  const skipped: string[] = [];
+  const seen = new Map<string, number>();
+  const key = RUN_LINES[file].key as (r: LineRecord<F>) => string;
+  let line = 0;
+  let pos = 0;
+  while (pos < text.length) {
+    line++;
+    const nl = text.indexOf('\n', pos);
+    if (nl < 0) return { records, skipped, torn: { line, chars: text.length - pos } };
+    const raw = text.slice(pos, nl);
+    pos = nl + 1;
+    if (!raw.trim()) continue;
+    let rec: LineRecord<F>;
+    try {
+      rec = parseRunLine(file, JSON.parse(raw));
+    } catch (err) {
+      const why = err instanceof SyntaxError ? `not valid JSON (${err.message.slice(0, 120)})` : (err as Error).message;
+      skipped.push(`${path} line ${line}: ${why.slice(0, 300)} The line was skipped.`);
+      continue;
+    }
+    const k = key(rec);
+    const first = seen.get(k);
+    if (first !== undefined) {
+      skipped.push(`${path} line ${line} repeats line ${first} (${k}); the line was skipped.`);
+      continue;
+    }
+    seen.set(k, line);
+    records.push(rec);
+  }
+  return { records, skipped, torn: null };
+}
 
 /** Validate untrusted data as a RunSpec; `path` names it in messages. */
 export function parseRunSpec(data: unknown, path = 'spec'): RunSpec {

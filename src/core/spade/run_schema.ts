@@ -17,11 +17,13 @@ import {
   int,
   isObject,
   list,
+  literal,
   num,
   object,
   oneOf,
   opt,
   orNull,
+  record,
   shown,
   str,
   transient,
@@ -255,6 +257,38 @@ export const MEMORY_RECORD = object({
   // -1 marks a seed-library record; a record without a cycle is read as one
   cycle: dflt(int(-1, MAX_RUN_CYCLE), -1),
   cut: opt(bool()),
+});
+
+/** The designer's memory as the resume state and the browser store keep it (memory.ts's Memory). */
+export const MEMORY = object({ capacity: int(1, 100_000), records: list(MEMORY_RECORD) });
+
+/** A finished task of the cycle in progress (run_store.ts's PendingTask). */
+export const PENDING_TASK = object({
+  archive: ARCHIVE_RECORD,
+  rollouts: list(ROLLOUT_RECORD),
+  ms: DURATION,
+  modelMs: DURATION,
+  blacklist: opt(STRINGS),
+});
+
+/** What a run saves after every environment to resume from (run_store.ts's RunState). */
+export const RUN_STATE = object({
+  version: literal(1),
+  cycle: CYCLE,
+  memory: MEMORY,
+  /** Slow EMA of win rate per skill. */
+  ema: record(SHARE),
+  blacklist: STRINGS,
+  pending: list(PENDING_TASK),
+  rewardBaseline: opt(record(RAW)),
+  consecutiveErrors: opt(COUNT),
+});
+
+/** One finished cycle as a store keeps it (StoreRunStore.writeCycle). */
+export const CYCLE_RECORD = object({
+  archive: list(ARCHIVE_RECORD),
+  rollouts: list(ROLLOUT_RECORD),
+  metrics: METRICS_RECORD,
 });
 
 /** The lists of a run keyed as the review keys them: each key appears once. */
