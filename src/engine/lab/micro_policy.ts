@@ -24,6 +24,9 @@ import { mean } from '../../core/spade/estimators.ts';
 import { hashSeed } from '../../core/rng.ts';
 import type { PolicyTrainer } from '../../core/train/schedule.ts';
 import { toyModel } from './toy_train.ts';
+import { TINY_TRAIN_DEFAULTS, TinyChat, TinyLm, tinyTrainer } from './tiny_lm.ts';
+import type { LlamaModel } from '../model/model.ts';
+import type { CpuTensor } from '../ops/cpu_ops.ts';
 import { LoraTrainer } from '../train/train.ts';
 
 export interface MicroEngineOptions {
@@ -46,7 +49,16 @@ export interface MicroEngineOptions {
   std?: number;
   /** The temperature both roles sample at (default 1): the trainer's π must be the sampler's π. */
   temperature?: number;
+  /**
+   * Which implementation runs the models (default 'fast'): 'fast' — tiny_lm.ts, contiguous KV and
+   * plain Float32Array loops, the same numbers bit for bit; 'reference' — LocalChatModel on the
+   * engine's CPU references and LoraTrainer (what the Lab ran before; `spade bench lab` times both).
+   */
+  path?: ModelPath;
 }
+
+export const MODEL_PATHS = ['fast', 'reference'] as const;
+export type ModelPath = (typeof MODEL_PATHS)[number];
 
 export const AGENT_LR = 3e-3;
 export const DESIGNER_LR = 5e-3;
@@ -59,6 +71,14 @@ export async function enginePolicy(
   o: MicroEngineOptions = {},
 ): Promise<MicroPolicy> {
   const m = await toyModel(allowed, { seed, layers: o.layers ?? 2, hidden: o.hidden ?? 16, std: o.std ?? 0.4 });
+  if ((o.path ?? 'fast') === 'fast') {
+    const lm = new TinyLm(m.llm as unknown as LlamaModel<CpuTensor>, m.weights);
+    const ids = [...m.allowed].sort((a, b) => a - b);
+    return {
+      chat: new TinyChat('toy', lm, m.tokenizer, ids),
+      trainer: tinyTrainer(lm, { lr, temperature: o.temperature ?? 1, allowed: ids, ...TINY_TRAIN_DEFAULTS }),
+    };
+  }
   const lora = new LoraTrainer(m.llm, {
     lr,
     temperature: o.temperature ?? 1,

@@ -27,6 +27,7 @@ import { extendTrace } from '../../core/train/grpo.ts';
 import { initCheckpointFiles, initConfig } from '../io/init_checkpoint.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../io/load.ts';
 import { exportPeft, importPeft, LORA_MODULES } from '../io/peft.ts';
+import type { TensorStore } from '../io/safetensors.ts';
 import type { TextTokenizer } from '../io/tokenizer.ts';
 import { LocalChatModel } from '../model/local_model.ts';
 import { LlamaModel } from '../model/model.ts';
@@ -80,6 +81,8 @@ export interface ToyModel<X> {
   tokenizer: TextTokenizer;
   chat: LocalChatModel<X>;
   allowed: number[];
+  /** The checkpoint's tensors (the Lab's fast path, tiny_lm.ts, reads the base weights from them). */
+  weights: TensorStore;
 }
 
 /**
@@ -100,7 +103,7 @@ export async function toyModel<X = unknown>(
   llm.initLora(o.rank ?? 8, o.alpha ?? 16, [...LORA_MODULES], hashSeed(`lora:${seed}`));
   const allowed = [...new Set(tokenizer.encode(allowedText, { addSpecialTokens: false }))];
   const chat = new LocalChatModel('toy', llm, tokenizer, allowed.length ? { allowedTokens: allowed } : {});
-  return { llm, tokenizer, chat, allowed };
+  return { llm, tokenizer, chat, allowed, weights: loaded.weights };
 }
 
 /** A ChatModel that sends every call to `inner` with at most `maxTokens` reply tokens. */

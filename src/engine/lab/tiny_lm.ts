@@ -1,0 +1,1282 @@
+/**
+ * The Lab's fast path for tiny models: the same model, sampler and GRPO step as the engine's CPU
+ * references (LocalChatModel on CpuOps with its paged KV cache, and LoraTrainer), written for a
+ * model of a few thousand parameters, where the references' generality is the whole cost:
+ *
+ *   - contiguous KV per sequence (Float32Array rows, no per-element page lookups), grown by doubling;
+ *   - attention's exponentials computed once per key (the paged reference recomputes them per output
+ *     channel) and every matmul a plain loop over Float32Arrays, no tensor objects per op;
+ *   - a prefix cache: a prompt starts from the longest cached sequence that shares its tokens (the
+ *     template and the level's intro are prefilled once for all plays of a level, and each turn of an
+ *     episode extends that episode's own sequence), dropped when the adapter changes;
+ *   - many sequences per call (`step`), each row seeing only its own sequence;
+ *   - the LM head, the sampler, the log-probs and the training NLL over the allowed ids only: the
+ *     references give every other id the logit −1e9, whose exp is exactly 0, so the sums are the same.
+ *
+ * Same numbers, not close ones: every product and sum is taken in the references' order, in f64,
+ * and rounded to f32 where the references store an f32 tensor, so the sampled ids, their log-probs,
+ * the losses, the gradients and the adapter after AdamW equal the references' bit for bit
+ * (tests/unit/tiny_lm.test.ts compares them; `spade bench lab` runs both paths on the same settings).
+ * What it does not do: top-k/top-p/min-p sampling, q/k-norm (Qwen3), biases (Qwen2), checkpointing
+ * and the KL-to-base term — the Lab's tiny Llama models use none of them (the constructor and
+ * the trainer refuse them with a RangeError).
+ */
+import type { ChatMessage, ChatModel, ChatOptions, ChatResult, ModelCapabilities } from '../../core/llm/chat_model.ts';
+import { throwIfAborted } from '../../core/llm/chat_model.ts';
+import { createRng } from '../../core/rng.ts';
+import type { TokenSample } from '../../core/train/grpo.ts';
+import type { PolicyTrainer, UpdateStats } from '../../core/train/schedule.ts';
+import { NonFiniteLogitsError } from '../../core/errors.ts';
+import { EMBED_TOKENS, FINAL_NORM, LM_HEAD, layerTensorNames, type ModelConfig } from '../io/config.ts';
+import { loraKey, LORA_MODULES, type LoraModule } from '../io/peft.ts';
+import type { TensorStore } from '../io/safetensors.ts';
+import type { TextTokenizer } from '../io/tokenizer.ts';
+import { gradClipScale } from '../kernels/adamw.ts';
+import { ropeFrequencies } from '../kernels/rope.ts';
+import type { LlamaModel } from '../model/model.ts';
+import type { CpuTensor } from '../ops/cpu_ops.ts';
+
+const f32 = Math.fround;
+/** swiglu.ts's sigmoid, the same expression (so the same rounding). */
+const sigmoid = (g: number) => (g >= 0 ? 1 / (1 + Math.exp(-g)) : Math.exp(g) / (1 + Math.exp(g)));
+
+// --- matmuls in matmulCpu's order: out[i][j] = f32(alpha·Σ_p a·b + acc), p ascending, f64 sum ---
+
+/**
+ * out (M, N) = x (M, K) · W (N, K)ᵀ, or with `acc` out = f32(alpha·x·Wᵀ + out). Four outputs per
+ * pass over x's row (each its own sum, still in p order: the same values, fewer loads).
+ */
+function mmNT(
+  x: Float32Array,
+  W: Float32Array,
+  out: Float32Array,
+  M: number,
+  N: number,
+  K: number,
+  acc = false,
+  alpha = 1,
+) {
+  const N4 = N - (N % 4);
+  for (let i = 0; i < M; i++) {
+    const xo = i * K;
+    const oo = i * N;
+    let j = 0;
+    for (; j < N4; j += 4) {
+      const w0 = j * K;
+      const w1 = w0 + K;
+      const w2 = w1 + K;
+      const w3 = w2 + K;
+      let s0 = 0;
+      let s1 = 0;
+      let s2 = 0;
+      let s3 = 0;
+      for (let p = 0; p < K; p++) {
+        const xv = x[xo + p]!;
+        s0 += xv * W[w0 + p]!;
+        s1 += xv * W[w1 + p]!;
+        s2 += xv * W[w2 + p]!;
+        s3 += xv * W[w3 + p]!;
+      }
+      const o = oo + j;
+      if (acc) {
+        out[o] = alpha * s0 + out[o]!;
+        out[o + 1] = alpha * s1 + out[o + 1]!;
+        out[o + 2] = alpha * s2 + out[o + 2]!;
+        out[o + 3] = alpha * s3 + out[o + 3]!;
+      } else {
+        out[o] = alpha * s0;
+        out[o + 1] = alpha * s1;
+        out[o + 2] = alpha * s2;
+        out[o + 3] = alpha * s3;
+      }
+    }
+    for (; j < N; j++) {
+      const wo = j * K;
+      let s = 0;
+      for (let p = 0; p < K; p++) s += x[xo + p]! * W[wo + p]!;
+      const o = oo + j;
+      out[o] = acc ? alpha * s + out[o]! : alpha * s;
+    }
+  }
+}
+
+/** out (M, N) = a (M, K) · b (K, N), or with `acc` out = f32(alpha·a·b + out); four columns per pass. */
+function mmNN(
+  a: Float32Array,
+  b: Float32Array,
+  out: Float32Array,
+  M: number,
+  N: number,
+  K: number,
+  acc = false,
+  alpha = 1,
+) {
+  const N4 = N - (N % 4);
+  for (let i = 0; i < M; i++) {
+    const ao = i * K;
+    const oo = i * N;
+    let j = 0;
+    for (; j < N4; j += 4) {
+      let s0 = 0;
+      let s1 = 0;
+      let s2 = 0;
+      let s3 = 0;
+      for (let p = 0; p < K; p++) {
+        const av = a[ao + p]!;
+        const bo = p * N + j;
+        s0 += av * b[bo]!;
+        s1 += av * b[bo + 1]!;
+        s2 += av * b[bo + 2]!;
+        s3 += av * b[bo + 3]!;
+      }
+      const o = oo + j;
+      if (acc) {
+        out[o] = alpha * s0 + out[o]!;
+        out[o + 1] = alpha * s1 + out[o + 1]!;
+        out[o + 2] = alpha * s2 + out[o + 2]!;
+        out[o + 3] = alpha * s3 + out[o + 3]!;
+      } else {
+        out[o] = alpha * s0;
+        out[o + 1] = alpha * s1;
+        out[o + 2] = alpha * s2;
+        out[o + 3] = alpha * s3;
+      }
+    }
+    for (; j < N; j++) {
+      let s = 0;
+      for (let p = 0; p < K; p++) s += a[ao + p]! * b[p * N + j]!;
+      const o = oo + j;
+      out[o] = acc ? alpha * s + out[o]! : alpha * s;
+    }
+  }
+}
+
+/** out (M, N) = f32(alpha · a (K, M)ᵀ · b (K, N) + out): the adapter gradients; four columns per pass. */
+function mmTNacc(a: Float32Array, b: Float32Array, out: Float32Array, M: number, N: number, K: number, alpha: number) {
+  const N4 = N - (N % 4);
+  for (let i = 0; i < M; i++) {
+    let j = 0;
+    for (; j < N4; j += 4) {
+      let s0 = 0;
+      let s1 = 0;
+      let s2 = 0;
+      let s3 = 0;
+      for (let p = 0; p < K; p++) {
+        const av = a[p * M + i]!;
+        const bo = p * N + j;
+        s0 += av * b[bo]!;
+        s1 += av * b[bo + 1]!;
+        s2 += av * b[bo + 2]!;
+        s3 += av * b[bo + 3]!;
+      }
+      const o = i * N + j;
+      out[o] = alpha * s0 + out[o]!;
+      out[o + 1] = alpha * s1 + out[o + 1]!;
+      out[o + 2] = alpha * s2 + out[o + 2]!;
+      out[o + 3] = alpha * s3 + out[o + 3]!;
+    }
+    for (; j < N; j++) {
+      let s = 0;
+      for (let p = 0; p < K; p++) s += a[p * M + i]! * b[p * N + j]!;
+      const o = i * N + j;
+      out[o] = alpha * s + out[o]!;
+    }
+  }
+}
+
+/** rmsnormCpu over R rows of width C into out. */
+function rmsnorm(x: Float32Array, w: Float32Array, out: Float32Array, R: number, C: number, eps: number) {
+  for (let r = 0; r < R; r++) {
+    const o = r * C;
+    let ss = 0;
+    for (let i = 0; i < C; i++) ss += x[o + i]! ** 2;
+    const rstd = 1 / Math.sqrt(ss / C + eps);
+    for (let i = 0; i < C; i++) out[o + i] = x[o + i]! * rstd * w[i]!;
+  }
+}
+
+/** rmsnormBackwardCpu's dx over R rows. */
+function rmsnormBack(
+  x: Float32Array,
+  w: Float32Array,
+  dy: Float32Array,
+  out: Float32Array,
+  R: number,
+  C: number,
+  eps: number,
+) {
+  for (let r = 0; r < R; r++) {
+    const o = r * C;
+    let ss = 0;
+    let gx = 0;
+    for (let i = 0; i < C; i++) {
+      ss += x[o + i]! ** 2;
+      gx += dy[o + i]! * w[i]! * x[o + i]!;
+    }
+    const rstd = 1 / Math.sqrt(ss / C + eps);
+    for (let i = 0; i < C; i++) {
+      const xi = x[o + i]!;
+      out[o + i] = rstd * (dy[o + i]! * w[i]! - (xi * rstd * rstd * gx) / C);
+    }
+  }
+}
+
+/** One layer's base weights. */
+interface LayerW {
+  inNorm: Float32Array;
+  postNorm: Float32Array;
+  w: Record<LoraModule, Float32Array>;
+}
+
+/** The adapter as the forward reads it (the LlamaModel's own arrays: the trainer updates them in place). */
+interface Lora {
+  r: number;
+  scale: number;
+  A: Record<LoraModule, Float32Array>[];
+  B: Record<LoraModule, Float32Array>[];
+}
+
+/** A sequence's contiguous KV cache and its tokens. */
+export interface TinySeq {
+  tokens: number[];
+  /** Rows allocated. */
+  cap: number;
+  /** Per layer: (cap, Hkv·D) rotated keys and values. */
+  k: Float32Array[];
+  v: Float32Array[];
+}
+
+/** Rows a sequence starts with (it doubles as needed). */
+const SEQ_ROWS = 256;
+
+export class TinyLm {
+  readonly cfg: ModelConfig;
+  private readonly C: number;
+  private readonly F: number;
+  private readonly Hq: number;
+  private readonly Hkv: number;
+  private readonly D: number;
+  private readonly kvd: number;
+  private readonly qd: number;
+  private readonly eps: number;
+  private readonly freqs: Float32Array;
+  private readonly embed: Float32Array;
+  private readonly head: Float32Array;
+  private readonly norm: Float32Array;
+  private readonly layers: LayerW[] = [];
+
+  constructor(
+    readonly llm: LlamaModel<CpuTensor>,
+    weights: TensorStore,
+  ) {
+    const c = (this.cfg = llm.cfg);
+    if (c.qkNorm || c.qkvBias || c.oBias)
+      throw new RangeError('TinyLm: the fast path has no q/k-norm and no biases (a Llama-shaped tiny model only)');
+    if (llm.ops.device !== 'cpu') throw new RangeError('TinyLm: the fast path shares the CPU model’s adapter arrays');
+    this.C = c.hiddenSize;
+    this.F = c.intermediateSize;
+    this.Hq = c.numHeads;
+    this.Hkv = c.numKvHeads;
+    this.D = c.headDim;
+    this.kvd = this.Hkv * this.D;
+    this.qd = this.Hq * this.D;
+    this.eps = c.rmsNormEps;
+    this.freqs = ropeFrequencies({ headDim: c.headDim, theta: c.ropeTheta, scaling: c.ropeScaling });
+    this.embed = weights.f32(EMBED_TOKENS);
+    this.head = c.tieWordEmbeddings ? this.embed : weights.f32(LM_HEAD);
+    this.norm = weights.f32(FINAL_NORM);
+    for (let i = 0; i < c.numLayers; i++) {
+      const n = layerTensorNames(c, i);
+      this.layers.push({
+        inNorm: weights.f32(n.inputNorm),
+        postNorm: weights.f32(n.postAttentionNorm),
+        w: {
+          q_proj: weights.f32(n.q),
+          k_proj: weights.f32(n.k),
+          v_proj: weights.f32(n.v),
+          o_proj: weights.f32(n.o),
+          gate_proj: weights.f32(n.gate),
+          up_proj: weights.f32(n.up),
+          down_proj: weights.f32(n.down),
+        },
+      });
+    }
+  }
+
+  /** cos and sin of RoPE's angles f32(f32(pos)·freq) per position (rotateCpu's values), grown on demand. */
+  private cos = new Float64Array(0);
+  private sin = new Float64Array(0);
+  trig(pos: number): [Float64Array, Float64Array] {
+    const half = this.D / 2;
+    const have = this.cos.length / half;
+    if (pos >= have) {
+      const rows = Math.max(2 * have, pos + 1, 256);
+      const cos = new Float64Array(rows * half);
+      const sin = new Float64Array(rows * half);
+      cos.set(this.cos);
+      sin.set(this.sin);
+      for (let p = have; p < rows; p++)
+        for (let i = 0; i < half; i++) {
+          const ang = f32(f32(p) * this.freqs[i]!);
+          cos[p * half + i] = Math.cos(ang);
+          sin[p * half + i] = Math.sin(ang);
+        }
+      this.cos = cos;
+      this.sin = sin;
+    }
+    return [this.cos, this.sin];
+  }
+
+  /** The adapter's arrays (read per call: initLora/setLora replace them). */
+  lora(): Lora | null {
+    const l = this.llm.lora;
+    if (!l) return null;
+    if (LORA_MODULES.some((m) => !l.targets.includes(m)))
+      throw new RangeError('TinyLm: the fast path expects LoRA on all seven projections');
+    const side = (i: number, s: 'A' | 'B') =>
+      Object.fromEntries(LORA_MODULES.map((m) => [m, l.w.get(loraKey(i, m, s))!.data])) as Record<
+        LoraModule,
+        Float32Array
+      >;
+    return {
+      r: l.r,
+      scale: l.scale,
+      A: this.layers.map((_, i) => side(i, 'A')),
+      B: this.layers.map((_, i) => side(i, 'B')),
+    };
+  }
+
+  newSeq(): TinySeq {
+    return this.alloc(SEQ_ROWS);
+  }
+
+  private alloc(cap: number): TinySeq {
+    const n = cap * this.kvd;
+    return {
+      tokens: [],
+      cap,
+      k: this.layers.map(() => new Float32Array(n)),
+      v: this.layers.map(() => new Float32Array(n)),
+    };
+  }
+
+  /** A new sequence holding the first `n` tokens (and their KV rows) of `src`. */
+  fork(src: TinySeq, n: number): TinySeq {
+    const out = this.alloc(Math.max(SEQ_ROWS, src.cap));
+    out.tokens = src.tokens.slice(0, n);
+    for (let i = 0; i < this.layers.length; i++) {
+      out.k[i]!.set(src.k[i]!.subarray(0, n * this.kvd));
+      out.v[i]!.set(src.v[i]!.subarray(0, n * this.kvd));
+    }
+    return out;
+  }
+
+  private reserve(seq: TinySeq, rows: number): void {
+    if (rows <= seq.cap) return;
+    let cap = seq.cap;
+    while (cap < rows) cap *= 2;
+    for (let i = 0; i < this.layers.length; i++) {
+      const k = new Float32Array(cap * this.kvd);
+      k.set(seq.k[i]!);
+      seq.k[i] = k;
+      const v = new Float32Array(cap * this.kvd);
+      v.set(seq.v[i]!);
+      seq.v[i] = v;
+    }
+    seq.cap = cap;
+  }
+
+  /**
+   * Run each item's new ids after its sequence's tokens (LlamaModel.step's arithmetic: every row
+   * sees only its own sequence) and return the final-norm output of each item's last row, (items, C).
+   */
+  step(items: { seq: TinySeq; ids: number[] }[]): Float32Array {
+    const { C, F, Hq, Hkv, D, kvd, qd, eps } = this;
+    const N = items.reduce((a, it) => a + it.ids.length, 0);
+    const lora = this.lora();
+    const r = lora?.r ?? 0;
+    const scale = lora?.scale ?? 0;
+    const rowSeq: TinySeq[] = [];
+    const rowPos: number[] = [];
+    const h = new Float32Array(N * C);
+    let n = 0;
+    for (const it of items) {
+      this.reserve(it.seq, it.seq.tokens.length + it.ids.length);
+      it.ids.forEach((id, j) => {
+        rowSeq.push(it.seq);
+        rowPos.push(it.seq.tokens.length + j);
+        if (!(Number.isInteger(id) && id >= 0 && id < this.cfg.vocabSize))
+          throw new RangeError(`TinyLm: token id ${id} is not in the vocabulary`);
+        h.set(this.embed.subarray(id * C, (id + 1) * C), n * C);
+        n++;
+      });
+    }
+    const a = new Float32Array(N * C);
+    const q = new Float32Array(N * qd);
+    const k = new Float32Array(N * kvd);
+    const v = new Float32Array(N * kvd);
+    const qr = new Float32Array(N * qd);
+    const att = new Float32Array(N * qd);
+    const g = new Float32Array(N * F);
+    const u = new Float32Array(N * F);
+    const s = new Float32Array(N * F);
+    const xa = new Float32Array(N * Math.max(1, r));
+    const half = D / 2;
+    const sc = 1 / Math.sqrt(D);
+    const acc = new Float64Array(D);
+    let e = new Float64Array(64);
+    /** out += scale·(x·Aᵀ)·Bᵀ (the adapter's delta, as LlamaModel adds it). */
+    const delta = (
+      x: Float32Array,
+      A: Float32Array,
+      B: Float32Array,
+      out: Float32Array,
+      nOut: number,
+      nIn: number,
+      M = N,
+    ) => {
+      mmNT(x, A, xa, M, r, nIn);
+      mmNT(xa, B, out, M, nOut, r, true, scale);
+    };
+    const rope = (x: Float32Array, xo: number, dst: Float32Array, dOff: number, pos: number) => {
+      const [cos, sin] = this.trig(pos);
+      const t0 = pos * half;
+      for (let i = 0; i < half; i++) {
+        const c = cos[t0 + i]!;
+        const sn = sin[t0 + i]!;
+        const x1 = x[xo + i]!;
+        const x2 = x[xo + i + half]!;
+        dst[dOff + i] = x1 * c - x2 * sn;
+        dst[dOff + i + half] = x2 * c + x1 * sn;
+      }
+    };
+    // The last layer's attention, o-projection and MLP only matter for the rows whose logits are
+    // read (each item's last row): the other rows need only their k and v there. Skipping them
+    // changes no value that is used (the reference computes and drops them).
+    const lastRows: number[] = [];
+    let end = 0;
+    for (const it of items) lastRows.push((end += it.ids.length) - 1);
+    const all = Array.from({ length: N }, (_, i) => i);
+    for (let li = 0; li < this.layers.length; li++) {
+      const L = this.layers[li]!;
+      const top = li === this.layers.length - 1;
+      rmsnorm(h, L.inNorm, a, N, C, eps);
+      mmNT(a, L.w.q_proj, q, N, qd, C);
+      mmNT(a, L.w.k_proj, k, N, kvd, C);
+      mmNT(a, L.w.v_proj, v, N, kvd, C);
+      if (lora) {
+        delta(a, lora.A[li]!.q_proj, lora.B[li]!.q_proj, q, qd, C);
+        delta(a, lora.A[li]!.k_proj, lora.B[li]!.k_proj, k, kvd, C);
+        delta(a, lora.A[li]!.v_proj, lora.B[li]!.v_proj, v, kvd, C);
+      }
+      // rope, then k and v into each row's sequence (ropeAppendCpu)
+      for (let row = 0; row < N; row++) {
+        const pos = rowPos[row]!;
+        const seq = rowSeq[row]!;
+        for (let hh = 0; hh < Hq; hh++) rope(q, (row * Hq + hh) * D, qr, (row * Hq + hh) * D, pos);
+        const ks = seq.k[li]!;
+        const vs = seq.v[li]!;
+        for (let hh = 0; hh < Hkv; hh++) {
+          const so = (pos * Hkv + hh) * D;
+          rope(k, (row * Hkv + hh) * D, ks, so, pos);
+          for (let i = 0; i < D; i++) vs[so + i] = v[(row * Hkv + hh) * D + i]!;
+        }
+      }
+      // attention of each row over its sequence's keys 0..pos (attentionPagedCpu's sums)
+      const rows = top ? lastRows : all;
+      for (const row of rows) {
+        const nKeys = rowPos[row]! + 1;
+        const seq = rowSeq[row]!;
+        const ks = seq.k[li]!;
+        const vs = seq.v[li]!;
+        if (e.length < nKeys) e = new Float64Array(2 * nKeys);
+        for (let hh = 0; hh < Hq; hh++) {
+          const kvh = Math.floor(hh / (Hq / Hkv));
+          const qo = (row * Hq + hh) * D;
+          let m = -Infinity;
+          for (let j = 0; j < nKeys; j++) {
+            const ko = (j * Hkv + kvh) * D;
+            let dot = 0;
+            for (let d = 0; d < D; d++) dot += qr[qo + d]! * ks[ko + d]!;
+            const x = dot * sc;
+            e[j] = x;
+            m = Math.max(m, x);
+          }
+          let sum = 0;
+          for (let j = 0; j < nKeys; j++) {
+            const x = Math.exp(e[j]! - m);
+            e[j] = x;
+            sum += x;
+          }
+          acc.fill(0);
+          for (let j = 0; j < nKeys; j++) {
+            const ej = e[j]!;
+            const vo = (j * Hkv + kvh) * D;
+            for (let d = 0; d < D; d++) acc[d]! += ej * vs[vo + d]!;
+          }
+          for (let d = 0; d < D; d++) att[qo + d] = acc[d]! / sum;
+        }
+      }
+      if (top) {
+        // compact the read rows to the front, then run the rest of the layer on them alone
+        lastRows.forEach((row, i) => {
+          h.copyWithin(i * C, row * C, (row + 1) * C);
+          att.copyWithin(i * qd, row * qd, (row + 1) * qd);
+        });
+      }
+      const M = top ? lastRows.length : N;
+      mmNT(att, L.w.o_proj, h, M, C, qd, true);
+      if (lora) delta(att, lora.A[li]!.o_proj, lora.B[li]!.o_proj, h, C, qd, M);
+      rmsnorm(h, L.postNorm, a, M, C, eps);
+      mmNT(a, L.w.gate_proj, g, M, F, C);
+      mmNT(a, L.w.up_proj, u, M, F, C);
+      if (lora) {
+        delta(a, lora.A[li]!.gate_proj, lora.B[li]!.gate_proj, g, F, C, M);
+        delta(a, lora.A[li]!.up_proj, lora.B[li]!.up_proj, u, F, C, M);
+      }
+      for (let i = 0; i < M * F; i++) s[i] = g[i]! * sigmoid(g[i]!) * u[i]!;
+      mmNT(s, L.w.down_proj, h, M, C, F, true);
+      if (lora) delta(s, lora.A[li]!.down_proj, lora.B[li]!.down_proj, h, C, F, M);
+    }
+    for (const it of items) it.seq.tokens.push(...it.ids);
+    // each item's last row (now rows 0..items − 1) through the final norm
+    const out = new Float32Array(items.length * C);
+    rmsnorm(h, this.norm, out, items.length, C, eps);
+    return out;
+  }
+
+  /** The LM head's logits of the ids `ids` (ascending) for one final-norm row: f32, as headLogits. */
+  logits(hn: Float32Array, ids: readonly number[]): Float32Array {
+    const C = this.C;
+    const out = new Float32Array(ids.length);
+    ids.forEach((id, j) => {
+      let s = 0;
+      for (let p = 0; p < C; p++) s += hn[p]! * this.head[id * C + p]!;
+      out[j] = s;
+    });
+    return out;
+  }
+
+  // --- training: forwardHidden + the trainer's head + backwardHidden, in the references' order ---
+
+  /**
+   * One GRPO step on a minibatch, as LoraTrainer.trainStep with the Lab's options (TIS on but no
+   * learner log-probs: the ratio against the sampler's; no KL term; AdamW), on the adapter's
+   * arrays in place. `allowed` ascending.
+   */
+  trainStep(samples: TokenSample[], o: TinyTrainOptions, state: AdamState): Omit<UpdateStats, 'role'> {
+    const t0 = performance.now();
+    const lora = this.lora();
+    if (!lora) throw new Error('TinyLm.trainStep: no LoRA adapter');
+    const prepared = samples.map((x) => prepare(x, o.temperature));
+    const used = prepared.filter((p) => p.positions.length > 0);
+    const N = used.reduce((a, p) => a + p.positions.length, 0);
+    const grads = this.zeroGrads(lora);
+    let loss = 0;
+    let clipped = 0;
+    let kl = 0;
+    let tokens = 0;
+    // the trainer's forward groups: consecutive samples packed while ≤ PACK_TOKENS tokens
+    const groups: Prep[][] = [];
+    let cur: Prep[] = [];
+    let len = 0;
+    for (const p of used) {
+      if (cur.length && len + p.input.length > PACK_TOKENS) {
+        groups.push(cur);
+        cur = [];
+        len = 0;
+      }
+      cur.push(p);
+      len += p.input.length;
+    }
+    if (cur.length) groups.push(cur);
+    const stats: number[] = [];
+    for (const group of groups) {
+      const ids = group.flatMap((p) => p.input);
+      const T = ids.length;
+      const segStart = new Int32Array(T);
+      let off = 0;
+      for (const p of group) {
+        segStart.fill(off, off, off + p.input.length);
+        off += p.input.length;
+      }
+      const tape = this.forwardTape(ids, segStart, lora);
+      const dhn = new Float32Array(T * this.C);
+      off = 0;
+      for (const p of group) {
+        this.headGrad(tape.hn, off, p, 1 / N, o, dhn, stats);
+        off += p.input.length;
+      }
+      this.backward(tape, dhn, segStart, lora, grads);
+      tokens += T;
+    }
+    for (let i = 0; i < stats.length; i += 4) {
+      loss += stats[i]!;
+      clipped += stats[i + 1]!;
+      kl += stats[i + 2]!;
+    }
+    // global-norm clip and AdamW, in the adapter's key order (sumSquaresCpu, adamwCpu)
+    const keys = [...this.llm.lora!.w.keys()];
+    let sumSq = 0;
+    for (const key of keys) {
+      const gk = grads.get(key)!;
+      for (let i = 0; i < gk.length; i++) sumSq += gk[i]! * gk[i]!;
+    }
+    const gradScale = gradClipScale(sumSq, o.maxGradNorm);
+    state.step++;
+    const b1 = o.beta1;
+    const b2 = o.beta2;
+    const bc1 = 1 - b1 ** state.step;
+    const bc2 = 1 - b2 ** state.step;
+    for (const key of keys) {
+      const p = this.llm.lora!.w.get(key)!.data;
+      const gk = grads.get(key)!;
+      let m = state.m.get(key);
+      let v = state.v.get(key);
+      if (!m || !v) {
+        m = new Float32Array(p.length);
+        v = new Float32Array(p.length);
+        state.m.set(key, m);
+        state.v.set(key, v);
+      }
+      for (let i = 0; i < p.length; i++) {
+        const gi = gk[i]! * gradScale;
+        m[i] = b1 * m[i]! + (1 - b1) * gi;
+        v[i] = b2 * v[i]! + (1 - b2) * gi * gi;
+        const decayed = p[i]! * (1 - o.lr * 0);
+        p[i] = decayed - (o.lr * (m[i]! / bc1)) / (Math.sqrt(v[i]! / bc2) + ADAM_EPS);
+      }
+    }
+    this.llm.adapterChanged();
+    return {
+      loss: N ? loss / N : 0,
+      clipFraction: N ? clipped / N : 0,
+      approxKl: N ? kl / N : 0,
+      gradNorm: Math.sqrt(sumSq),
+      tokens,
+      ms: performance.now() - t0,
+    };
+  }
+
+  private zeroGrads(lora: Lora): Map<string, Float32Array> {
+    const out = new Map<string, Float32Array>();
+    for (const key of this.llm.lora!.w.keys()) out.set(key, new Float32Array(this.llm.lora!.w.get(key)!.data.length));
+    void lora;
+    return out;
+  }
+
+  /** forwardHidden with segments: every activation the backward reads. */
+  private forwardTape(ids: number[], segStart: Int32Array, lora: Lora): Tape {
+    const { C, F, qd, kvd, eps } = this;
+    const T = ids.length;
+    const r = lora.r;
+    let h = new Float32Array(T * C);
+    ids.forEach((id, t) => h.set(this.embed.subarray(id * C, (id + 1) * C), t * C));
+    const layers: LayerTape[] = [];
+    const pOff = this.probOffsets(T, segStart);
+    for (let li = 0; li < this.layers.length; li++) {
+      const L = this.layers[li]!;
+      const A = lora.A[li]!;
+      const B = lora.B[li]!;
+      const t: LayerTape = {
+        h0: h,
+        a1: new Float32Array(T * C),
+        qr: new Float32Array(T * qd),
+        kr: new Float32Array(T * kvd),
+        v: new Float32Array(T * kvd),
+        o: new Float32Array(T * qd),
+        h1: new Float32Array(T * C),
+        a2: new Float32Array(T * C),
+        g: new Float32Array(T * F),
+        u: new Float32Array(T * F),
+        s: new Float32Array(T * F),
+        p: new Float64Array(0),
+        xa: {} as Record<LoraModule, Float32Array>,
+      };
+      const linear = (x: Float32Array, m: LoraModule, nOut: number, nIn: number, y: Float32Array) => {
+        mmNT(x, L.w[m], y, T, nOut, nIn);
+        const xa = (t.xa[m] = new Float32Array(T * r));
+        mmNT(x, A[m], xa, T, r, nIn);
+        mmNT(xa, B[m], y, T, nOut, r, true, lora.scale);
+      };
+      rmsnorm(h, L.inNorm, t.a1, T, C, eps);
+      const q = new Float32Array(T * qd);
+      const k = new Float32Array(T * kvd);
+      linear(t.a1, 'q_proj', qd, C, q);
+      linear(t.a1, 'k_proj', kvd, C, k);
+      linear(t.a1, 'v_proj', kvd, C, t.v);
+      this.rotate(q, t.qr, T, this.Hq, segStart, 1);
+      this.rotate(k, t.kr, T, this.Hkv, segStart, 1);
+      t.p = this.attention(t.qr, t.kr, t.v, t.o, T, segStart, pOff);
+      const oo = new Float32Array(T * C);
+      linear(t.o, 'o_proj', C, qd, oo);
+      for (let i = 0; i < T * C; i++) t.h1[i] = h[i]! + oo[i]!;
+      rmsnorm(t.h1, L.postNorm, t.a2, T, C, eps);
+      linear(t.a2, 'gate_proj', F, C, t.g);
+      linear(t.a2, 'up_proj', F, C, t.u);
+      for (let i = 0; i < T * F; i++) t.s[i] = t.g[i]! * sigmoid(t.g[i]!) * t.u[i]!;
+      const d = new Float32Array(T * C);
+      linear(t.s, 'down_proj', C, F, d);
+      const next = new Float32Array(T * C);
+      for (let i = 0; i < T * C; i++) next[i] = t.h1[i]! + d[i]!;
+      layers.push(t);
+      h = next;
+    }
+    const hn = new Float32Array(T * C);
+    rmsnorm(h, this.norm, hn, T, C, eps);
+    return { layers, hFinal: h, hn };
+  }
+
+  /** rotateCpu over (T, H, D) with positions from each row's segment start; sign −1: the backward. */
+  private rotate(x: Float32Array, y: Float32Array, T: number, H: number, segStart: Int32Array, sign: number) {
+    const D = this.D;
+    const half = D / 2;
+    for (let ti = 0; ti < T; ti++) {
+      const pos = ti - segStart[ti]!;
+      const [cos, sin] = this.trig(pos);
+      for (let hi = 0; hi < H; hi++) {
+        const base = (ti * H + hi) * D;
+        for (let i = 0; i < half; i++) {
+          const c = cos[pos * half + i]!;
+          const s = sign * sin[pos * half + i]!;
+          const x1 = x[base + i]!;
+          const x2 = x[base + i + half]!;
+          y[base + i] = x1 * c - x2 * s;
+          y[base + i + half] = x2 * c + x1 * s;
+        }
+      }
+    }
+  }
+
+  /** scoreRow of attentionCpu: the row's scaled scores in `s` (keys lo..t) and its lse. */
+  private scores(q: Float32Array, k: Float32Array, t: number, h: number, lo: number, s: Float64Array): number {
+    const { Hq, Hkv, D } = this;
+    const kvh = Math.floor(h / (Hq / Hkv));
+    const nKeys = t + 1 - lo;
+    const sc = 1 / Math.sqrt(D);
+    const qo = (t * Hq + h) * D;
+    for (let j = 0; j < nKeys; j++) {
+      const ko = ((lo + j) * Hkv + kvh) * D;
+      let dot = 0;
+      for (let d = 0; d < D; d++) dot += q[qo + d]! * k[ko + d]!;
+      s[j] = dot * sc;
+    }
+    let m = -Infinity;
+    for (let j = 0; j < nKeys; j++) m = Math.max(m, s[j]!);
+    let sum = 0;
+    for (let j = 0; j < nKeys; j++) sum += Math.exp(s[j]! - m);
+    return m + Math.log(sum);
+  }
+
+  /** Offsets of each (row, head)'s attention probabilities in a tape's `p` (keys lo..t of the row). */
+  private probOffsets(T: number, segStart: Int32Array): Int32Array {
+    const off = new Int32Array(T + 1);
+    for (let t = 0; t < T; t++) off[t + 1] = off[t]! + (t + 1 - segStart[t]!) * this.Hq;
+    return off;
+  }
+
+  /**
+   * attentionCpu with segments (S = T): out = Σ exp(s − lse)·v; the probabilities exp(s − lse) kept
+   * in `p` (attentionBackwardCpu computes the same values again from scoreRow: reading them is exact).
+   */
+  private attention(
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    out: Float32Array,
+    T: number,
+    segStart: Int32Array,
+    pOff: Int32Array,
+  ): Float64Array {
+    const { Hq, Hkv, D } = this;
+    const s = new Float64Array(T);
+    const acc = new Float64Array(D);
+    const probs = new Float64Array(pOff[T]!);
+    for (let t = 0; t < T; t++)
+      for (let h = 0; h < Hq; h++) {
+        const lo = segStart[t]!;
+        const n = t + 1 - lo;
+        const lse = this.scores(q, k, t, h, lo, s);
+        const kvh = Math.floor(h / (Hq / Hkv));
+        const po = pOff[t]! + h * n;
+        acc.fill(0);
+        for (let j = 0; j < n; j++) {
+          const p = Math.exp(s[j]! - lse);
+          probs[po + j] = p;
+          const vo = ((lo + j) * Hkv + kvh) * D;
+          for (let d = 0; d < D; d++) acc[d]! += p * v[vo + d]!;
+        }
+        out.set(acc, (t * Hq + h) * D);
+      }
+    return probs;
+  }
+
+  /**
+   * The trainer's head for one sample of a packed forward (rows from `off`): log π of its trained
+   * targets, the GRPO weights (grpoWeightsCpu), ∂L/∂z (nllBackwardCpu) and its LM-head backward,
+   * written into dhn's rows; each trained token's (ℓ, clipped, old − new, k3) appended to `stats`.
+   */
+  private headGrad(
+    hn: Float32Array,
+    off: number,
+    p: Prep,
+    invN: number,
+    o: TinyTrainOptions,
+    dhn: Float32Array,
+    stats: number[],
+  ) {
+    const C = this.C;
+    const ids = o.allowed;
+    const t = p.temperature;
+    const z = new Float64Array(ids.length);
+    const dz = new Float32Array(ids.length);
+    p.positions.forEach((pos, j) => {
+      const row = (off + pos) * C;
+      // z = (logits + bias) / T over the allowed ids (the rest are −1e9: exp gives 0)
+      ids.forEach((id, i) => {
+        let s = 0;
+        for (let c = 0; c < C; c++) s += hn[row + c]! * this.head[id * C + c]!;
+        const l = f32(s);
+        z[i] = t !== 1 ? f32(l * (1 / t)) : l;
+      });
+      const target = p.targets[pos]!;
+      const ti = ids.indexOf(target);
+      if (ti < 0) throw new RangeError(`TinyLm: trained token ${target} is not one of the allowed ids`);
+      let m = -Infinity;
+      for (let i = 0; i < ids.length; i++) m = Math.max(m, z[i]!);
+      let sum = 0;
+      for (let i = 0; i < ids.length; i++) sum += Math.exp(z[i]! - m);
+      const lse = m + Math.log(sum);
+      const lp = f32(z[ti]! - lse);
+      // grpoWeightsCpu (c = 1: no learner log-probs)
+      const old = f32(p.old![j]!);
+      const A = p.advantage;
+      const ratio = Math.exp(Math.max(-MAX_LOG_RATIO, Math.min(MAX_LOG_RATIO, lp - old)));
+      const clip = Math.min(Math.max(ratio, 1 - o.clipLow), 1 + o.clipHigh);
+      const isClipped = (A > 0 && ratio > 1 + o.clipHigh) || (A < 0 && ratio < 1 - o.clipLow);
+      const loss = -1 * Math.min(ratio * A, clip * A);
+      const wt = isClipped ? 0 : 1 * A * ratio;
+      const w = f32(wt * invN);
+      stats.push(f32(loss), isClipped ? 1 : 0, f32(old - lp), 0);
+      // nllBackwardCpu with upstream 1/T, then dh = dz · W_head (headBackward)
+      const gw = (1 / t) * w;
+      for (let i = 0; i < ids.length; i++) dz[i] = gw * (Math.exp(z[i]! - lse) - (i === ti ? 1 : 0));
+      for (let c = 0; c < C; c++) {
+        let s = 0;
+        for (let i = 0; i < ids.length; i++) s += dz[i]! * this.head[ids[i]! * C + c]!;
+        dhn[row + c] = s;
+      }
+    });
+  }
+
+  /** backwardHidden: the adapter gradients added into `grads`. */
+  private backward(tape: Tape, dhn: Float32Array, segStart: Int32Array, lora: Lora, grads: Map<string, Float32Array>) {
+    const { C, F, qd, kvd, Hq, Hkv, D, eps } = this;
+    const T = segStart.length;
+    const r = lora.r;
+    const sc = lora.scale;
+    let dh = new Float32Array(T * C);
+    rmsnormBack(tape.hFinal, this.norm, dhn, dh, T, C, eps);
+    for (let li = this.layers.length - 1; li >= 0; li--) {
+      const L = this.layers[li]!;
+      const t = tape.layers[li]!;
+      const A = lora.A[li]!;
+      const B = lora.B[li]!;
+      /**
+       * linBack: dx = dy·W (+ into), dB += s·dyᵀ·xa, dyB = dy·B, dA += s·dyBᵀ·x, dx += s·dyB·A.
+       * `dx` false: the input gradient is not wanted (layer 0's q/k/v: the embeddings are frozen).
+       */
+      const linBack = (
+        m: LoraModule,
+        x: Float32Array,
+        dy: Float32Array,
+        nOut: number,
+        nIn: number,
+        into?: Float32Array,
+        dx = true,
+      ) => {
+        const out = into ?? new Float32Array(dx ? T * nIn : 0);
+        if (dx) mmNN(dy, L.w[m], out, T, nIn, nOut, Boolean(into));
+        mmTNacc(dy, t.xa[m], grads.get(loraKey(li, m, 'B'))!, nOut, r, T, sc);
+        const dyB = new Float32Array(T * r);
+        mmNN(dy, B[m], dyB, T, r, nOut);
+        mmTNacc(dyB, x, grads.get(loraKey(li, m, 'A'))!, r, nIn, T, sc);
+        if (dx) mmNN(dyB, A[m], out, T, nIn, r, true, sc);
+        return out;
+      };
+      const ds = linBack('down_proj', t.s, dh, C, F);
+      const dgate = new Float32Array(T * F);
+      const dup = new Float32Array(T * F);
+      for (let i = 0; i < T * F; i++) {
+        const g = t.g[i]!;
+        const s = sigmoid(g);
+        dgate[i] = ds[i]! * t.u[i]! * s * (1 + g * (1 - s));
+        dup[i] = ds[i]! * g * s;
+      }
+      const da2 = linBack('gate_proj', t.a2, dgate, F, C);
+      linBack('up_proj', t.a2, dup, F, C, da2);
+      const dh1 = new Float32Array(T * C);
+      rmsnormBack(t.h1, L.postNorm, da2, dh1, T, C, eps);
+      for (let i = 0; i < T * C; i++) dh1[i] = dh1[i]! + dh[i]!;
+      const dof = linBack('o_proj', t.o, dh1, C, qd);
+      // attentionBackwardCpu (f64 accumulators), then the rope backward
+      const dq = new Float64Array(T * qd);
+      const dk = new Float64Array(T * kvd);
+      const dv = new Float64Array(T * kvd);
+      const dp = new Float64Array(T);
+      const pOff = this.probOffsets(T, segStart);
+      const scale = 1 / Math.sqrt(D);
+      for (let ti = 0; ti < T; ti++)
+        for (let h = 0; h < Hq; h++) {
+          const lo = segStart[ti]!;
+          const kvh = Math.floor(h / (Hq / Hkv));
+          const qRow = (ti * Hq + h) * D;
+          const nKeys = ti + 1 - lo;
+          const po = pOff[ti]! + h * nKeys;
+          const p = t.p;
+          for (let j = 0; j < nKeys; j++) {
+            let acc = 0;
+            const vo = ((lo + j) * Hkv + kvh) * D;
+            for (let d = 0; d < D; d++) acc += dof[qRow + d]! * t.v[vo + d]!;
+            dp[j] = acc;
+          }
+          let pdp = 0;
+          for (let j = 0; j < nKeys; j++) pdp += p[po + j]! * dp[j]!;
+          for (let j = 0; j < nKeys; j++) {
+            const pj = p[po + j]!;
+            const dsj = pj * (dp[j]! - pdp);
+            const kvRow = ((lo + j) * Hkv + kvh) * D;
+            for (let d = 0; d < D; d++) {
+              dv[kvRow + d]! += pj * dof[qRow + d]!;
+              dq[qRow + d]! += dsj * scale * t.kr[kvRow + d]!;
+              dk[kvRow + d]! += dsj * scale * t.qr[qRow + d]!;
+            }
+          }
+        }
+      const dqn = new Float32Array(T * qd);
+      const dkn = new Float32Array(T * kvd);
+      this.rotate(Float32Array.from(dq), dqn, T, Hq, segStart, -1);
+      this.rotate(Float32Array.from(dk), dkn, T, Hkv, segStart, -1);
+      if (li === 0) {
+        // the layer's input is the frozen embedding: only the adapter gradients are wanted
+        linBack('q_proj', t.a1, dqn, qd, C, undefined, false);
+        linBack('k_proj', t.a1, dkn, kvd, C, undefined, false);
+        linBack('v_proj', t.a1, Float32Array.from(dv), kvd, C, undefined, false);
+        break;
+      }
+      const da1 = linBack('q_proj', t.a1, dqn, qd, C);
+      linBack('k_proj', t.a1, dkn, kvd, C, da1);
+      linBack('v_proj', t.a1, Float32Array.from(dv), kvd, C, da1);
+      const dh0 = new Float32Array(T * C);
+      rmsnormBack(t.h0, L.inNorm, da1, dh0, T, C, eps);
+      for (let i = 0; i < T * C; i++) dh0[i] = dh0[i]! + dh1[i]!;
+      dh = dh0;
+    }
+  }
+}
+
+interface LayerTape {
+  h0: Float32Array;
+  a1: Float32Array;
+  qr: Float32Array;
+  kr: Float32Array;
+  v: Float32Array;
+  o: Float32Array;
+  h1: Float32Array;
+  a2: Float32Array;
+  g: Float32Array;
+  u: Float32Array;
+  s: Float32Array;
+  /** Attention probabilities per (row, head), at probOffsets. */
+  p: Float64Array;
+  xa: Record<LoraModule, Float32Array>;
+}
+
+interface Tape {
+  layers: LayerTape[];
+  hFinal: Float32Array;
+  hn: Float32Array;
+}
+
+/** A sample as the trainer prepares it (train.ts prepare/trainedPositions for spans). */
+interface Prep {
+  input: number[];
+  targets: number[];
+  positions: number[];
+  old: number[] | undefined;
+  advantage: number;
+  temperature: number;
+}
+
+function prepare(s: TokenSample, temperature: number): Prep {
+  const n = s.ids.length;
+  const positions: number[] = [];
+  let last = 1;
+  for (const [a, b] of s.spans) {
+    if (!(Number.isInteger(a) && Number.isInteger(b) && a >= last && b >= a && b <= n))
+      throw new RangeError(`span [${a}, ${b}) is not an ordered range within the ${n} ids (and after id 0)`);
+    for (let i = a; i < b; i++) positions.push(i - 1);
+    last = b;
+  }
+  if (s.logprobs.length !== positions.length)
+    throw new RangeError(`${s.logprobs.length} old log-probs for ${positions.length} trained tokens`);
+  return {
+    input: s.ids.slice(0, -1),
+    targets: s.ids.slice(1),
+    positions,
+    old: s.logprobs,
+    advantage: s.advantage,
+    temperature: temperature > 0 ? temperature : 1,
+  };
+}
+
+/** The trainer's packTokens default (train.ts): a packed forward holds at most this many tokens. */
+const PACK_TOKENS = 1024;
+/** train.ts's MAX_LOG_RATIO. */
+const MAX_LOG_RATIO = 20;
+/** adamw.ts's default eps. */
+const ADAM_EPS = 1e-8;
+
+/** What the Lab's trainer takes (LoraTrainer's options as the Lab sets them; the rest its defaults). */
+export interface TinyTrainOptions {
+  lr: number;
+  temperature: number;
+  /** The policy's vocabulary, ascending. */
+  allowed: number[];
+  clipLow: number;
+  clipHigh: number;
+  maxGradNorm: number;
+  beta1: number;
+  beta2: number;
+}
+
+/** LoraTrainer's defaults for what the Lab does not set (train.ts DEFAULTS). */
+export const TINY_TRAIN_DEFAULTS = { clipLow: 0.2, clipHigh: 0.28, maxGradNorm: 1, beta1: 0.9, beta2: 0.999 } as const;
+
+/** AdamW's moments per adapter key and the step count. */
+export interface AdamState {
+  step: number;
+  m: Map<string, Float32Array>;
+  v: Map<string, Float32Array>;
+}
+
+/** The fast path's PolicyTrainer: TinyLm.trainStep with its own AdamW state. */
+export function tinyTrainer(lm: TinyLm, o: TinyTrainOptions): PolicyTrainer {
+  const state: AdamState = { step: 0, m: new Map(), v: new Map() };
+  return { step: async (mb) => lm.trainStep(mb, o, state) };
+}
+
+// --- the chat model ---
+
+/** Sequences kept for prefix reuse (a cycle's plays of one level, and the probe's, fit). */
+const PREFIX_SEQS = 64;
+/** Earlier calls remembered for continuation (as LocalChatModel's CONTINUATIONS). */
+const CONTINUATIONS = 256;
+
+interface Seen {
+  messages: { role: string; content: string }[];
+  reply: string;
+  ids: number[];
+}
+
+/**
+ * A ChatModel on TinyLm with LocalChatModel's contract for what the Lab asks (ChatML prompts built
+ * as the byte tokenizer encodes them, continuation of an earlier call's exact ids, seeded sampling
+ * with one uniform per token, the vocabulary constraint, log π of each sampled id): the same replies
+ * and token records as LocalChatModel over the same LlamaModel.
+ */
+export class TinyChat implements ChatModel {
+  readonly backend = 'local';
+  readonly capabilities: ModelCapabilities;
+  private readonly seen: Seen[] = [];
+  private cache: TinySeq[] = [];
+  private cacheVersion = -1;
+  private readonly encoded = new Map<string, number[]>();
+  private readonly decoded = new Map<number, string>();
+  /** The allowed ids, ascending. */
+  readonly allowed: number[];
+  /** Counts for the bench: prompt tokens computed and reused from the prefix cache. */
+  readonly counts = { computed: 0, reused: 0, calls: 0 };
+
+  constructor(
+    readonly model: string,
+    readonly lm: TinyLm,
+    readonly tokenizer: TextTokenizer,
+    allowed: readonly number[],
+  ) {
+    if (!allowed.length) throw new RangeError('TinyChat: list the allowed ids (the fast path samples among them)');
+    this.allowed = [...allowed].sort((a, b) => a - b);
+    this.capabilities = {
+      streaming: false,
+      logprobs: true,
+      trainable: true,
+      contextWindow: Math.min(lm.cfg.maxPositionEmbeddings, 32768),
+    };
+  }
+
+  private encode(text: string): number[] {
+    let ids = this.encoded.get(text);
+    if (!ids) {
+      ids = this.tokenizer.encode(text, { addSpecialTokens: false });
+      if (this.encoded.size > 4096) this.encoded.clear();
+      this.encoded.set(text, ids);
+    }
+    return ids;
+  }
+
+  private decode(id: number): string {
+    let s = this.decoded.get(id);
+    if (s === undefined) this.decoded.set(id, (s = this.tokenizer.decode([id], { skipSpecialTokens: true })));
+    return s;
+  }
+
+  /** ChatML (io/init_checkpoint.ts CHATML_TEMPLATE) with the generation prompt, as ids. */
+  private render(ms: { role: string; content: string }[]): number[] {
+    const out: number[] = [];
+    for (const m of ms) out.push(...this.encode(`<|im_start|>${m.role}\n${m.content}<|im_end|>\n`));
+    out.push(...this.encode('<|im_start|>assistant\n'));
+    return out;
+  }
+
+  /** The prompt ids: an earlier call's ids + the template after its reply, else the whole render. */
+  promptIds(messages: ChatMessage[]): number[] {
+    const ms = messages.map((m) => ({ role: m.role, content: m.content }));
+    let best: Seen | undefined;
+    for (let i = this.seen.length - 1; i >= 0; i--) {
+      const e = this.seen[i]!;
+      const n = e.messages.length;
+      if (ms.length <= n || (best && best.messages.length >= n)) continue;
+      const reply = ms[n]!;
+      if (reply.role !== 'assistant' || reply.content !== e.reply) continue;
+      if (e.messages.every((m, j) => m.role === ms[j]!.role && m.content === ms[j]!.content)) best = e;
+    }
+    if (!best) return this.render(ms);
+    const rest = ms.slice(best.messages.length + 1);
+    const tail = [...this.encode('<|im_end|>\n')];
+    for (const m of rest) tail.push(...this.encode(`<|im_start|>${m.role}\n${m.content}<|im_end|>\n`));
+    tail.push(...this.encode('<|im_start|>assistant\n'));
+    return [...best.ids, ...tail];
+  }
+
+  /** A sequence holding the longest cached prefix of `prompt` (at most all but its last token). */
+  private admit(prompt: number[]): TinySeq {
+    if (this.cacheVersion !== this.lm.llm.adapterVersion) {
+      this.cache = [];
+      this.cacheVersion = this.lm.llm.adapterVersion;
+    }
+    const cap = prompt.length - 1;
+    let best = 0;
+    let from = -1;
+    for (let c = this.cache.length - 1; c >= 0; c--) {
+      const t = this.cache[c]!.tokens;
+      const n = Math.min(t.length, cap);
+      let i = 0;
+      while (i < n && t[i] === prompt[i]) i++;
+      if (i > best) [best, from] = [i, c];
+    }
+    if (from < 0) return this.lm.newSeq();
+    const src = this.cache[from]!;
+    this.counts.reused += best;
+    // the whole cached sequence is the prompt's prefix: extend it in place (it still holds that prefix for others)
+    if (best === src.tokens.length) {
+      this.cache.splice(from, 1);
+      return src;
+    }
+    return this.lm.fork(src, best);
+  }
+
+  private keep(seq: TinySeq): void {
+    this.cache.push(seq);
+    if (this.cache.length > PREFIX_SEQS) this.cache.shift();
+  }
+
+  async chat(messages: ChatMessage[], o: ChatOptions = {}): Promise<ChatResult> {
+    throwIfAborted(o.signal);
+    const t0 = performance.now();
+    if ((o.top_p ?? 1) < 1) throw new RangeError('TinyChat: the fast path samples without top-p');
+    const prompt = this.promptIds(messages);
+    const maxNew = Math.max(1, Math.min(o.max_tokens ?? 256, this.capabilities.contextWindow - prompt.length));
+    const temperature = o.temperature ?? 0.6;
+    const rng = createRng(o.seed ?? 0);
+    const stops = this.lm.cfg.eosTokenIds;
+    this.counts.calls++;
+    const seq = this.admit(prompt);
+    const out: number[] = [];
+    const logprobs: number[] = [];
+    let next = prompt.slice(seq.tokens.length);
+    this.counts.computed += next.length;
+    while (out.length < maxNew) {
+      const hn = this.lm.step([{ seq, ids: next }]);
+      const logits = this.lm.logits(hn, this.allowed);
+      const u = temperature > 0 ? rng.next() : 0;
+      const id = this.sample(logits, temperature, u);
+      logprobs.push(this.logprob(logits, id, temperature));
+      out.push(id);
+      if (stops.includes(id)) break;
+      next = [id];
+    }
+    this.keep(seq);
+    const text = out
+      .filter((id) => !stops.includes(id))
+      .map((id) => this.decode(id))
+      .join('');
+    const ended = out.length > 0 && stops.includes(out[out.length - 1]!);
+    this.seen.push({
+      messages: messages.map((m) => ({ role: m.role, content: m.content })),
+      reply: text,
+      ids: [...prompt, ...out],
+    });
+    if (this.seen.length > CONTINUATIONS) this.seen.shift();
+    return {
+      text,
+      finishReason: ended ? 'stop' : out.length >= maxNew ? 'length' : 'stop',
+      usage: { promptTokens: prompt.length, completionTokens: out.length },
+      tokens: { prompt, completion: out, logprobs },
+      ms: performance.now() - t0,
+    };
+  }
+
+  /** sampleTokenU's walk (no filters) over the allowed ids; temperature ≤ 0: argmax. */
+  private sample(logits: Float32Array, t: number, u: number): number {
+    const ids = this.allowed;
+    for (let i = 0; i < logits.length; i++)
+      if (logits[i]! - logits[i]! !== 0)
+        throw new NonFiniteLogitsError(
+          `The tiny model produced a non-finite logit (${logits[i]} for token ${ids[i]})`,
+          {
+            row: 0,
+            id: ids[i]!,
+            value: String(logits[i]),
+          },
+        );
+    if (!(t > 0)) {
+      let best = 0;
+      for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
+      return ids[best]!;
+    }
+    let max = -Infinity;
+    for (const v of logits) if (v > max) max = v;
+    const p = new Float64Array(logits.length);
+    let sum = 0;
+    for (let i = 0; i < logits.length; i++) sum += p[i] = Math.exp((logits[i]! - max) / t);
+    let r = u * sum;
+    if (r <= 0) return 0; // the reference's walk stops at id 0 when u·Σ = 0
+    for (let i = 0; i < ids.length; i++) {
+      r -= p[i]!;
+      if (r <= 0) return ids[i]!;
+    }
+    return this.lm.cfg.vocabSize - 1;
+  }
+
+  /** log π(id) under log_softmax(z), z = logits / T (T = 1 when greedy): nllRowCpu's arithmetic, rounded to f32. */
+  private logprob(logits: Float32Array, id: number, temperature: number): number {
+    const t = temperature > 0 ? temperature : 1;
+    const z = t !== 1 ? Float32Array.from(logits, (x) => x * (1 / t)) : logits;
+    let m = -Infinity;
+    for (let i = 0; i < z.length; i++) m = Math.max(m, z[i]!);
+    let s = 0;
+    for (let i = 0; i < z.length; i++) s += Math.exp(z[i]! - m);
+    const lse = m + Math.log(s);
+    return f32(z[this.allowed.indexOf(id)]! - lse);
+  }
+}
