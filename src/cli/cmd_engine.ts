@@ -36,7 +36,18 @@ import {
 } from '../engine/engine_api.ts';
 import { loadEngineFromDir } from '../platform/node/engine.ts';
 import { writeModelFiles } from '../platform/node/model_files.ts';
-import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
+import {
+  flag,
+  intFlag,
+  JSON_FLAG,
+  parseCommand,
+  pickSubcommand,
+  type Args,
+  type CommandGroup,
+  type CommandSpec,
+  type Flags,
+  type Io,
+} from './args.ts';
 
 /** Every --tokens value as a list of ids (the flag may be repeated: one prompt each). */
 function parseTokens(a: Args): number[][] {
@@ -105,9 +116,81 @@ async function engineInit(a: Args, io: Io): Promise<number> {
 /** Decode steps per read-back of one prompt's ids (the host's per-token cost falls with K; see docs/benchmarks.md). */
 const DEFAULT_STEPS_PER_READBACK = 8;
 
+/** The flags `engine logits` and `engine generate` share: the checkpoint and where it runs. */
+const LOAD_FLAGS: Flags = {
+  model: { value: 'DIR', help: 'a Hugging Face checkpoint directory (config.json, *.safetensors)' },
+  adapter: { value: 'DIR', help: 'a LoRA adapter directory to apply' },
+  tokens: { value: '1,2,3', help: 'the prompt as comma-separated token ids', repeat: true },
+  device: { value: 'gpu|cpu', help: 'WebGPU, or the CPU references', default: 'gpu' },
+  weights: { value: 'f32|bf16|f16|q4', help: "the base weights' storage on the GPU", default: 'f32' },
+};
+
+const ENGINE_INIT: CommandSpec = {
+  name: 'engine init',
+  usage: '--out DIR [flags]',
+  summary: 'Write a small random-initialised checkpoint in the Hugging Face layout (a plumbing check, not a model).',
+  flags: {
+    out: { value: 'DIR', help: 'where to write the checkpoint (required)' },
+    arch: { value: 'llama|qwen2|qwen3', help: 'the architecture', default: 'llama' },
+    layers: { value: 'N', help: 'transformer layers', default: 2 },
+    hidden: { value: 'N', help: 'hidden size', default: 64 },
+    heads: { value: 'N', help: 'attention heads (default: hidden / 16)' },
+    'kv-heads': { value: 'N', help: 'key/value heads (default: heads / 2 when even, else heads)' },
+    intermediate: { value: 'N', help: 'MLP width (default: 2 × hidden, rounded up to 8)' },
+    dtype: { value: 'f32|bf16', help: 'the stored weights', default: 'f32' },
+    std: { value: 'X', help: "the initial weights' standard deviation", default: 0.02 },
+    seed: { value: 'S', help: 'the random initialisation', default: 0 },
+    json: JSON_FLAG,
+  },
+  example: 'spade engine init --arch qwen2 --layers 2 --hidden 64 --out models/tiny',
+};
+
+const ENGINE_LOGITS: CommandSpec = {
+  name: 'engine logits',
+  usage: '--model DIR --tokens 1,2,3 [flags]',
+  summary: "Our engine's logits for a prompt of token ids (the last position, or every one with --all).",
+  flags: { ...LOAD_FLAGS, all: { help: 'every position, not only the last' }, json: JSON_FLAG },
+  example: 'spade engine logits --model models/tiny --tokens 1,2,3 --device cpu --json',
+};
+
+const ENGINE_GENERATE: CommandSpec = {
+  name: 'engine generate',
+  usage: '--model DIR --tokens 1,2,3 [--tokens 4,5 ...] [flags]',
+  summary:
+    'Decode new token ids with our engine; --tokens given more than once decodes the prompts as one batch\n' +
+    'of the scheduler (prompt i samples with seed + i).',
+  flags: {
+    ...LOAD_FLAGS,
+    'max-new': { value: 'N', help: 'new tokens per prompt at most', default: 16 },
+    temperature: { value: 'T', help: '0: greedy', default: 0 },
+    'top-p': { value: 'P', help: 'nucleus sampling', default: 1 },
+    'top-k': { value: 'K', help: '0: off', default: 0 },
+    'min-p': { value: 'P', help: '0: off', default: 0 },
+    seed: { value: 'S', help: 'the sampling seed', default: 0 },
+    'max-batch': { value: 'N', help: "the scheduler's rows per step at most", default: 16 },
+    'steps-per-readback': {
+      value: 'K',
+      help: 'decode steps recorded before one read-back of their ids',
+      default: DEFAULT_STEPS_PER_READBACK,
+    },
+    kv: { value: 'f32|f16', help: 'the KV cache format (f16: half the memory)', default: 'f32' },
+    json: JSON_FLAG,
+  },
+  example: 'spade engine generate --model models/tiny --tokens 1,2,3 --max-new 8 --device cpu',
+};
+
+const ENGINE: CommandGroup = {
+  name: 'engine',
+  summary: 'Our WebGPU engine (or its CPU references) on a checkpoint from the command line.',
+  subcommands: [ENGINE_INIT, ENGINE_LOGITS, ENGINE_GENERATE],
+};
+
 export async function engine(argv: string[], io: Io): Promise<number> {
-  const [sub, ...rest] = argv;
-  const a = parseArgs(rest, ['json', 'all']);
+  const picked = pickSubcommand(ENGINE, argv, io);
+  if (!picked) return 0;
+  const a = parseCommand(picked.spec, picked.rest, io);
+  if (!a) return 0;
+  const sub = picked.spec.name.split(' ')[1];
   if (sub === 'init') return engineInit(a, io);
   const dir = flag(a, 'model');
   if (sub !== 'logits' && sub !== 'generate') throw new UsageError('engine needs "init", "logits" or "generate"');

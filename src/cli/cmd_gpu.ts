@@ -1,10 +1,19 @@
 /** `spade gpu [--json]`: acquire a WebGPU device in Node and print its report and the kernel self-check. */
 import { gpuSelfCheck } from '../engine/engine_api.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';
-import { parseArgs, type Io } from './args.ts';
+import { JSON_FLAG, parseCommand, type CommandSpec, type Io } from './args.ts';
+
+export const GPU: CommandSpec = {
+  name: 'gpu',
+  usage: '[--json]',
+  summary: 'Report the WebGPU adapter Node sees and check one kernel against the CPU reference (exit 1 on a mismatch).',
+  flags: { json: JSON_FLAG },
+  example: 'spade gpu --json',
+};
 
 export async function run(argv: string[], io: Io): Promise<number> {
-  const args = parseArgs(argv, ['json']);
+  const args = parseCommand(GPU, argv, io);
+  if (!args) return 0;
   const ctx = await acquireNodeGpu();
   const check = await gpuSelfCheck(ctx);
   const r = ctx.report;

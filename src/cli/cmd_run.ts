@@ -36,9 +36,62 @@ import type { RunSpec } from '../core/spade/run_store.ts';
 import { loadCorpus } from '../platform/node/corpus.ts';
 import { DirRunStore, readBounded, repairJsonlTail, type RunDirFile } from '../platform/node/run_dir.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
-import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
-import { configLayers } from './cmd_config.ts';
-import { modelFromFlags } from './model_flags.ts';
+import {
+  flag,
+  intFlag,
+  JSON_FLAG,
+  parseCommand,
+  pickSubcommand,
+  type Args,
+  type CommandSpec,
+  type Io,
+} from './args.ts';
+import { CONFIG_FLAGS, configLayers } from './cmd_config.ts';
+import { MODEL_FLAGS, modelFromFlags } from './model_flags.ts';
+
+export const RUN: CommandSpec = {
+  name: 'run',
+  usage: '--backend openai|replay|local --out DIR [flags]',
+  summary:
+    'Headless self-play into a run directory (config.json, archive.jsonl, rollouts.jsonl, metrics.jsonl,\n' +
+    'memory.json), with progress on stderr (docs/loop.md). With no GPU, point --backend openai at a hosted\n' +
+    'API or at a CPU server (Ollama, llama.cpp); see README "Run self-play without a GPU".',
+  flags: {
+    out: { value: 'DIR', help: 'the run directory (required)' },
+    iterations: { value: 'N', help: 'cycles to run', default: 1 },
+    ...MODEL_FLAGS,
+    ...CONFIG_FLAGS,
+    skills: { value: 'a,b,c', help: 'the skills to design for (default: all of the setting)' },
+    corpus: { value: 'default|none|FILE', help: 'text the designer draws themes from', default: 'default' },
+    record: { value: 'FILE', help: 'write every model call to a transcript that --backend replay plays back' },
+    memory: { value: 'FILE', help: "start from another run's memory.json" },
+    resume: { help: 'continue the run in --out from its last finished cycle' },
+    train: { help: 'local: GRPO updates of a LoRA adapter after every cycle (saved under DIR/train/)' },
+    json: JSON_FLAG,
+  },
+  notes: [
+    'Environment: OPENAI_API_KEY (the key when --api-key is not given).',
+    '--backend local --model-dir with a fresh random model is a plumbing check: it writes no valid',
+    'environments and takes minutes per cycle on a CPU; use a hosted API or a CPU server for a real run.',
+  ],
+  example: [
+    'spade run --backend openai --base-url http://127.0.0.1:11434/v1 --model qwen2.5:1.5b --iterations 3 --out runs/a',
+    'spade run --backend replay --replay runs/a.jsonl --out runs/b',
+  ],
+};
+
+const RUN_EXPORT: CommandSpec = {
+  name: 'run export',
+  usage: 'DIR --out FILE [flags]',
+  summary: 'One run file from a run directory: the app opens it to review the run.',
+  positionals: true,
+  flags: {
+    out: { value: 'FILE', help: 'the run file to write (its folder is created)' },
+    gzip: { help: 'gzip it (the app opens both)' },
+    json: JSON_FLAG,
+  },
+  example: 'spade run export runs/a --out runs/a.spade-run.json',
+};
 import { attachTraining } from './run_training.ts';
 
 /** The local engine's scheduler counters (loaded lazily: other backends never load the engine). */
@@ -54,6 +107,30 @@ async function sizeDecodeBatch(model: ChatModel, maxBatch: number): Promise<void
   if (model.backend !== 'local') return;
   const { EngineChatModel } = await import('../engine/engine_api.ts');
   if (model instanceof EngineChatModel) await model.setDecodeBatch(maxBatch);
+}
+
+/**
+ * A checkpoint whose tokenizer has under this many ids is a fresh random model (`spade engine init`
+ * and the app's "tiny fresh model" write a byte-level tokenizer of 259 ids); every language model
+ * worth running has tens of thousands.
+ */
+const FRESH_VOCAB_BELOW = 1000;
+
+/** The warning a fresh random model gets at once: what it is, what it costs, what to use instead. */
+async function freshModelWarning(model: ChatModel, dir: string): Promise<string | null> {
+  if (model.backend !== 'local') return null;
+  const { EngineChatModel } = await import('../engine/engine_api.ts');
+  if (!(model instanceof EngineChatModel)) return null;
+  const s = await model.engine.summary();
+  if (!s || s.vocab >= FRESH_VOCAB_BELOW) return null;
+  return [
+    `warning: ${dir} is a fresh random model (${s.vocab} token ids, random weights). It writes no valid`,
+    '  environments, so its cycles end with "no training signal", and on a CPU each cycle takes minutes.',
+    '  It checks the plumbing, not SPADE. For a real run without a GPU use --backend openai with a hosted',
+    '  API (--base-url https://.../v1 --model M, the key in OPENAI_API_KEY) or a CPU server (ollama pull',
+    '  qwen2.5:1.5b, then --base-url http://127.0.0.1:11434/v1 --model qwen2.5:1.5b); README: "Run',
+    '  self-play without a GPU".',
+  ].join('\n');
 }
 
 /** The run's config: defaults < --preset (or the --link's) < --link < --config, --set, --seed. */
@@ -137,7 +214,8 @@ export const EXPORT_READ_LIMITS: Record<RunDirFile | 'memory.json', number> = {
  * file from the CLI that it would refuse. FILE's folder is created when missing.
  */
 async function exportRun(argv: string[], io: Io): Promise<number> {
-  const a = parseArgs(argv, ['json', 'gzip'], []);
+  const a = parseCommand(RUN_EXPORT, argv, io);
+  if (!a) return 0;
   const dir = a.positional[0];
   const out = flag(a, 'out');
   if (!dir || a.positional.length > 1)
@@ -218,11 +296,14 @@ function recordedRun(run: { spec: unknown; cycles: number } | undefined): { spec
 }
 
 export async function run(argv: string[], io: Io): Promise<number> {
-  if (argv[0] === 'export') return exportRun(argv.slice(1), io);
-  const a = parseArgs(argv, ['json', 'resume', 'train'], ['set']);
+  const picked = pickSubcommand({ name: 'run', summary: RUN.summary, bare: RUN, subcommands: [RUN_EXPORT] }, argv, io);
+  if (!picked) return 0;
+  if (picked.spec === RUN_EXPORT) return exportRun(picked.rest, io);
+  const a = parseCommand(RUN, argv, io);
+  if (!a) return 0;
   const out = flag(a, 'out');
   if (!out) throw new UsageError('run needs --out DIR');
-  let iterations = intFlag(a, 'iterations', 1);
+  let iterations = intFlag(a, 'iterations');
   if (iterations < 1) throw new UsageError('--iterations must be at least 1');
   const store = new DirRunStore(out, { onWarning: (m) => io.err(`warning: ${m}`) });
   const existing = await store.readSpec();
@@ -232,7 +313,11 @@ export async function run(argv: string[], io: Io): Promise<number> {
 
   let spec: RunSpec;
   const config = existing ? existing.config : await configFromFlags(a);
+  if (flag(a, 'backend') === 'local')
+    io.err(`loading the checkpoint in ${flag(a, 'model-dir') ?? '?'} (${flag(a, 'device')})…`);
   const model = await modelFromFlags(a, modelLimits(config), config.thinking ?? DEFAULTS.thinking);
+  const fresh = await freshModelWarning(model, flag(a, 'model-dir') ?? '');
+  if (fresh) io.err(fresh);
   const recorded = model instanceof ReplayChatModel ? recordedRun(model.header.run) : null;
   if (existing) {
     spec = existing;
@@ -258,7 +343,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       config,
       skills,
       models: { designer: model.model, hint: model.model, agent: model.model },
-      corpus: flag(a, 'corpus') ?? 'default',
+      corpus: flag(a, 'corpus')!,
       createdAt: new Date().toISOString(),
       iterations,
     };

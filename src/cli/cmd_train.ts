@@ -11,21 +11,30 @@
 import { UsageError } from '../core/errors.ts';
 import { computeOps, toyTrain, type Ops, type ToyUpdate } from '../engine/engine_api.ts';
 import { acquireNodeGpu } from '../platform/node/gpu.ts';
-import { flag, intFlag, parseArgs, type Args, type Io } from './args.ts';
+import {
+  flag,
+  intFlag,
+  JSON_FLAG,
+  parseCommand,
+  pickSubcommand,
+  type Args,
+  type CommandSpec,
+  type Io,
+} from './args.ts';
 
 /** The proof's bar: the toy's last mean return must reach this. */
 const TOY_TARGET = 0.8;
 
 async function backend(a: Args): Promise<{ ops: Ops<unknown>; close: () => void; device: string }> {
-  const device = flag(a, 'device') ?? 'cpu';
+  const device = flag(a, 'device');
   if (device === 'cpu') return { ops: computeOps('cpu'), close: () => {}, device };
   if (device !== 'gpu') throw new UsageError(`--device must be cpu or gpu; got "${device}"`);
   const ctx = await acquireNodeGpu();
   return { ops: computeOps(ctx), close: () => ctx.destroy(), device };
 }
 
-function positive(a: Args, name: string, fallback: number): number {
-  const n = intFlag(a, name, fallback);
+function positive(a: Args, name: string): number {
+  const n = intFlag(a, name);
   if (n < 1) throw new UsageError(`--${name} must be at least 1; got ${n}`);
   return n;
 }
@@ -34,15 +43,35 @@ const line = (u: ToyUpdate) =>
   `update ${String(u.update).padStart(2)}  return ${u.meanReturn.toFixed(3)}  loss ${u.loss.toFixed(4).padStart(7)}  ` +
   `clip ${u.clipFraction.toFixed(3)}  steps ${u.steps}  (${((u.generateMs + u.trainMs) / 1000).toFixed(1)} s)`;
 
+const TRAIN_TOY: CommandSpec = {
+  name: 'train toy',
+  usage: '[flags]',
+  summary:
+    'The learning proof: a tiny fresh model learns "Lucky Digit" through the app\'s path (engine sampling,\n' +
+    `QuickJS sandbox, GRPO update), one line per update. Exit 1 when the last mean return is below ${TOY_TARGET}.`,
+  flags: {
+    seed: { value: 'S', help: "the model's initialisation and the sampling", default: 1 },
+    updates: { value: 'N', help: 'GRPO updates', default: 8 },
+    device: { value: 'cpu|gpu', help: "the engine's CPU references or WebGPU", default: 'cpu' },
+    json: JSON_FLAG,
+  },
+  example: 'spade train toy --updates 8 --json',
+};
+
 export async function train(argv: string[], io: Io): Promise<number> {
-  const [what, ...rest] = argv;
-  if (what !== 'toy') throw new UsageError('train needs a target: toy');
-  const a = parseArgs(rest, ['json']);
+  const picked = pickSubcommand(
+    { name: 'train', summary: 'Training from the command line (docs/training.md).', subcommands: [TRAIN_TOY] },
+    argv,
+    io,
+  );
+  if (!picked) return 0;
+  const a = parseCommand(picked.spec, picked.rest, io);
+  if (!a) return 0;
   const { ops, close, device } = await backend(a);
   try {
     const r = await toyTrain({
-      seed: intFlag(a, 'seed', 1),
-      updates: positive(a, 'updates', 8),
+      seed: intFlag(a, 'seed'),
+      updates: positive(a, 'updates'),
       ops,
       onUpdate: (u) => io.out(line(u)),
     });
@@ -67,11 +96,10 @@ export async function train(argv: string[], io: Io): Promise<number> {
 }
 
 /** `spade bench train`: the toy's first updates (they all train), timed. */
-export async function benchTrain(io: Io, rest: string[]): Promise<number> {
-  const a = parseArgs(rest, ['json', 'quick']);
+export async function benchTrain(io: Io, a: Args): Promise<number> {
   const { ops, close, device } = await backend(a);
   try {
-    const r = await toyTrain({ seed: 1, updates: positive(a, 'updates', 3), ops });
+    const r = await toyTrain({ seed: 1, updates: positive(a, 'updates'), ops });
     const trainMs = r.curve.reduce((s, u) => s + u.trainMs, 0);
     const genMs = r.curve.reduce((s, u) => s + u.generateMs, 0);
     const tokens = r.curve.reduce((s, u) => s + u.trainTokens, 0);

@@ -13,7 +13,28 @@ import { modelLimits, type ChatModel, type ModelLimits } from '../core/llm/chat_
 import { OpenAIChatModel } from '../core/llm/openai_model.ts';
 import { ReplayChatModel } from '../core/llm/replay.ts';
 import type { Thinking } from '../core/llm/thinking.ts';
-import { flag, intFlag, type Args } from './args.ts';
+import { flag, intFlag, type Args, type Flags } from './args.ts';
+
+/** The flags that choose and reach the model (`spade run`, `spade chat`). */
+export const MODEL_FLAGS: Flags = {
+  backend: {
+    value: 'openai|replay|local',
+    help: 'openai: any OpenAI-compatible server (hosted API, Ollama, llama.cpp, vLLM); replay: a recording; local: our engine',
+  },
+  'base-url': { value: 'URL', help: "openai: the server's /v1 address, e.g. http://127.0.0.1:11434/v1" },
+  model: { value: 'NAME', help: "openai: the model's name on that server" },
+  'api-key': {
+    value: 'KEY',
+    help: 'openai: sent as "Authorization: Bearer KEY" (default: $OPENAI_API_KEY; never written to the run)',
+  },
+  'max-concurrency': { value: 'N', help: 'openai: requests in flight at most', default: 4 },
+  'context-window': { value: 'N', help: "openai: the model's context in tokens, for servers that do not report it" },
+  replay: { value: 'FILE', help: 'replay: a transcript recorded with --record' },
+  'tokens-per-second': { value: 'N', help: 'replay: stream replies at this pace (0: at once)', default: 0 },
+  'model-dir': { value: 'DIR', help: 'local: a Hugging Face checkpoint directory with tokenizer.json' },
+  adapter: { value: 'DIR', help: 'local: a LoRA adapter directory to start from' },
+  device: { value: 'gpu|cpu', help: "local: WebGPU, or the engine's CPU references", default: 'gpu' },
+};
 
 /**
  * Build the model for all three roles from the flags; `limits` bound each call and `thinking` is the

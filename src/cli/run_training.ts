@@ -94,6 +94,15 @@ function fileStore(o: {
   let lines: string[] = [];
   return {
     read: (c) => o.read(c),
+    // a line as each phase starts, so a long probe or round is never silence
+    phase(p) {
+      if (p.phase === 'probe') io.err(`probe (${p.label}): the agent plays the probe environments at temperature 0…`);
+      else if (p.phase === 'round')
+        io.err(
+          `training on cycle ${p.cycle + 1}, round ${p.round + 1}: ${p.agent} agent and ${p.designer} designer samples…`,
+        );
+      else io.err(`training: the agent replays cycle ${p.cycle + 1}'s environments for round ${p.round + 1}…`);
+    },
     step(s) {
       lines.push(JSON.stringify({ ...s, tokensPerSecond: s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0 }));
     },

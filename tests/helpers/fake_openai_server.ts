@@ -37,6 +37,8 @@ export interface FakeBehaviour {
 export interface FakeServer {
   url: string;
   requests: Record<string, unknown>[];
+  /** The Authorization header of every request, in order (GET /models included; null when absent). */
+  authorizations: (string | null)[];
   behaviour: FakeBehaviour;
   /** Responses the client closed before the server ended them. */
   readonly clientClosed: number;
@@ -57,6 +59,7 @@ function readBody(req: IncomingMessage): Promise<string> {
 
 export async function startFakeOpenAI(behaviour: FakeBehaviour = {}): Promise<FakeServer> {
   const requests: Record<string, unknown>[] = [];
+  const authorizations: (string | null)[] = [];
   const state = { behaviour, failed: 0, clientClosed: 0, written: 0, modelListings: 0 };
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   /** Write, dripping byte by byte when asked; false once the client is gone. */
@@ -76,6 +79,7 @@ export async function startFakeOpenAI(behaviour: FakeBehaviour = {}): Promise<Fa
     return !res.destroyed;
   };
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+    authorizations.push(req.headers.authorization ?? null);
     if (req.method === 'GET' && req.url?.endsWith('/models') && state.behaviour.models) {
       state.modelListings++;
       res
@@ -174,6 +178,7 @@ export async function startFakeOpenAI(behaviour: FakeBehaviour = {}): Promise<Fa
   return {
     url: `http://127.0.0.1:${addr.port}/v1`,
     requests,
+    authorizations,
     get behaviour() {
       return state.behaviour;
     },

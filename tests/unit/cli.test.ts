@@ -1,6 +1,6 @@
 // The `spade` command's black-box contracts: exit codes 0/1/2, --json's last line is one JSON
 // object; validate, play, share, chat and run (record with a server, replay, resume).
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -201,6 +201,45 @@ describe('spade chat / run against a local chat-completions server', () => {
     const resumed = await spade('run', ...flags, '--resume', '--json');
     expect(resumed.code, resumed.err.join('\n')).toBe(0);
     expect(resumed.json()).toMatchObject({ cycles: 2 });
+  });
+});
+
+describe('spade run with an API key (a hosted API)', () => {
+  it('sends --api-key, or OPENAI_API_KEY, as a Bearer header and writes it nowhere in the run', async () => {
+    const key = 'sk-test-4f9c2b7e1d';
+    const server = await startFakeOpenAI({
+      reply: async (body) => (await scriptedTrio().chat(body.messages as ChatMessage[])).text,
+    });
+    try {
+      const out = join(dir, 'K');
+      const rec = join(dir, 'K.jsonl');
+      const small = ['--iterations', '1', '--corpus', 'none', '--skills', 'mathematical'];
+      const sets = ['--set', 'skillsPerCycle=1', '--set', 'envsPerSkill=1', '--set', 'playsPerEnv=1'];
+      const base = ['run', '--backend', 'openai', '--base-url', server.url, '--model', 'm', ...small, ...sets];
+      const r = await spade(...base, '--api-key', key, '--out', out, '--record', rec, '--json');
+      expect(r.code, r.err.join('\n')).toBe(0);
+      expect(server.authorizations.length).toBeGreaterThan(2);
+      expect(new Set(server.authorizations)).toEqual(new Set([`Bearer ${key}`]));
+      const files = [...(await readdir(out, { recursive: true })).map((f) => join(out, String(f))), rec];
+      for (const f of files) {
+        if (!(await stat(f)).isFile()) continue;
+        expect(await readFile(f, 'utf8'), f).not.toContain(key);
+      }
+      // from the environment when the flag is absent
+      const before = process.env.OPENAI_API_KEY;
+      process.env.OPENAI_API_KEY = `${key}-env`;
+      try {
+        server.authorizations.length = 0;
+        const e = await spade(...base, '--out', join(dir, 'K2'), '--json');
+        expect(e.code, e.err.join('\n')).toBe(0);
+        expect(new Set(server.authorizations)).toEqual(new Set([`Bearer ${key}-env`]));
+      } finally {
+        if (before === undefined) delete process.env.OPENAI_API_KEY;
+        else process.env.OPENAI_API_KEY = before;
+      }
+    } finally {
+      await server.close();
+    }
   });
 });
 

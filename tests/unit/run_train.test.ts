@@ -83,6 +83,20 @@ describe('spade run --train', () => {
     console.log(`spade run --backend local decode stats: ${JSON.stringify(decode)}`);
     expect(a.err.join('\n')).toMatch(/probe \(before training\): mean return/);
     expect(a.err.join('\n')).toMatch(/trained after cycle 1:/);
+    // progress from the first line, in order: the load, the fresh-model warning (at once, before any
+    // model call), the probe announced before it plays, its result, the training round, its summary
+    const at = (re: RegExp) => a.err.findIndex((l) => re.test(l));
+    const order = [
+      at(/^loading the checkpoint in .*\(cpu\)…$/),
+      at(/^warning: .* is a fresh random model \(259 token ids, random weights\)/),
+      at(/^probe \(before training\): the agent plays the probe environments/),
+      at(/^probe \(before training\): mean return/),
+      at(/^training on cycle 1, round 1: \d+ agent and \d+ designer samples…$/),
+      at(/^trained after cycle 1:/),
+    ];
+    expect(order[0]).toBe(0);
+    expect(order.every((i, k) => i >= 0 && (k === 0 || i > order[k - 1]!)), a.err.join('\n')).toBe(true);
+    expect(a.err[order[1]!]).toMatch(/no valid\s+environments[\s\S]*--backend openai[\s\S]*ollama pull/);
     for (const f of [
       'adapter_config.json',
       'adapter_model.safetensors',

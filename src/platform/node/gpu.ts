@@ -16,6 +16,11 @@ export async function nodeGpu(): Promise<GPU> {
   if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD) && !process.env.SPADE_NO_SWIFTSHADER) {
     process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
   }
+  // Outside a desktop session, libwayland-client (loaded by a Vulkan driver) prints "error:
+  // XDG_RUNTIME_DIR is invalid or not set" twice while probing for a display we never use; an
+  // absolute WAYLAND_DISPLAY naming no socket makes it fail quietly (a real session sets one of these)
+  if (!process.env.XDG_RUNTIME_DIR && !process.env.WAYLAND_DISPLAY && !process.env.WAYLAND_SOCKET)
+    process.env.WAYLAND_DISPLAY = '/dev/null/no-wayland-session';
   const { create, globals } = (await import('webgpu')) as unknown as {
     create: (flags: string[]) => GPU;
     globals: Record<string, unknown>;
