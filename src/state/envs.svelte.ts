@@ -117,7 +117,7 @@ export class EnvLibrary {
       this.selectedId = this.shared.envs[0]?.id ?? this.selectedId;
       this.message = {
         kind: 'ok',
-        text: `Opened "${this.shared.title}" from the link (${this.shared.envs.length} environment${this.shared.envs.length === 1 ? '' : 's'}).`,
+        text: `Opened "${this.shared.title}" from the link (${this.shared.envs.length} environment${this.shared.envs.length === 1 ? '' : 's'}).${(this.shared.notices ?? []).map((n) => ` ${n}`).join('')}`,
       };
     } catch (err) {
       this.message = { kind: 'error', text: serializeError(err).message };

@@ -126,8 +126,13 @@ async function checkGarbage(p: Probe): Promise<Problem> {
   return null;
 }
 
-/** 5. the reference solution reaches reward 1 and terminates on every seed; records its actions and lengths. */
-async function checkSolution(p: Probe, solutions: string[][], steps: number[]): Promise<Problem> {
+/**
+ * 5. the reference solution reaches reward 1 and terminates on every seed; records its actions
+ * and lengths. solution() is asked of the probe instance, and its actions are played on `player`,
+ * a fresh instance on which solution() is never called: an environment cannot tell this play from
+ * an agent's (one that opens its goal only once solution() has run fails here).
+ */
+async function checkSolution(p: Probe, player: string, solutions: string[][], steps: number[]): Promise<Problem> {
   for (const s of p.seeds) {
     try {
       await p.runner.reset(p.id, s);
@@ -135,10 +140,11 @@ async function checkSolution(p: Probe, solutions: string[][], steps: number[]): 
       solutions.push(actions);
       if (actions.length === 0)
         return `solution() returned no actions for seed ${s}; return the list of actions that solves the episode.`;
+      await p.runner.reset(player, s);
       let last: StepResult | null = null;
       let n = 0;
       for (const a of actions) {
-        last = await p.runner.step(p.id, a);
+        last = await p.runner.step(player, a);
         n++;
         if (last[2] || last[3]) break;
       }
@@ -146,7 +152,8 @@ async function checkSolution(p: Probe, solutions: string[][], steps: number[]): 
       if (!last || !last[2] || last[1] < 1)
         return (
           `replaying solution() for seed ${s} ended with reward ${last?.[1]}, terminated=${last?.[2]}, truncated=${last?.[3]} after ${n} steps. ` +
-          `Success must return reward 1.0 and terminated=true, and solution() must match the hidden state created by reset(seed).` +
+          `Success must return reward 1.0 and terminated=true, and solution() must match the hidden state created by reset(seed) ` +
+          `(its actions are played on a fresh instance reset with the same seed, where solution() was never called).` +
           (last ? ` Last observation: ${JSON.stringify(short(last[0], 160))}` : '')
         );
       if (n > p.maxTurns)
@@ -287,9 +294,18 @@ export async function checkEnv(runner: EnvRunner, code: string, opts: CheckOptio
     if (garbage && /Timeout|Memory|restarted|lost/.test(garbage)) return finish();
 
     const solutions: string[][] = [];
+    // the solution is played, and the later checks run, on an instance that never ran solution()
+    let player: LoadedEnv;
+    try {
+      player = await load();
+    } catch (err) {
+      verdict('solution_solves', `loading a second instance failed: ${errText(err)}`, '');
+      return finish();
+    }
+    const q: Probe = { ...p, id: player.id };
     verdict(
       'solution_solves',
-      await checkSolution(p, solutions, report.solutionSteps),
+      await checkSolution(p, player.id, solutions, report.solutionSteps),
       `solution() solves seeds ${seeds.join(', ')} (${report.solutionSteps.join(', ')} steps)`,
     );
     // 6. several steps: a one-step solution is a quiz, not a game
@@ -301,7 +317,7 @@ export async function checkEnv(runner: EnvRunner, code: string, opts: CheckOptio
         : 'the reference solution finishes in one step, so this is a one-shot quiz. Hide state that the agent must uncover by acting over several turns (3+ at medium difficulty).',
       `the reference solution takes up to ${longest} steps`,
     );
-    verdict('not_solved_at_reset', await checkNotSolvedAtReset(p), 'doing nothing does not win');
+    verdict('not_solved_at_reset', await checkNotSolvedAtReset(q), 'doing nothing does not win');
     verdict(
       'deterministic',
       await checkDeterministic(p, solutions, load),
@@ -309,7 +325,7 @@ export async function checkEnv(runner: EnvRunner, code: string, opts: CheckOptio
     );
     verdict(
       'random_policy_ends',
-      await checkRandomPolicyEnds(p, solutions, opts.policySeed ?? 12345),
+      await checkRandomPolicyEnds(q, solutions, opts.policySeed ?? 12345),
       `random play ends within ${maxTurns} turns`,
     );
     verdict('closes', await checkCloses(runner, open), 'close() returned promptly on every instance');

@@ -50,11 +50,50 @@ export interface EnvSet {
   version: typeof ENVSET_VERSION;
   title: string;
   envs: EnvRecord[];
+  /** What reading the set changed and the reader should be told (a record renamed off a seed's id); never written. */
+  notices?: string[];
 }
 
 /** Stable id from the code (same code → same id). */
 export function envId(code: string): string {
   return `e${hashSeed(code).toString(36)}${code.length.toString(36)}`;
+}
+
+/**
+ * Ids that belong to a known program (the seed library registers its own: seeds/index.ts): id →
+ * code. envId is a 32-bit hash, so a program can be built to share a seed's id; a record that
+ * carries a reserved id with other code is renamed wherever sets are read (parseEnvSet, share
+ * links, `spade serve`), so it never stands in for the seed.
+ */
+const RESERVED = new Map<string, string>();
+
+/** Reserve each record's id for its code (the seed library does this for its own); returns the records. */
+export function reserveIds<T extends EnvRecord>(records: T[]): T[] {
+  for (const r of records) if (!RESERVED.has(r.id)) RESERVED.set(r.id, r.code);
+  return records;
+}
+
+/** The code an id is reserved for, if any. */
+export function reservedCode(id: string): string | undefined {
+  return RESERVED.get(id);
+}
+
+/** The first of `${id}~2`, `${id}~3`, … that `taken` does not hold. */
+export function freeId(id: string, taken: (id: string) => boolean): string {
+  let n = 2;
+  while (taken(`${id}~${n}`)) n++;
+  return `${id}~${n}`;
+}
+
+/**
+ * A short, safe description of an untrusted JSON value for a message: never walks into it (a
+ * 100 000-deep list is "a list"), strings cut to 40 characters.
+ */
+export function describeValue(v: unknown): string {
+  if (v === undefined) return 'nothing';
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (v === null || typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return Array.isArray(v) ? 'a list' : typeof v === 'object' ? 'an object' : typeof v;
 }
 
 /** Build a record from code with a metadata header (`// @title ...`); overrides win. */
@@ -94,12 +133,12 @@ export function parseEnvSet(data: unknown): EnvSet {
     throw new EnvSetError('An env set must be a JSON object with "format", "version", "title" and "envs".');
   if (data.format !== ENVSET_FORMAT) {
     throw new EnvSetError(
-      `This is not a SPADE env set: "format" must be "${ENVSET_FORMAT}", got ${JSON.stringify(data.format)?.slice(0, 40)}.`,
+      `This is not a SPADE env set: "format" must be "${ENVSET_FORMAT}", got ${describeValue(data.format)}.`,
     );
   }
   if (data.version !== ENVSET_VERSION) {
     throw new EnvSetError(
-      `Unsupported env set version ${JSON.stringify(data.version)?.slice(0, 20)}; this app reads version ${ENVSET_VERSION}. Update the app or re-export the set.`,
+      `Unsupported env set version ${describeValue(data.version)}; this app reads version ${ENVSET_VERSION}. Update the app or re-export the set.`,
     );
   }
   if (typeof data.title !== 'string' || data.title.length > 200)
@@ -108,6 +147,19 @@ export function parseEnvSet(data: unknown): EnvSet {
   if (data.envs.length > MAX_ENVS)
     throw new EnvSetError(`A set holds at most ${MAX_ENVS} environments; this one has ${data.envs.length}.`);
   const envs = data.envs.map((e, i) => parseRecord(e, `envs[${i}]`));
+  // a program built to share a reserved (seed) id is renamed, and the reader is told
+  const notices: string[] = [];
+  const ids = new Set(envs.map((e) => e.id));
+  for (const env of envs) {
+    const owner = reservedCode(env.id);
+    if (owner === undefined || owner === env.code) continue;
+    const id = freeId(env.id, (x) => ids.has(x) || RESERVED.has(x));
+    notices.push(
+      `"${env.title.slice(0, 80)}" has the id of a seed environment (${env.id}) but other code: it is shown as ${id}, and the seed keeps its id.`,
+    );
+    ids.add(id);
+    env.id = id;
+  }
   // the same program twice is two records: ids stay unique within a set (the UI keys lists by them)
   const seen = new Map<string, number>();
   for (const env of envs) {
@@ -115,7 +167,13 @@ export function parseEnvSet(data: unknown): EnvSet {
     seen.set(env.id, n);
     if (n > 1) env.id = `${env.id}-${n}`;
   }
-  return { format: ENVSET_FORMAT, version: ENVSET_VERSION, title: data.title, envs };
+  return {
+    format: ENVSET_FORMAT,
+    version: ENVSET_VERSION,
+    title: data.title,
+    envs,
+    ...(notices.length ? { notices } : {}),
+  };
 }
 
 function parseRecord(e: unknown, path: string): EnvRecord {
@@ -204,8 +262,13 @@ export function parseEnvSetJson(text: string): EnvSet {
   return parseEnvSet(data);
 }
 
+/** The set as it is written: the reader's notices left out. */
+function written(set: EnvSet): EnvSet {
+  return { format: set.format, version: set.version, title: set.title, envs: set.envs };
+}
+
 export function envSetToJson(set: EnvSet): string {
-  return `${JSON.stringify(set, null, 2)}\n`;
+  return `${JSON.stringify(written(set), null, 2)}\n`;
 }
 
 // --- share links ---------------------------------------------------------------------------
@@ -243,7 +306,7 @@ function inflateCapped(data: Uint8Array, cap: number): Uint8Array {
 
 /** Payload for `#set=...`: "1." + base64url(deflate(JSON)). Throws ShareLinkError past MAX_LINK_CHARS. */
 export function encodeShareLink(set: EnvSet): string {
-  const payload = `${ENVSET_VERSION}.${toBase64Url(deflateSync(strToU8(JSON.stringify(parseEnvSet(set))), { level: 9 }))}`;
+  const payload = `${ENVSET_VERSION}.${toBase64Url(deflateSync(strToU8(JSON.stringify(written(parseEnvSet(set)))), { level: 9 }))}`;
   if (payload.length > MAX_LINK_CHARS) {
     throw new ShareLinkError(
       `This set is too big for a link (${payload.length.toLocaleString('en')} characters; the limit is ${MAX_LINK_CHARS.toLocaleString('en')}). Share fewer environments, or export it as a file.`,
