@@ -19,6 +19,8 @@ export class SpadeError extends Error {
 export class ConfigError extends SpadeError {}
 /** A stored record could not be read or written. */
 export class StorageError extends SpadeError {}
+/** A stored record that is not what the app wrote (not JSON, or not its schema): it is set aside, never thrown at a panel. */
+export class DamagedRecordError extends StorageError {}
 /** WebGPU is missing, or the adapter/device could not be acquired. */
 export class WebGpuUnavailableError extends SpadeError {}
 /** The GPU device was lost mid-run (driver reset, tab backgrounded, out of memory). */
@@ -76,6 +78,7 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   SpadeError,
   ConfigError,
   StorageError,
+  DamagedRecordError,
   WebGpuUnavailableError,
   DeviceLostError,
   GpuError,

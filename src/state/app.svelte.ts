@@ -16,7 +16,8 @@ import {
   type UrlState,
 } from '../core/url_state.ts';
 import { IdbStore } from '../platform/browser/idb_store.ts';
-import type { Store } from '../core/store.ts';
+import { checkAppRecord } from '../core/spade/app_records.ts';
+import { CheckedStore, type Store } from '../core/store.ts';
 
 export class AppState {
   panel = $state<Panel>('run');
@@ -26,8 +27,13 @@ export class AppState {
   notices = $state<string[]>([]);
   readonly store: Store;
 
+  /**
+   * Every panel reads through this store: each record is checked against its schema
+   * (core/spade/app_records.ts) and a damaged one is set aside with a notice here, so no stored
+   * value can keep the app from starting.
+   */
   constructor(store: Store = new IdbStore()) {
-    this.store = store;
+    this.store = new CheckedStore(store, checkAppRecord, (notice) => this.notices.push(notice));
   }
 
   /** Read saved settings, then let the URL override the fields it lists. */

@@ -7,9 +7,10 @@
  * metrics.jsonl, memory.json).
  */
 import { StorageError } from '../errors.ts';
+import type { Equal, Infer } from '../schema.ts';
 import type { Store } from '../store.ts';
 import type { Memory } from './memory.ts';
-import type { ArchiveRecord, MetricsRecord, RolloutRecord, RunSpec } from './run_schema.ts';
+import type { ArchiveRecord, CYCLE_RECORD, MetricsRecord, RolloutRecord, RUN_STATE, RunSpec } from './run_schema.ts';
 
 // The records' types come from their schemas (run_schema.ts), which also validate run files.
 export type { ArchiveRecord, Attempt, MetricsRecord, RolloutRecord, RunSpec, TaskFailure } from './run_schema.ts';
@@ -37,6 +38,20 @@ export interface RunState {
   rewardBaseline?: Record<string, number>;
   /** Tasks in a row that ended with an error; the run stops at maxConsecutiveErrors. */
   consecutiveErrors?: number;
+}
+
+/** Compile-time: the saved state and a stored cycle are exactly their schemas (run_schema.ts). */
+export type StateMatchesSchema = [
+  Assert<Equal<Infer<typeof RUN_STATE>, RunState>>,
+  Assert<Equal<Infer<typeof CYCLE_RECORD>, CycleRecord>>,
+];
+type Assert<T extends true> = T;
+
+/** One finished cycle as StoreRunStore keeps it. */
+export interface CycleRecord {
+  archive: ArchiveRecord[];
+  rollouts: RolloutRecord[];
+  metrics: MetricsRecord;
 }
 
 export interface RunStore {
@@ -75,25 +90,20 @@ export class StoreRunStore implements RunStore {
   writeState(state: RunState) {
     return this.store.put('runs', this.key('state'), state);
   }
-  async writeCycle(
-    cycle: number,
-    data: { archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord },
-  ) {
+  async writeCycle(cycle: number, data: CycleRecord) {
     await this.store.put('runs', this.key(`c${String(cycle).padStart(6, '0')}`), data);
   }
   writeMemory(memory: Memory) {
     return this.store.put('runs', this.key('memory'), memory);
   }
-  private async cycles(): Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord }[]> {
+  /** The stored cycles in order; one its store set aside as damaged (read as undefined) is left out. */
+  private async cycles(): Promise<CycleRecord[]> {
     const keys = (await this.store.keys('runs')).filter((k) => k.startsWith(`${this.runId}.c`)).sort();
-    const out = [];
-    for (const k of keys)
-      out.push(
-        (await this.store.get<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[]; metrics: MetricsRecord }>(
-          'runs',
-          k,
-        ))!,
-      );
+    const out: CycleRecord[] = [];
+    for (const k of keys) {
+      const c = await this.store.get<CycleRecord>('runs', k);
+      if (c) out.push(c);
+    }
     return out;
   }
   async readArchive() {

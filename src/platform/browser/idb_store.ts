@@ -1,12 +1,23 @@
 /**
  * Store backend for the browser: IndexedDB through `idb`, one object store per
  * collection. Values are kept as JSON text so every backend stores the same thing.
+ * A value that is not JSON text reads as a DamagedRecordError (CheckedStore sets it aside); keys
+ * that are not portable strings (another version's or a hostile page's) are never listed.
  */
 import { openDB, type IDBPDatabase } from 'idb';
 import { StorageError } from '../../core/errors.ts';
-import { checkCollection, checkKey, COLLECTIONS, toJson, type Collection, type Store } from '../../core/store.ts';
+import {
+  checkCollection,
+  checkKey,
+  COLLECTIONS,
+  parseStored,
+  toJson,
+  type Collection,
+  type Store,
+} from '../../core/store.ts';
 
-const DB_VERSION = 1;
+/** 2: the `setaside` collection. An upgrade only adds the object stores that are missing. */
+const DB_VERSION = 2;
 
 export class IdbStore implements Store {
   private dbPromise: Promise<IDBPDatabase> | null = null;
@@ -29,8 +40,8 @@ export class IdbStore implements Store {
   async get<T>(collection: Collection, key: string): Promise<T | undefined> {
     checkCollection(collection);
     checkKey(key);
-    const text = (await (await this.db()).get(collection, key)) as string | undefined;
-    return text === undefined ? undefined : (JSON.parse(text) as T);
+    const stored: unknown = await (await this.db()).get(collection, key);
+    return stored === undefined ? undefined : parseStored<T>(collection, key, stored);
   }
   async put(collection: Collection, key: string, value: unknown): Promise<void> {
     checkCollection(collection);
@@ -44,6 +55,16 @@ export class IdbStore implements Store {
   }
   async keys(collection: Collection): Promise<string[]> {
     checkCollection(collection);
-    return ((await (await this.db()).getAllKeys(collection)) as string[]).sort();
+    const keys = await (await this.db()).getAllKeys(collection);
+    return keys.filter((k): k is string => typeof k === 'string' && portable(k)).sort();
+  }
+}
+
+function portable(key: string): boolean {
+  try {
+    checkKey(key);
+    return true;
+  } catch {
+    return false;
   }
 }

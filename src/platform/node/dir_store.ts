@@ -6,7 +6,7 @@
 import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { StorageError } from '../../core/errors.ts';
-import { checkCollection, checkKey, toJson, type Collection, type Store } from '../../core/store.ts';
+import { checkCollection, checkKey, parseStored, toJson, type Collection, type Store } from '../../core/store.ts';
 
 export class DirStore implements Store {
   constructor(readonly dir: string) {}
@@ -26,11 +26,7 @@ export class DirStore implements Store {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw new StorageError(`cannot read ${p}: ${(err as Error).message}`);
     }
-    try {
-      return JSON.parse(text) as T;
-    } catch {
-      throw new StorageError(`${p} is not valid JSON; delete or fix that file`, { path: p });
-    }
+    return parseStored<T>(collection, key, text, p);
   }
 
   async put(collection: Collection, key: string, value: unknown): Promise<void> {
