@@ -2,7 +2,7 @@
  * `--backend openai|replay|local` and its flags → the ChatModel that plays every role. Shared by
  * `spade run` and `spade chat`; its own module so `cmd_models.ts` need not import `cmd_run.ts`.
  *
- * openai: `--base-url URL --model NAME [--api-key K] [--max-concurrency N] [--context-window N]`; the
+ * openai: `--base-url URL --model NAME [--api-key K] [--context-window N]`; the
  * model is probed (GET /models) before it is returned, so its context window is known before the
  * first call is budgeted. `--context-window` is for servers that do not report one (llama.cpp,
  * Ollama) and caps one that does.
@@ -27,7 +27,6 @@ export const MODEL_FLAGS: Flags = {
     value: 'KEY',
     help: 'openai: sent as "Authorization: Bearer KEY" (default: $OPENAI_API_KEY; never written to the run)',
   },
-  'max-concurrency': { value: 'N', help: 'openai: requests in flight at most', default: 4 },
   'context-window': { value: 'N', help: "openai: the model's context in tokens, for servers that do not report it" },
   replay: { value: 'FILE', help: 'replay: a transcript recorded with --record' },
   'tokens-per-second': { value: 'N', help: 'replay: stream replies at this pace (0: at once)', default: 0 },
@@ -57,7 +56,8 @@ export async function modelFromFlags(
       baseURL,
       model,
       apiKey: flag(a, 'api-key') ?? process.env.OPENAI_API_KEY,
-      maxConcurrency: intFlag(a, 'max-concurrency', 4),
+      // no cap of the client's own: the run's `concurrency` (--set concurrency=N) is the one budget of
+      // chats in flight for every backend, so the server sees up to that many requests and never more
       ...(window !== undefined ? { contextWindow: window } : {}),
       thinking,
       ...limits,

@@ -1,8 +1,15 @@
 // The run's one concurrency budget: the loop never has more model chats in flight than
 // `concurrency` (task-level and play-level chats draw on the same slots), a budget of 1 finishes
 // without deadlock, the limiter never lets a late caller past its max, and the sizes that follow
-// the knob (the engine's decode batch, the CLI and browser sandbox pools) follow it.
-import { describe, expect, it } from 'vitest';
+// the knob (the engine's decode batch, the CLI and browser sandbox pools) follow it. An
+// OpenAI-compatible server is under the same budget, in the app (the Models panel's client) as in
+// `spade run`: it sees up to `concurrency` requests in flight and never more (no cap of the client's
+// own below it: the old default of 4 kept a budget of 6 at 4).
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/spade.ts';
 import { CONCURRENCY_SIZES, concurrencySizes, DEFAULTS, type Config } from '../../src/core/config.ts';
 import { Limiter } from '../../src/core/limiter.ts';
 import type { ChatMessage, ChatModel, ChatOptions, ChatResult } from '../../src/core/llm/chat_model.ts';
@@ -16,6 +23,8 @@ import { DecodeScheduler } from '../../src/engine/model/batch.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
+import { ModelsState } from '../../src/state/models.svelte.ts';
+import { startFakeOpenAI, type FakeServer } from '../helpers/fake_openai_server.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 
 /** One model for every role that counts its chats in flight; each chat takes a few ms of wall time. */
@@ -160,4 +169,87 @@ describe('sizes that follow the budget', () => {
     expect(await decode(later)).toBe(3);
     expect(() => (later.maxBatch = 0)).toThrow(RangeError);
   });
+});
+
+describe("an OpenAI-compatible server under the run's budget", () => {
+  const BUDGET = 6;
+  let server: FakeServer;
+  /** Requests the server is answering now, and the most at once. */
+  const seen = { inFlight: 0, peak: 0 };
+  /**
+   * Held until BUDGET requests are in flight together (then every one goes on, and nothing is held
+   * again), so the peak shows whether the budget can be reached; a client that stays below it is
+   * let go after a while and fails the peak assertion instead of hanging.
+   */
+  let open: (() => void) | null = null;
+  let gate: Promise<void> = Promise.resolve();
+  const arm = () => {
+    seen.inFlight = 0;
+    seen.peak = 0;
+    gate = new Promise<void>((r) => {
+      open = r;
+      setTimeout(r, 5_000);
+    });
+  };
+  beforeAll(async () => {
+    // the server answers like the test doubles: designer, hint writer or agent by the system prompt
+    const trio = scriptedTrio();
+    server = await startFakeOpenAI({
+      reply: async (body) => {
+        seen.inFlight++;
+        seen.peak = Math.max(seen.peak, seen.inFlight);
+        if (seen.inFlight >= BUDGET) open?.();
+        try {
+          await gate;
+          return (await trio.chat(body.messages as ChatMessage[])).text;
+        } finally {
+          seen.inFlight--;
+        }
+      },
+    });
+  });
+  afterAll(() => server.close());
+
+  /** A cycle of eight tasks: more designs than the budget, so it is the budget that holds them back. */
+  const small = { skillsPerCycle: 4, envsPerSkill: 2, playsPerEnv: 1, maxTurns: 2, repairTurns: 0 };
+
+  it("the app: the Models panel's client sees up to `concurrency` requests in flight, never more", async () => {
+    arm();
+    const models = new ModelsState(new MemoryStore(), () => null);
+    models.roles = { designer: 'openai', hint: 'openai', agent: 'openai' };
+    models.openai = { baseURL: server.url, model: 'tiny', apiKey: '', contextWindow: null };
+    const config: Config = { ...DEFAULTS, seed: 3, concurrency: BUDGET, ...small };
+    const store = new StoreRunStore(new MemoryStore(), 'openai-budget');
+    await new SpadeLoop({
+      spec: {
+        config,
+        skills: ['mathematical', 'logical_deduction', 'spatial', 'pattern_recognition'],
+        models: { designer: 'openai', hint: 'openai', agent: 'openai' },
+        corpus: 'test',
+        createdAt: '2026-12-01T00:00:00Z',
+      },
+      models: models.modelsForRun(),
+      runner: inProcessRunner(),
+      corpus,
+      store,
+    }).run(1);
+    expect((await store.readArchive()).filter((a) => a.valid).length).toBeGreaterThan(0); // it ran over the wire
+    expect(seen.peak).toBe(BUDGET);
+  });
+
+  it('spade run: the same budget, set with --set concurrency=N', async () => {
+    arm();
+    const out = await mkdtemp(join(tmpdir(), 'spade-budget-'));
+    const sets = Object.entries({ ...small, concurrency: BUDGET }).flatMap(([k, v]) => ['--set', `${k}=${v}`]);
+    const err: string[] = [];
+    const code = await main(
+      ['run', '--backend', 'openai', '--base-url', server.url, '--model', 'tiny', '--out', join(out, 'r')].concat(
+        ['--iterations', '1', '--corpus', 'none', '--json'],
+        sets,
+      ),
+      { out: () => {}, err: (l) => err.push(l) },
+    );
+    expect(code, err.join('\n')).toBe(0);
+    expect(seen.peak).toBe(BUDGET);
+  }, 60_000);
 });

@@ -49,7 +49,12 @@ export interface OpenAIConfig extends Partial<ModelLimits> {
   baseURL: string;
   model: string;
   apiKey?: string;
-  /** Requests in flight at once (default 4: small servers queue the rest anyway). */
+  /**
+   * A cap of this client's own on requests in flight. Unset by default: a run's `concurrency` (its one
+   * budget of chats in flight, core/spade/loop.ts) already bounds them, for this backend as for every
+   * other, so a server sees up to `concurrency` requests and never more. Set it only where no such
+   * budget exists (a caller of its own that must spare a small server).
+   */
   maxConcurrency?: number;
   /** Retries on 408/409/429/5xx and timeouts, with exponential backoff (default 3). */
   maxRetries?: number;
@@ -134,7 +139,8 @@ export class OpenAIChatModel implements ChatModel {
   readonly capabilities: ModelCapabilities;
   readonly limits: ModelLimits;
   private readonly client: OpenAI;
-  private readonly limiter: Limiter;
+  /** The client's own cap (config.maxConcurrency), or null: the caller's budget bounds the calls. */
+  private readonly limiter: Limiter | null;
 
   constructor(readonly config: OpenAIConfig) {
     if (!/^https?:\/\//.test(config.baseURL)) {
@@ -165,7 +171,7 @@ export class OpenAIChatModel implements ChatModel {
       dangerouslyAllowBrowser: true,
       ...(config.fetch ? { fetch: config.fetch } : {}),
     });
-    this.limiter = new Limiter(Math.max(1, config.maxConcurrency ?? 4));
+    this.limiter = config.maxConcurrency === undefined ? null : new Limiter(Math.max(1, config.maxConcurrency));
   }
 
   /** Where capabilities.contextWindow came from (after probe(): 'server' when the server reported it). */
@@ -197,7 +203,7 @@ export class OpenAIChatModel implements ChatModel {
   }
 
   chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
-    return this.limiter.run(async () => {
+    const send = async () => {
       await this.probe();
       const kwargs = this.sendsKwargs();
       try {
@@ -207,7 +213,8 @@ export class OpenAIChatModel implements ChatModel {
         this.kwargsRefused = true;
         return this.call(messages, options);
       }
-    });
+    };
+    return this.limiter ? this.limiter.run(send) : send();
   }
 
   private sendsKwargs(): boolean {
