@@ -8,6 +8,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   plugins: [svelte()],
   test: {
+    // worker threads the code under test starts (platform/node/workers.ts) run TypeScript through the
+    // loader the `spade` entry point registers; vitest is the entry point here
+    env: { SPADE_TS_LOADER: new URL('./bin/ts_loader.js', import.meta.url).href },
     projects: [
       {
         extends: true,

@@ -14,7 +14,7 @@ if (
   process.exit(0);
 }
 
-await import('./register.js');
+await import('../bin/ts_loader.js'); // the entry point's TypeScript loader
 const { buildDefaultCorpus } = await import('../src/platform/node/corpus_build.ts');
 const { passages, bytes } = buildDefaultCorpus();
 console.log(`corpus: ${passages} passages, ${(bytes / 2 ** 20).toFixed(1)} MiB → public/corpus/default.jsonl`);

@@ -2,7 +2,7 @@
 // our engine's logits for them on the CPU references (every position), a LoRA adapter in PEFT
 // format with non-zero B, and our logits with that adapter. scripts/device/check.py compares all of
 // it with Hugging Face transformers and PEFT on a machine that has them.
-//   node --import ./scripts/register.js scripts/device/make_refs.ts
+//   node --import ./bin/ts_loader.js scripts/device/make_refs.ts
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createRng } from '../../src/core/rng.ts';
 import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';

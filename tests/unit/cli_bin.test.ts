@@ -1,5 +1,5 @@
 // The `spade` command as users run it: `node bin/spade.js ...` in a child process, through the real
-// TypeScript loader (scripts/register.js) and process exit code — exit 0 on success, 1 on a failed
+// TypeScript loader (bin/ts_loader.js) and process exit code — exit 0 on success, 1 on a failed
 // check, 2 on bad usage, and with --json the last line of stdout is one JSON object. (cli.test.ts
 // covers the commands in depth by calling main() in-process; this file checks the binary around it.)
 import { spawn } from 'node:child_process';

@@ -1,5 +1,8 @@
 // Imports run downward only where eslint's layer rules do not look: no module under src/ imports
-// from scripts/ (a script may use src/, never the reverse), and in src/cli only the dispatcher
+// from scripts/ (a script may use src/, never the reverse), nor does any product module (src/,
+// workers/, bin/) load one at run time by naming its path (`new URL('../scripts/x.js',
+// import.meta.url)`, a worker's `--import`): the TypeScript loader is the entry points' (bin/), and in
+// src/cli only the dispatcher
 // (spade.ts) and the commands (cmd_*.ts) import a command module — a shared helper lives in a helper
 // module or in platform/. Every static, re-exported, side-effect and dynamic import is read.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -29,6 +32,20 @@ function imports(file: string): string[] {
     .map((s) => relative(ROOT, resolve(dirname(file), s)));
 }
 
+const COMMENTS = /\/\*[\s\S]*?\*\/|^[ \t]*\/\/.*$/gm;
+const QUOTED = /(['"`])((?:(?!\1)[^\\\n])*)\1/g;
+
+/**
+ * Every path a file names in a string literal (comments aside) that lands in scripts/: a relative
+ * one resolved from the file, any other that has a scripts/ folder in it as written.
+ */
+function scriptPaths(file: string, text: string): string[] {
+  return [...text.replace(COMMENTS, '').matchAll(QUOTED)]
+    .map((m) => m[2]!)
+    .map((s) => (s.startsWith('.') ? relative(ROOT, resolve(dirname(file), s.split('?')[0]!)) : s))
+    .filter((s) => /^(\.\/)?scripts\/|\/scripts\/[^/]+\.[cm]?[jt]s$/.test(s));
+}
+
 describe('import direction', () => {
   it('no module under src/ imports from scripts/', () => {
     const back = files(join(ROOT, 'src')).flatMap((f) =>
@@ -37,6 +54,24 @@ describe('import direction', () => {
         .map((to) => `${relative(ROOT, f)} → ${to}`),
     );
     expect(back).toEqual([]);
+  });
+
+  it('no product module loads a file from scripts/ at run time, by import or by naming its path', () => {
+    // the detector itself: a worker's loader named by URL, by --import and by an import
+    const probe = join(ROOT, 'src/platform/node/probe.ts');
+    expect(scriptPaths(probe, "const R = new URL('../../../scripts/register.js', import.meta.url).href;")).toEqual([
+      'scripts/register.js',
+    ]);
+    expect(scriptPaths(probe, "new Worker(entry, { execArgv: ['--import', './scripts/register.js'] });")).toHaveLength(
+      1,
+    );
+    expect(scriptPaths(probe, "// see '../../../scripts/register.js'\nconst ok = '../rpc.ts';")).toEqual([]);
+    const product = [...files(join(ROOT, 'src')), ...files(join(ROOT, 'workers')), ...files(join(ROOT, 'bin'))];
+    expect(product.some((f) => f.endsWith('bin/spade.js'))).toBe(true);
+    const loads = product.flatMap((f) =>
+      scriptPaths(f, readFileSync(f, 'utf8')).map((to) => `${relative(ROOT, f)} → ${to}`),
+    );
+    expect(loads).toEqual([]);
   });
 
   it('only the dispatcher and the commands import a command module', () => {

@@ -5,7 +5,12 @@
 import { Worker } from 'node:worker_threads';
 import { Comlink, nodeEndpoint } from '../rpc.ts';
 
-const REGISTER = new URL('../../../scripts/register.js', import.meta.url).href;
+/**
+ * What a worker needs to run a .ts entry: the TypeScript loader the entry point registered
+ * (bin/ts_loader.js sets SPADE_TS_LOADER to its URL; the test runner sets it too). Unset: the
+ * process runs without one, and so do its workers.
+ */
+const loaderArgs = (): string[] => (process.env.SPADE_TS_LOADER ? ['--import', process.env.SPADE_TS_LOADER] : []);
 
 export interface NodeWorkerHandle<T> {
   api: Comlink.Remote<T>;
@@ -14,7 +19,7 @@ export interface NodeWorkerHandle<T> {
 }
 
 export function spawnNodeWorker<T>(entry: URL): NodeWorkerHandle<T> {
-  const worker = new Worker(entry, { execArgv: ['--import', REGISTER] });
+  const worker = new Worker(entry, { execArgv: loaderArgs() });
   const api = Comlink.wrap<T>(nodeEndpoint(worker as unknown as Parameters<typeof nodeEndpoint>[0]));
   return {
     api,
