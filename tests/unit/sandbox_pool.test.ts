@@ -8,6 +8,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { SandboxMemoryError, SandboxTimeoutError, WorkerCrashedError } from '../../src/core/errors.ts';
 import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { SandboxPool, type WorkerHandle } from '../../src/core/sandbox/pool.ts';
+import type { ReplyBatch, SandboxCall } from '../../src/core/sandbox/worker_api.ts';
 import { CHECK_NAMES, type CheckReport } from '../../src/core/env/checker.ts';
 import { validate } from '../../src/cli/cmd_env.ts';
 import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
@@ -63,32 +64,48 @@ describe('sandbox pool (Node workers)', () => {
   });
 });
 
-/** A worker stand-in: `hang` names calls that never answer; `die()` reports a crash. */
-function fakeWorkers(opts: { ping?: 'hang'; hang?: string[] } = {}) {
-  const made: { die(err: Error): void; terminated: boolean }[] = [];
+/**
+ * A worker stand-in that runs its calls in order: `hang` names calls that never answer, `takes`
+ * how long (timer ms) a call runs before it answers; `die()` reports a crash.
+ */
+function fakeWorkers(opts: { ping?: 'hang'; hang?: string[]; takes?: Record<string, number> } = {}) {
+  const made: { die(err: Error): void; terminated: boolean; posts: number }[] = [];
   const factory = (): WorkerHandle => {
-    let listener: ((err: Error) => void) | undefined;
-    const never = new Promise<never>(() => undefined);
-    const answer = <T>(name: string, value: T): Promise<T> =>
-      opts.hang?.includes(name) ? never : Promise.resolve(value);
-    const w = { die: (err: Error) => listener?.(err), terminated: false };
+    let death: ((err: Error) => void) | undefined;
+    let reply: ((msg: ReplyBatch) => void) | undefined;
+    const w = { die: (err: Error) => death?.(err), terminated: false, posts: 0 };
     made.push(w);
     let n = 0;
+    let running: Promise<void> = Promise.resolve(); // a worker runs its calls in order
+    let stuck = false; // one that hangs holds up the rest
+    const answer = (c: SandboxCall): unknown => {
+      if (c.op === 'load') return { id: `e${++n}`, className: 'FakeEnv', setting: 'games', tools: [] };
+      if (c.op === 'reset') return ['o', {}];
+      if (c.op === 'step') return ['o', 0, false, false, {}];
+      if (c.op === 'solution') return ['a'];
+      if (c.op === 'ping') return 'pong';
+      return undefined;
+    };
     return {
-      api: {
-        ping: () => (opts.ping === 'hang' ? never : Promise.resolve('pong')),
-        load: () => answer('load', { id: `e${++n}`, className: 'FakeEnv', setting: 'games' as const, tools: [] }),
-        reset: () => answer('reset', ['o', {}] as [string, Record<string, unknown>]),
-        step: () =>
-          answer('step', ['o', 0, false, false, {}] as [string, number, boolean, boolean, Record<string, unknown>]),
-        solution: () => answer('solution', ['a']),
-        dispose: () => answer('dispose', undefined),
-        liveCount: () => Promise.resolve(0),
+      post: (batch) => {
+        w.posts++;
+        running = running.then(async () => {
+          for (const c of batch.calls) {
+            if (stuck || (c.op === 'ping' ? opts.ping === 'hang' : opts.hang?.includes(c.op))) {
+              stuck = true;
+              return;
+            }
+            const ms = opts.takes?.[c.op] ?? 0;
+            if (ms > 0) await new Promise((r) => setTimeout(r, ms));
+            reply?.({ replies: [{ seq: c.seq, ok: true, value: answer(c) }] });
+          }
+        });
       },
+      onReplies: (l) => (reply = l),
       terminate: () => {
         w.terminated = true;
       },
-      onDeath: (l) => (listener = l),
+      onDeath: (l) => (death = l),
     };
   };
   return { factory, made };
@@ -97,6 +114,37 @@ function fakeWorkers(opts: { ping?: 'hang'; hang?: string[] } = {}) {
 describe('sandbox pool timers and lost environments', () => {
   afterEach(() => {
     vi.useRealTimers();
+  });
+
+  it('sends calls made together to a worker in one message, and settles each as its reply comes', async () => {
+    const { factory, made } = fakeWorkers({ takes: { step: 5 } });
+    const pool = new SandboxPool(factory, { size: 1 });
+    const ids: string[] = [];
+    for (let i = 0; i < 8; i++) ids.push((await pool.load('class AEnv {}')).id);
+    const before = made[0]!.posts;
+    const settled: number[] = [];
+    const steps = ids.map((id, i) => pool.step(id, 'x').then(() => settled.push(i)));
+    await Promise.all(steps);
+    expect(made[0]!.posts - before).toBe(1); // eight sessions' steps, one message
+    expect(settled).toEqual([0, 1, 2, 3, 4, 5, 6, 7]); // each settled on its own reply, in order
+    await pool.terminate();
+  });
+
+  it('a call in a batch is timed from when the worker starts it, not from when the batch was sent', async () => {
+    vi.useFakeTimers();
+    // each reset runs 1,000 ms of its 1,000 ms limit; the step's budget is 250 + 500 ms
+    const { factory, made } = fakeWorkers({ takes: { reset: DEFAULT_LIMITS.resetMs } });
+    const pool = new SandboxPool(factory, { size: 1, graceMs: 500 });
+    const slow = await pool.load('class SlowEnv {}');
+    const good = await pool.load('class GoodEnv {}');
+    const calls = Promise.all([pool.reset(slow.id, 0), pool.reset(slow.id, 1), pool.step(good.id, 'x')]);
+    await vi.advanceTimersByTimeAsync(2 * DEFAULT_LIMITS.resetMs + 10);
+    const [, , step] = await calls; // 2,000 ms after the batch went: the step's own 750 ms began at 2,000
+    expect(step[0]).toBe('o');
+    expect(pool.kills).toBe(0);
+    expect(made).toHaveLength(1);
+    await pool.terminate();
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   it('terminate() clears the start-up timer of a worker that never answered', async () => {

@@ -1,15 +1,16 @@
 /**
- * A pool of sandbox workers with a kill switch. Calls are routed to the worker
- * that holds the environment (loads go to the least busy worker whose memory budget has
- * room for the new environment's limit). A worker runs one call at a time, so the pool
- * queues calls per worker and sends the next only when the last has answered; each call's
- * watchdog (its own limit plus a grace period) starts when it is sent, so time spent waiting
- * behind a neighbour never counts against it. A worker that does not answer in
- * time (a GC-thrashing allocation, a long native loop, a crashed worker) is terminated
- * and replaced, and the caller gets a typed error. Environments on other workers are
- * untouched; those on the replaced worker fail with an error that names the cause.
- * The checker runs here, call by call, so every one of its calls has that watchdog too.
- * Pure: the factory that makes workers comes from the platform (browser or Node).
+ * A pool of sandbox workers with a kill switch. Calls are routed to the worker that holds the
+ * environment (loads go to the least busy worker whose memory budget has room for the new
+ * environment's limit). Calls for one worker queue on the pool's side and go to it in batches —
+ * several sessions' steps in one message — sent whenever the worker is down to its last call, so
+ * it never waits for work; it runs them in order and replies to each as it finishes. A call's
+ * watchdog (its own limit plus a grace period) counts from when the worker starts it: when its
+ * batch is sent to an idle worker, else when the call before it answers. Time spent queued behind
+ * a neighbour never counts against it. A worker that does not answer in time (a GC-thrashing
+ * allocation, a long native loop, a crashed worker) is terminated and replaced, and the caller gets
+ * a typed error. Environments on other workers are untouched; those on the replaced worker fail
+ * with an error that names the cause. The checker runs here, call by call, so every one of its
+ * calls has that watchdog too. Pure: the factory that makes workers comes from the platform.
  */
 import {
   SandboxMemoryError,
@@ -22,33 +23,59 @@ import {
 import { checkEnv, type CheckOptions, type CheckReport, type EnvRunner } from '../env/checker.ts';
 import type { LoadedEnv, ResetResult, StepResult } from '../env/contract.ts';
 import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from '../env/limits.ts';
-import type { SandboxWorkerApi } from './worker_api.ts';
+import type { CallBatch, ReplyBatch, SandboxCall } from './worker_api.ts';
 
-type Promised<T> = {
-  [K in keyof T]: T[K] extends (...a: infer A) => infer R ? (...a: A) => Promise<Awaited<R>> : never;
-};
+/** A call without its sequence number (the pool numbers them per worker). */
+type Call = SandboxCall extends infer C ? (C extends SandboxCall ? Omit<C, 'seq'> : never) : never;
+
+/**
+ * Most calls in one message: at the 64 KiB action limit a batch stays under 4 MiB, and the
+ * sessions one worker holds (48 at the default memory limit) fit in one batch.
+ */
+const BATCH_MAX = 64;
 
 export interface WorkerHandle {
-  api: Promised<SandboxWorkerApi>;
+  /** Send calls; the worker runs them in order and answers each with a ReplyBatch as it finishes. */
+  post(batch: CallBatch): void;
+  /** Set the listener for the worker's replies (once, before the first post). */
+  onReplies(listener: (msg: ReplyBatch) => void): void;
   terminate(): unknown;
   /** Calls `listener` once if the worker dies on its own (a crash, an error at start-up). */
   onDeath?(listener: (err: Error) => void): void;
+}
+
+/** A call queued for a worker or in flight on it. */
+interface Pending {
+  call: SandboxCall;
+  /** Its limit plus the grace period: how long the worker may take once it starts it. */
+  budgetMs: number;
+  limitMs: number;
+  what: string;
+  resolve(value: unknown): void;
+  reject(err: Error): void;
 }
 
 interface Slot {
   handle: WorkerHandle;
   /** Resolves once the worker answers a ping (its QuickJS module is compiled); rejects if it never does. */
   ready: Promise<void>;
+  isReady: boolean;
   /** The start-up timer, cleared when the ping settles, the worker dies, or the pool terminates. */
   startTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Rejects (with the cause) when this generation of the worker ends; every call in flight races it. */
+  /** Rejects (with the cause) when this generation of the worker ends. */
   ended: Promise<never>;
   end: (err: Error) => void;
   generation: number;
-  /** Calls queued or in flight. */
-  busy: number;
-  /** Settles when the last call queued on this generation of the worker has answered. */
-  tail: Promise<unknown>;
+  /** Calls not yet sent, and calls sent in order (the first is the one the worker is running). */
+  queue: Pending[];
+  inflight: Pending[];
+  /** When (performance.now()) the worker started inflight[0]. */
+  startedAt: number;
+  /** The watchdog: one timer per worker, for the call it is running (it re-arms when it fires early). */
+  watchdog: ReturnType<typeof setTimeout> | undefined;
+  watchdogAt: number;
+  flushQueued: boolean;
+  nextSeq: number;
   /** Environments loaded and not yet disposed. */
   live: number;
   /** The memory limits of those environments, added up (a worker's budget is MODULE_BUDGET_BYTES). */
@@ -115,7 +142,7 @@ export class SandboxPool implements EnvRunner {
 
   /** No environment is loaded and no call is queued or in flight. */
   get idle(): boolean {
-    return this.envs.size === 0 && this.slots.every((s) => s.busy === 0);
+    return this.envs.size === 0 && this.slots.every((s) => busy(s) === 0);
   }
 
   /**
@@ -133,9 +160,9 @@ export class SandboxPool implements EnvRunner {
       s.reserved += limits.memoryBytes;
       let info: LoadedEnv;
       try {
-        info = await this.guard(
+        info = await this.call<LoadedEnv>(
           slot,
-          (api) => api.load(code, maxTurns, limits),
+          { op: 'load', code, maxTurns, limits },
           limits.loadMs,
           'loading the environment',
         );
@@ -155,17 +182,17 @@ export class SandboxPool implements EnvRunner {
 
   async reset(id: string, seed: number): Promise<ResetResult> {
     const e = this.env(id);
-    return this.guard(e.slot, (api) => api.reset(e.inner, seed), e.limits.resetMs, `reset() of ${id}`);
+    return this.call(e.slot, { op: 'reset', id: e.inner, seed }, e.limits.resetMs, `reset() of ${id}`);
   }
 
   async step(id: string, action: string): Promise<StepResult> {
     const e = this.env(id);
-    return this.guard(e.slot, (api) => api.step(e.inner, action), e.limits.stepMs, `step() of ${id}`);
+    return this.call(e.slot, { op: 'step', id: e.inner, action }, e.limits.stepMs, `step() of ${id}`);
   }
 
   async solution(id: string): Promise<string[]> {
     const e = this.env(id);
-    return this.guard(e.slot, (api) => api.solution(e.inner), e.limits.resetMs, `solution() of ${id}`);
+    return this.call(e.slot, { op: 'solution', id: e.inner }, e.limits.resetMs, `solution() of ${id}`);
   }
 
   /**
@@ -181,7 +208,7 @@ export class SandboxPool implements EnvRunner {
     slot.live--;
     slot.reserved -= e.limits.memoryBytes;
     try {
-      await this.guard(e.slot, (api) => api.dispose(e.inner), e.limits.stepMs, `close() of ${id}`);
+      await this.call(e.slot, { op: 'dispose', id: e.inner }, e.limits.stepMs, `close() of ${id}`);
     } catch (err) {
       const s = serializeError(err);
       throw deserializeError({
@@ -253,7 +280,9 @@ export class SandboxPool implements EnvRunner {
     const waits: unknown[] = [];
     for (const slot of this.slots) {
       clearTimeout(slot.startTimer);
+      clearTimeout(slot.watchdog);
       slot.end(stopped);
+      failAll(slot, stopped);
       try {
         waits.push(Promise.resolve(slot.handle.terminate()).catch(() => undefined));
       } catch {
@@ -272,12 +301,21 @@ export class SandboxPool implements EnvRunner {
     const slot = this.slots[index]!;
     slot.handle = handle;
     slot.generation = generation;
-    slot.busy = 0;
-    slot.tail = Promise.resolve();
+    slot.isReady = false;
+    slot.queue = [];
+    slot.inflight = [];
+    slot.startedAt = 0;
+    slot.watchdog = undefined;
+    slot.watchdogAt = Infinity;
+    slot.flushQueued = false;
+    slot.nextSeq = 1;
     slot.live = 0;
     slot.reserved = 0;
     slot.ended = new Promise<never>((_, reject) => (slot.end = reject));
-    slot.ended.catch(() => undefined); // raced by calls; not an unhandled rejection on its own
+    slot.ended.catch(() => undefined); // raced by the start-up; not an unhandled rejection on its own
+    handle.onReplies((msg) => {
+      if (slot.generation === generation && !this.closed) this.onReplies(index, msg);
+    });
     const startedIn = new Promise<never>((_, reject) => {
       slot.startTimer = setTimeout(
         () =>
@@ -289,10 +327,31 @@ export class SandboxPool implements EnvRunner {
         this.startMs,
       );
     });
-    slot.ready = Promise.race([handle.api.ping().then(() => undefined), startedIn, slot.ended]).finally(() => {
+    // the ping has no watchdog of its own: the start-up timer is its limit
+    const ping = new Promise<void>((resolve, reject) =>
+      this.enqueue(
+        slot,
+        { op: 'ping' },
+        Infinity,
+        0,
+        'starting the sandbox worker',
+        () => {
+          slot.isReady = true; // only this generation's ping can answer (older replies are dropped)
+          resolve();
+        },
+        reject,
+      ),
+    );
+    slot.ready = Promise.race([ping, startedIn, slot.ended]).finally(() => {
       if (slot.generation === generation) clearTimeout(slot.startTimer);
     });
-    slot.ready.catch(() => undefined); // reported to the first caller, not as an unhandled rejection
+    slot.ready.then(
+      () => {
+        if (slot.generation === generation) this.flush(slot);
+      },
+      () => undefined, // reported to the first caller, not as an unhandled rejection
+    );
+    this.flush(slot);
     handle.onDeath?.((err) => {
       if (this.closed || slot.generation !== generation) return;
       this.replace(index, generation, `its worker died (${err.message})`);
@@ -318,7 +377,7 @@ export class SandboxPool implements EnvRunner {
    * those not in `skip` with room for `bytes` more; when none has room, the one with the most room.
    */
   private leastBusy(bytes: number, skip: Set<number>): number {
-    const load = (s: Slot) => s.busy * 1e6 + s.live;
+    const load = (s: Slot) => busy(s) * 1e6 + s.live;
     let best = -1;
     let roomiest = -1;
     for (let i = 0; i < this.slots.length; i++) {
@@ -331,56 +390,127 @@ export class SandboxPool implements EnvRunner {
     return best >= 0 ? best : roomiest;
   }
 
-  private async guard<T>(
-    slotIndex: number,
-    call: (api: WorkerHandle['api']) => Promise<T>,
-    limitMs: number,
-    what: string,
-  ): Promise<T> {
+  /** Queue `call` for the worker in `slotIndex` under `limitMs` (plus the grace period) once it starts. */
+  private async call<T>(slotIndex: number, call: Call, limitMs: number, what: string): Promise<T> {
     if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');
     const slot = this.slots[slotIndex]!;
-    const generation = slot.generation;
-    try {
-      await slot.ready;
-    } catch (err) {
-      // a worker that never started is replaced, so later calls do not keep landing on it
-      this.replace(slotIndex, generation, 'it did not start');
-      throw err;
-    }
-    const budget = limitMs + this.graceMs;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    // one call at a time per worker: wait for the calls queued before this one to answer
-    const before = slot.tail;
-    let done!: () => void;
-    slot.tail = new Promise<void>((resolve) => (done = resolve));
-    slot.busy++;
-    try {
-      await Promise.race([before, slot.ended]);
+    if (!slot.isReady) {
+      const generation = slot.generation;
+      try {
+        await slot.ready;
+      } catch (err) {
+        // a worker that never started is replaced, so later calls do not keep landing on it
+        this.replace(slotIndex, generation, 'it did not start');
+        throw err;
+      }
+      if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');
       if (slot.generation !== generation)
         throw new WorkerCrashedError(`${what} was lost: its sandbox worker was replaced.`, { lost: true });
-      const watchdog = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          const err = new SandboxTimeoutError(
-            `${what} did not return within ${budget} ms, so its sandbox worker was stopped and replaced. ` +
-              'Look for endless loops, long loops inside built-ins, or allocations that keep growing.',
-            { limitMs, budgetMs: budget, killed: true },
-          );
-          reject(err);
-          this.replace(slotIndex, generation, `${what} did not return within ${budget} ms`);
-        }, budget);
-      });
-      return await Promise.race([call(slot.handle.api), watchdog, slot.ended]);
-    } catch (err) {
-      // a sibling's watchdog (or a crash) ended this worker while the call was in flight
-      if (slot.generation !== generation && !isSandboxLoss(err)) {
-        throw new WorkerCrashedError(`${what} was lost: ${(err as Error).message}`, { lost: true });
-      }
-      throw err;
-    } finally {
-      clearTimeout(timer);
-      done();
-      if (slot.generation === generation) slot.busy--;
     }
+    return new Promise<T>((resolve, reject) =>
+      this.enqueue(slot, call, limitMs + this.graceMs, limitMs, what, resolve as (v: unknown) => void, reject),
+    );
+  }
+
+  private enqueue(
+    slot: Slot,
+    call: Call,
+    budgetMs: number,
+    limitMs: number,
+    what: string,
+    resolve: (v: unknown) => void,
+    reject: (err: Error) => void,
+  ): void {
+    slot.queue.push({
+      call: { ...call, seq: slot.nextSeq++ } as SandboxCall,
+      budgetMs,
+      limitMs,
+      what,
+      resolve,
+      reject,
+    });
+    if (!slot.flushQueued) {
+      // calls made in the same turn go in one message
+      slot.flushQueued = true;
+      queueMicrotask(() => {
+        slot.flushQueued = false;
+        this.flush(slot);
+      });
+    }
+  }
+
+  /** Send the queued calls when the worker is down to its last call (or idle), so it never waits for work. */
+  private flush(slot: Slot): void {
+    if (slot.queue.length === 0 || slot.inflight.length > 1 || this.closed) return;
+    // before the ping has answered, only the ping goes
+    if (!slot.isReady && slot.queue[0]!.call.op !== 'ping') return;
+    const batch = slot.queue.splice(0, slot.isReady ? BATCH_MAX : 1);
+    const idle = slot.inflight.length === 0;
+    for (const p of batch) slot.inflight.push(p);
+    if (idle) this.started(slot);
+    try {
+      slot.handle.post({ calls: batch.map((p) => p.call) });
+    } catch (err) {
+      // a worker that cannot take a message is as good as dead
+      this.replace(this.slots.indexOf(slot), slot.generation, `it refused a message (${(err as Error).message})`);
+    }
+  }
+
+  /** The worker has started inflight[0] now: arm the watchdog for it. */
+  private started(slot: Slot): void {
+    const head = slot.inflight[0];
+    if (!head) {
+      clearTimeout(slot.watchdog);
+      slot.watchdog = undefined;
+      slot.watchdogAt = Infinity;
+      return;
+    }
+    slot.startedAt = performance.now();
+    this.armWatchdog(slot, slot.startedAt + head.budgetMs);
+  }
+
+  /** One timer per worker: set for `at` unless one already fires sooner (it then re-arms itself). */
+  private armWatchdog(slot: Slot, at: number): void {
+    if (at === Infinity || (slot.watchdog !== undefined && slot.watchdogAt <= at)) return;
+    clearTimeout(slot.watchdog);
+    slot.watchdogAt = at;
+    const generation = slot.generation;
+    slot.watchdog = setTimeout(() => this.watchdogFired(slot, generation), Math.max(0, at - performance.now()));
+  }
+
+  private watchdogFired(slot: Slot, generation: number): void {
+    slot.watchdog = undefined;
+    slot.watchdogAt = Infinity;
+    if (slot.generation !== generation || this.closed) return;
+    const head = slot.inflight[0];
+    if (!head) return;
+    const due = slot.startedAt + head.budgetMs;
+    if (performance.now() < due) return this.armWatchdog(slot, due);
+    head.reject(
+      new SandboxTimeoutError(
+        `${head.what} did not return within ${head.budgetMs} ms, so its sandbox worker was stopped and replaced. ` +
+          'Look for endless loops, long loops inside built-ins, or allocations that keep growing.',
+        { limitMs: head.limitMs, budgetMs: head.budgetMs, killed: true },
+      ),
+    );
+    slot.inflight.shift();
+    this.replace(this.slots.indexOf(slot), generation, `${head.what} did not return within ${head.budgetMs} ms`);
+  }
+
+  private onReplies(slotIndex: number, msg: ReplyBatch): void {
+    const slot = this.slots[slotIndex]!;
+    for (const r of msg.replies) {
+      const p = slot.inflight.shift();
+      if (!p || p.call.seq !== r.seq) {
+        if (p) slot.inflight.unshift(p);
+        this.replace(slotIndex, slot.generation, `it answered call ${r.seq} out of order`);
+        return;
+      }
+      if (r.ok) p.resolve(r.value);
+      else p.reject(deserializeError(r.error));
+      this.started(slot); // the next call, if any, starts now
+    }
+    this.flush(slot);
   }
 
   /** Replace the worker in `slotIndex` (if still `generation`), failing everything it held with `cause`. */
@@ -391,7 +521,10 @@ export class SandboxPool implements EnvRunner {
     this.causes[slotIndex]![generation] = cause;
     const old = slot.handle;
     clearTimeout(slot.startTimer);
-    slot.end(new WorkerCrashedError(`The sandbox worker was replaced because ${cause}.`, { lost: true, cause }));
+    clearTimeout(slot.watchdog);
+    const lost = new WorkerCrashedError(`The sandbox worker was replaced because ${cause}.`, { lost: true, cause });
+    slot.end(lost);
+    failAll(slot, lost);
     this.startSlot(slotIndex, generation + 1);
     try {
       void Promise.resolve(old.terminate()).catch(() => undefined);
@@ -399,4 +532,15 @@ export class SandboxPool implements EnvRunner {
       /* a dead worker may throw on terminate */
     }
   }
+}
+
+/** Calls queued or in flight on a worker (its start-up ping not counted). */
+const busy = (s: Slot): number => s.queue.length + s.inflight.length - (s.isReady ? 0 : 1);
+
+/** Fail every call queued or in flight on a worker that has ended. */
+function failAll(slot: Slot, err: Error): void {
+  const pending = [...slot.inflight, ...slot.queue];
+  slot.inflight = [];
+  slot.queue = [];
+  for (const p of pending) p.reject(err);
 }

@@ -1,12 +1,100 @@
 /**
- * What the sandbox worker exposes over comlink: the SandboxHost's calls. (The checker
- * runs on the pool's side, so each of its calls has the pool's watchdog.) The object is
- * returned synchronously and each call waits for QuickJS to be ready, so the
- * worker can start listening at once: a message sent to a module worker while it
- * is still awaiting at top level can be dropped.
+ * The sandbox worker's side: a SandboxHost and the message protocol the pool speaks to it.
+ *
+ * The pool sends batches of calls (several sessions' steps in one message); the worker runs them
+ * in order, one at a time, and posts each call's reply as soon as that call has finished, so a
+ * reply never waits for the rest of its batch and the pool knows when the next call started
+ * (its watchdog times a call from then). Errors cross as {name, message, data} and are rebuilt
+ * as their own class on the pool's side. The worker starts listening at once and each batch waits
+ * for QuickJS to be ready: a message sent to a module worker while it is still awaiting at top
+ * level can be dropped.
+ *
+ * createSandboxWorkerApi is the same host as an in-process EnvRunner (the checker, tests, the Lab).
  */
-import { SandboxHost, type SandboxLimits } from './host.ts';
+import { serializeError, type SerializedError } from '../errors.ts';
+import type { SandboxLimits } from '../env/limits.ts';
+import { SandboxHost } from './host.ts';
 
+/** One call to the worker; `seq` numbers the calls a pool sends to one worker, in order. */
+export type SandboxCall = { seq: number } & (
+  | { op: 'ping' }
+  | { op: 'load'; code: string; maxTurns?: number; limits?: SandboxLimits }
+  | { op: 'reset'; id: string; seed: number }
+  | { op: 'step'; id: string; action: string }
+  | { op: 'solution'; id: string }
+  | { op: 'dispose'; id: string }
+);
+
+export type SandboxReply = { seq: number } & ({ ok: true; value: unknown } | { ok: false; error: SerializedError });
+
+/** What the pool posts: calls to run in order. */
+export interface CallBatch {
+  calls: SandboxCall[];
+}
+
+/** What the worker posts: the replies of calls that have finished, in call order. */
+export interface ReplyBatch {
+  replies: SandboxReply[];
+}
+
+function run(host: SandboxHost, c: SandboxCall): unknown {
+  switch (c.op) {
+    case 'ping':
+      return host.ping();
+    case 'load':
+      return host.load(c.code, c.maxTurns, c.limits);
+    case 'reset':
+      return host.reset(c.id, c.seed);
+    case 'step':
+      return host.step(c.id, c.action);
+    case 'solution':
+      return host.solution(c.id);
+    case 'dispose':
+      return host.dispose(c.id);
+  }
+}
+
+/**
+ * The worker's message handler: give it every CallBatch received; it calls `post` with each reply.
+ * `ready` is the worker's host (created once, at start).
+ */
+export function serveSandbox(
+  post: (msg: ReplyBatch) => void,
+  ready: Promise<SandboxHost> = SandboxHost.create(),
+): (batch: CallBatch) => void {
+  let chain: Promise<void> = Promise.resolve();
+  const fail = (c: SandboxCall, err: unknown) =>
+    post({ replies: [{ seq: c.seq, ok: false, error: serializeError(err) }] });
+  const runBatch = async (batch: CallBatch) => {
+    let host: SandboxHost;
+    try {
+      host = await ready;
+    } catch (err) {
+      for (const c of batch.calls) fail(c, err); // QuickJS did not load: every call says why
+      return;
+    }
+    for (const c of batch.calls) {
+      let value: unknown;
+      try {
+        value = run(host, c);
+        if (value instanceof Promise) value = await value;
+      } catch (err) {
+        fail(c, err);
+        continue;
+      }
+      try {
+        post({ replies: [{ seq: c.seq, ok: true, value }] });
+      } catch (err) {
+        fail(c, err); // a value that cannot be cloned (never expected: replies are parsed JSON)
+      }
+    }
+  };
+  return (batch) => {
+    chain = chain.then(() => runBatch(batch));
+  };
+}
+
+/** The host's calls as an in-process EnvRunner; each waits for QuickJS to be ready. */
 export function createSandboxWorkerApi() {
   const ready = SandboxHost.create();
   return {

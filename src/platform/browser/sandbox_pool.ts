@@ -1,8 +1,6 @@
 /** A SandboxPool of Web Workers running workers/sandbox.worker.ts. */
-import * as Comlink from 'comlink';
-import '../rpc.ts'; // installs the error transfer handler on this side too
-import { SandboxPool, type PoolOptions, type WorkerHandle } from '../../core/sandbox/pool.ts';
-import type { SandboxWorkerApi } from '../../core/sandbox/worker_api.ts';
+import { SandboxPool, type PoolOptions } from '../../core/sandbox/pool.ts';
+import type { ReplyBatch } from '../../core/sandbox/worker_api.ts';
 
 export function createBrowserSandboxPool(opts: PoolOptions = {}): SandboxPool {
   return new SandboxPool(() => {
@@ -10,18 +8,16 @@ export function createBrowserSandboxPool(opts: PoolOptions = {}): SandboxPool {
       type: 'module',
       name: 'spade-sandbox',
     });
-    const api = Comlink.wrap<SandboxWorkerApi>(worker) as unknown as WorkerHandle['api'];
     return {
-      api,
+      post: (batch) => worker.postMessage(batch),
+      onReplies: (listener) => worker.addEventListener('message', (ev: MessageEvent<ReplyBatch>) => listener(ev.data)),
       terminate: () => worker.terminate(),
       onDeath(listener) {
         // a script that fails to load or throws at top level: fail the waiting calls now, not at the time-out
         worker.addEventListener(
           'error',
           (ev) => listener(new Error(ev.message || 'the sandbox worker failed to start')),
-          {
-            once: true,
-          },
+          { once: true },
         );
       },
     };
