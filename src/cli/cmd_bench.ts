@@ -20,7 +20,7 @@ import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
 import { JSON_FLAG, parseCommand, pickSubcommand, type CommandGroup, type CommandSpec, type Io } from './args.ts';
 import { DEFAULTS } from '../core/config.ts';
 import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
-import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../core/llm/doubles.ts';
+import { scriptedAgent, scriptedDesigner, scriptedHinter } from '../core/llm/scripted_models.ts';
 import { chunkText } from '../core/spade/corpus.ts';
 import { SpadeLoop } from '../core/spade/loop.ts';
 import { StoreRunStore, type RunSpec } from '../core/spade/run_store.ts';

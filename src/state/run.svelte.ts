@@ -15,7 +15,7 @@
 import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
 import type { RunFileWorkerApi } from '../../workers/run_file.worker.ts';
-import { joinChunks } from '../core/bytes.ts';
+import { joinChunks } from '../core/capped_decompress.ts';
 import { concurrencySizes, DEFAULTS, type Config } from '../core/config.ts';
 import { abortError, RunFileError, serializeError } from '../core/errors.ts';
 import type { ChatModel, ModelRole } from '../core/llm/chat_model.ts';

@@ -17,7 +17,7 @@ import type { ChatModel } from '../core/llm/chat_model.ts';
 import { formatSeconds } from '../core/spade/run_progress.ts';
 import type { ArchiveRecord, RolloutRecord } from '../core/spade/run_store.ts';
 import type { Store } from '../core/store.ts';
-import type { StepRecord } from '../core/train/evidence.ts';
+import type { StepRecord } from '../core/train/chart_series.ts';
 import {
   ClosedLoop,
   DEFAULT_LORA,
@@ -43,7 +43,7 @@ import { sandboxPool } from './envs.svelte.ts';
 
 export const LORA_TARGETS: LoraModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
-export type { StepRecord } from '../core/train/evidence.ts';
+export type { StepRecord } from '../core/train/chart_series.ts';
 export type { ProbeRecord } from '../core/train/closed_loop.ts';
 
 /** Where training stands: the run it follows, and the closed loop's progress on it. */

@@ -13,7 +13,7 @@ import type { Page } from 'playwright-core';
 import { DEFAULTS } from '../../src/core/config.ts';
 import { encodeShareLink, makeEnvSet } from '../../src/core/env/envset.ts';
 import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
-import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import { RecordingChatModel } from '../../src/core/llm/replay.ts';
 import { parseCorpusJsonl } from '../../src/core/spade/corpus.ts';
 import { defaultSkills, SpadeLoop } from '../../src/core/spade/loop.ts';

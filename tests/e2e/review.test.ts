@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { DEFAULTS } from '../../src/core/config.ts';
 import type { ChatMessage, ChatModel, ChatOptions } from '../../src/core/llm/chat_model.ts';
-import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import { RecordingChatModel } from '../../src/core/llm/replay.ts';
 import { parseCorpusJsonl } from '../../src/core/spade/corpus.ts';
 import { defaultSkills, SpadeLoop } from '../../src/core/spade/loop.ts';

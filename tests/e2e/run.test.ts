@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { DEFAULTS } from '../../src/core/config.ts';
-import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import { RecordingChatModel } from '../../src/core/llm/replay.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
 import { parseCorpusJsonl } from '../../src/core/spade/corpus.ts';

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
-import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import { TextTokenizer } from '../../src/engine/io/tokenizer.ts';
 
 export interface SmallVllm {

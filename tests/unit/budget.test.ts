@@ -14,7 +14,7 @@ import {
   SAFETY_TOKENS,
 } from '../../src/core/llm/budget.ts';
 import type { ChatMessage, ChatModel, ChatOptions } from '../../src/core/llm/chat_model.ts';
-import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
 import { SpadeLoop } from '../../src/core/spade/loop.ts';
 import { COMPACT_TOOL } from '../../src/core/spade/compact_examples.ts';

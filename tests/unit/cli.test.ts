@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/spade.ts';
 import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
-import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { startFakeOpenAI, type FakeServer } from '../helpers/fake_openai_server.ts';
 

@@ -13,7 +13,7 @@ import { main } from '../../src/cli/spade.ts';
 import { CONCURRENCY_SIZES, concurrencySizes, DEFAULTS, type Config } from '../../src/core/config.ts';
 import { Limiter } from '../../src/core/limiter.ts';
 import type { ChatMessage, ChatModel, ChatOptions, ChatResult } from '../../src/core/llm/chat_model.ts';
-import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import { chunkText } from '../../src/core/spade/corpus.ts';
 import { SpadeLoop } from '../../src/core/spade/loop.ts';
 import { StoreRunStore } from '../../src/core/spade/run_store.ts';
@@ -215,7 +215,7 @@ describe("an OpenAI-compatible server under the run's budget", () => {
 
   it("the app: the Models panel's client sees up to `concurrency` requests in flight, never more", async () => {
     arm();
-    const models = new ModelsState(new MemoryStore(), () => null);
+    const models = new ModelsState(new MemoryStore());
     models.roles = { designer: 'openai', hint: 'openai', agent: 'openai' };
     models.openai = { baseURL: server.url, model: 'tiny', apiKey: '', contextWindow: null };
     const config: Config = { ...DEFAULTS, seed: 3, concurrency: BUDGET, ...small };

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { concurrencySizes, DEFAULTS } from '../../src/core/config.ts';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
-import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import { startFakeOpenAI, type FakeServer } from '../helpers/fake_openai_server.ts';
 
 const made = vi.hoisted(() => ({ node: [] as number[], browser: [] as FakePool[] }));

@@ -21,7 +21,7 @@ import {
   scriptedDesigner,
   scriptedHinter,
   scriptedTrio,
-} from '../../src/core/llm/doubles.ts';
+} from '../../src/core/llm/scripted_models.ts';
 import { envId } from '../../src/core/env/envset.ts';
 import { FAKE_ENV } from '../../src/core/env/hostile.ts';
 import { ModelCallError, WorkerCrashedError } from '../../src/core/errors.ts';

@@ -11,7 +11,7 @@ import { LOCK_ENV } from '../../src/core/env/broken.ts';
 import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 import { ModelCallError, WorkerCrashedError } from '../../src/core/errors.ts';
 import { MeteredChatModel, type ChatModel } from '../../src/core/llm/chat_model.ts';
-import { ScriptedChatModel, scriptedAgent } from '../../src/core/llm/doubles.ts';
+import { ScriptedChatModel, scriptedAgent } from '../../src/core/llm/scripted_models.ts';
 import { createRng } from '../../src/core/rng.ts';
 import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
@@ -32,7 +32,7 @@ import {
   type TaskContext,
 } from '../../src/core/spade/phases.ts';
 import { applyEvent, emptyRunView, type LoopEvent } from '../../src/core/spade/run_events.ts';
-import { replayUnhinted } from '../../src/core/spade/reuse.ts';
+import { replayUnhinted } from '../../src/core/spade/unhinted_replays.ts';
 import { Limiter } from '../../src/core/limiter.ts';
 import type { ArchiveRecord, PendingTask } from '../../src/core/spade/run_store.ts';
 

@@ -15,7 +15,7 @@ import {
   type Config,
 } from '../../src/core/config.ts';
 import type { ChatModel } from '../../src/core/llm/chat_model.ts';
-import { ScriptedChatModel, scriptedAgent, scriptedHinter } from '../../src/core/llm/doubles.ts';
+import { ScriptedChatModel, scriptedAgent, scriptedHinter } from '../../src/core/llm/scripted_models.ts';
 import { FAKE_ENV } from '../../src/core/env/hostile.ts';
 import { ModelCallError } from '../../src/core/errors.ts';
 import { chunkText } from '../../src/core/spade/corpus.ts';

@@ -13,7 +13,7 @@ import { EXPORT_READ_LIMITS } from '../../src/cli/cmd_run.ts';
 import { main } from '../../src/cli/spade.ts';
 import { DEFAULTS, type Config } from '../../src/core/config.ts';
 import { RunFileError } from '../../src/core/errors.ts';
-import { scriptedTrio } from '../../src/core/llm/doubles.ts';
+import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import { chunkText } from '../../src/core/spade/corpus.ts';
 import { SpadeLoop } from '../../src/core/spade/loop.ts';
 import {

@@ -10,7 +10,7 @@ import { MODULE_BUDGET_BYTES } from '../../src/core/env/limits.ts';
 import { checkEnv } from '../../src/core/env/checker.ts';
 import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 import { playFresh } from '../../src/core/spade/agent.ts';
-import { ScriptedChatModel } from '../../src/core/llm/doubles.ts';
+import { ScriptedChatModel } from '../../src/core/llm/scripted_models.ts';
 import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 
 const MiB = 2 ** 20;

@@ -3,7 +3,7 @@
 // role, clip fraction, KL, gradient norm and tokens/s over an update's steps.
 import { describe, expect, it } from 'vitest';
 import type { ArchiveRecord, MetricsRecord } from '../../src/core/spade/run_store.ts';
-import { cycleEvidence, updateEvidence, winRateBin, type StepRecord } from '../../src/core/train/evidence.ts';
+import { cycleEvidence, updateEvidence, winRateBin, type StepRecord } from '../../src/core/train/chart_series.ts';
 
 const env = (cycle: number, noHint: number[], withHint: number[], winRate: number): ArchiveRecord =>
   ({ cycle, stats: { noHint, withHint, winRate } }) as unknown as ArchiveRecord;

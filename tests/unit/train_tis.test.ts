@@ -13,7 +13,7 @@ import { EngineChatModel, engineCapabilities } from '../../src/engine/engine_api
 import { DEFAULTS, type Config } from '../../src/core/config.ts';
 import type { CheckingRunner } from '../../src/core/spade/phases.ts';
 import type { MetricsRecord, RolloutRecord } from '../../src/core/spade/run_store.ts';
-import { updateEvidence, type StepRecord } from '../../src/core/train/evidence.ts';
+import { updateEvidence, type StepRecord } from '../../src/core/train/chart_series.ts';
 import {
   mergeTisStats,
   roundLearnerLogprobs,

@@ -6,7 +6,7 @@
  * message; nothing in a set is ever executed here (code runs only in the sandbox).
  */
 import { deflateSync, strToU8, strFromU8 } from 'fflate';
-import { decompressCapped } from '../bytes.ts';
+import { decompressCapped } from '../capped_decompress.ts';
 import { DIFFICULTIES, SETTINGS, type Difficulty, type Setting } from '../config.ts';
 import { EnvSetError, ShareLinkError } from '../errors.ts';
 import { hashSeed } from '../rng.ts';

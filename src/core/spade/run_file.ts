@@ -13,7 +13,7 @@
  * is ever executed here: environment code runs only in the sandbox, when the user plays it.
  */
 import { gzipSync, strFromU8, strToU8 } from 'fflate';
-import { decompressCapped } from '../bytes.ts';
+import { decompressCapped } from '../capped_decompress.ts';
 import { CONFIG_SCHEMA } from '../config.ts';
 import { RunFileError } from '../errors.ts';
 import {

@@ -24,9 +24,9 @@ import { throwIfAborted, type ChatModel } from '../llm/chat_model.ts';
 import { createRng, hashSeed } from '../rng.ts';
 import type { CheckingRunner } from '../spade/phases.ts';
 import { evaluateProbe, type ProbeResult } from '../spade/probe.ts';
-import { replayUnhinted } from '../spade/reuse.ts';
+import { replayUnhinted } from '../spade/unhinted_replays.ts';
 import type { ArchiveRecord, RolloutRecord } from '../spade/run_store.ts';
-import type { StepRecord } from './evidence.ts';
+import type { StepRecord } from './chart_series.ts';
 import { mergeTisStats, roundLearnerLogprobs, type TisStats, type TokenSample } from './grpo.ts';
 import { cycleBatch, trainerSample, trainRound, type CycleData, type UpdateStats } from './schedule.ts';
 

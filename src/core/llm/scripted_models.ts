@@ -1,7 +1,8 @@
 /**
- * Test and benchmark doubles — scripted stand-ins for a model. They make replay
- * transcripts for the loop's tests and for `spade bench loop`. They are never
- * offered in the UI or as a --backend, and never presented as a model.
+ * Scripted models: ChatModels that answer from a script (a designer that writes a known game, a
+ * hint writer, an agent that plays it), with no model behind them. They drive the loop where what
+ * matters is the machinery around the model: its tests, and `spade bench loop` (the loop's own
+ * overhead). They are never offered in the UI or as a --backend, and never presented as a model.
  */
 import { FAKE_ENV } from '../env/hostile.ts';
 import type { ChatMessage, ChatModel, ChatOptions, ChatResult, ModelCapabilities } from './chat_model.ts';
