@@ -13,7 +13,7 @@ import type { UpdateStats } from './schedule.ts';
 
 /**
  * One optimiser step as the app records it: which cycle's round, which update (1-based) it belongs
- * to; the TIS figures of its tokens when TIS weighted any (engine/train.ts StepStats).
+ * to; the TIS figures of its tokens when TIS weighted any (engine/train/train.ts StepStats).
  */
 export interface StepRecord extends UpdateStats, Partial<TisStats> {
   cycle: number;

@@ -1,5 +1,5 @@
 // sample: the sampler's last pass — one token id per row, with temperature, top-k, top-p and
-// min-p, the same rule as the CPU reference (src/engine/sample.ts): ids ordered by (logit desc,
+// min-p, the same rule as the CPU reference (src/engine/kernels/sample_cpu.ts): ids ordered by (logit desc,
 // id asc); the kept set is a prefix of that order; the sampled id is the first, in that order,
 // where the running mass Σ exp((l − max) / T) reaches u · (mass of the kept prefix). Without any
 // filter the walk is in id order instead (as the CPU does). Temperature ≤ 0 (GREEDY) is argmax,
