@@ -1,15 +1,16 @@
 /**
  * `spade serve [SOURCE...] [--watch DIR] [--host H] [--port P] [--workers N] [--max-sessions N]
- *   [--idle-timeout S] [--max-turns N] [--token T]` — serve environments over OpenEnv's protocol
+ *   [--idle-timeout S] [--max-turns N] [--token T] [--allow-origin URL] [--allow-host NAME]` — serve
+ * environments over OpenEnv's protocol
  * (HTTP and /ws) until SIGINT or SIGTERM, then shut down gracefully. SOURCE: "seeds" (the default),
  * an env-set .json, a share link, environment .js files or a run directory (its valid
  * environments); --watch DIR adds a run directory's new valid environments as the loop writes them.
- * The token may also come from SPADE_SERVE_TOKEN; it is required on any host but loopback.
+ * The token may also come from SPADE_SERVE_TOKEN; it is required on any host but loopback. Pages on
+ * other origins and requests naming other hosts are refused unless --allow-origin / --allow-host
+ * name them (docs/scale-out.md, "What the server refuses").
  */
-import { existsSync } from 'node:fs';
-import { basename } from 'node:path';
 import { UsageError } from '../core/errors.ts';
-import { EnvCatalog, loadCatalog, readRunDir } from '../platform/node/serve/env_catalog.ts';
+import { loadCatalog } from '../platform/node/serve/env_catalog.ts';
 import { SpadeServer } from '../platform/node/serve/server.ts';
 import { flag, intFlag, parseArgs, type Io } from './args.ts';
 
@@ -40,11 +41,10 @@ export async function serve(argv: string[], io: Io): Promise<number> {
   const maxTurns = positive('max-turns', 12);
   const port = intFlag(args, 'port', 8000);
   const token = flag(args, 'token') ?? process.env.SPADE_SERVE_TOKEN ?? null;
+  const log = (line: string) => io.err(`spade serve: ${line}`);
   // --watch alone serves only that run's environments; with no source at all, the seed library
-  const catalog =
-    args.positional.length || !watch ? await loadCatalog(args.positional) : new EnvCatalog(basename(watch));
+  const catalog = await loadCatalog(args.positional, log, watch);
   if (watch) {
-    if (existsSync(watch)) catalog.add(await readRunDir(watch).catch(() => []));
     catalog.watch(
       watch,
       2000,
@@ -61,7 +61,9 @@ export async function serve(argv: string[], io: Io): Promise<number> {
     idleTimeoutMs: idleS * 1000,
     maxTurns,
     token,
-    log: (line) => io.err(`spade serve: ${line}`),
+    allowOrigins: (args.flags.get('allow-origin') ?? []).flatMap((v) => v.split(',')),
+    allowHosts: (args.flags.get('allow-host') ?? []).flatMap((v) => v.split(',')),
+    log,
   });
   const s = server.stats();
   io.out(

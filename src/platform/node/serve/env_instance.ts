@@ -3,32 +3,50 @@
  * its seed and every action, so when a neighbour's runaway call gets their shared worker killed
  * and replaced (the pool fails every environment on it as lost), the instance loads again,
  * replays its episode and answers the call as if nothing happened: a hostile environment harms
- * only its own session. Its own time-out or crash is not replayed; the caller gets that error.
+ * only its own session. Its own time-out or crash is not replayed; the caller gets that error
+ * (and `ownKill` says whether the watchdog killed the worker for it).
+ *
+ * The rebuild budget is per call, not per instance: a neighbour that kills the worker again and
+ * again costs this instance one replay each time, never its episode (the server closes a session
+ * that keeps tripping the watchdog). The actions kept for replay are counted (`keptChars`), so the
+ * server can cap them.
  */
 import type { EnvRecord } from '../../../core/env/envset.ts';
 import type { ResetResult, StepResult, ToolSchema } from '../../../core/env/contract.ts';
-import { WorkerCrashedError } from '../../../core/errors.ts';
+import { SpadeError, WorkerCrashedError } from '../../../core/errors.ts';
 import type { SandboxPool } from '../../../core/sandbox/pool.ts';
 import type { SandboxLimits } from '../../../core/env/limits.ts';
 
-/** How many times one instance may be rebuilt after losing its worker to a neighbour. */
-const MAX_REBUILDS = 3;
+/**
+ * Rebuilds one call may take when its worker is lost to neighbours, again and again, while it
+ * waits: each needs a neighbour's call to be killed (a step's limit plus the grace period), so 8
+ * covers several hostile sessions on one worker without letting a call loop for ever.
+ */
+export const MAX_REBUILDS_PER_CALL = 8;
 
 /** A call failed only because the worker was replaced for someone else's sake. */
 function lostToNeighbour(err: unknown): boolean {
   return err instanceof WorkerCrashedError && err.data.lost === true && err.data.killed !== true;
 }
 
-/** Counts instances loaded and not yet disposed, across a server (its leak check). */
+/** The watchdog killed the worker because of this instance's own call. */
+export function killedByOwnCall(err: unknown): boolean {
+  return err instanceof SpadeError && err.data.killed === true;
+}
+
+/** Counts instances loaded and not yet disposed, and replays done, across a server. */
 export interface LiveCounter {
   live: number;
+  /** Instances loaded again and replayed after losing their worker to a neighbour. */
+  replays: number;
 }
 
 export class EnvInstance {
   private poolId: string | null = null;
   private readonly actions: string[] = [];
-  private rebuilds = 0;
   private disposed = false;
+  /** Characters of the actions kept for replay. */
+  keptChars = 0;
   tools: ToolSchema[] = [];
 
   constructor(
@@ -48,6 +66,7 @@ export class EnvInstance {
   async step(action: string): Promise<StepResult> {
     const r = await this.withRebuild(() => this.pool.step(this.id(), action));
     this.actions.push(action);
+    this.keptChars += action.length;
     return r;
   }
 
@@ -84,20 +103,31 @@ export class EnvInstance {
     return this.pool.reset(env.id, this.seed);
   }
 
-  /** Run `call`; if the worker was lost to a neighbour, load again, replay the actions so far and retry. */
+  /**
+   * Run `call`; if the worker was lost to a neighbour, load again, replay the actions so far and
+   * retry. A rebuild that is itself lost to a neighbour is tried again (within the call's budget).
+   */
   private async withRebuild<T>(call: () => Promise<T>): Promise<T> {
-    for (;;) {
-      try {
-        return await call();
-      } catch (err) {
-        if (!lostToNeighbour(err) || this.disposed || this.rebuilds >= MAX_REBUILDS) throw err;
-        this.rebuilds++;
+    let lost: unknown = null;
+    for (let rebuilds = 0; ;) {
+      if (lost === null) {
         try {
-          await this.loadAndReset();
-          for (const a of this.actions) await this.pool.step(this.id(), a);
-        } catch (again) {
-          if (!lostToNeighbour(again)) throw again;
+          return await call();
+        } catch (err) {
+          if (!lostToNeighbour(err) || this.disposed) throw err;
+          lost = err;
         }
+      }
+      if (rebuilds >= MAX_REBUILDS_PER_CALL) throw lost;
+      rebuilds++;
+      this.counter.replays++;
+      try {
+        await this.loadAndReset();
+        for (const a of this.actions) await this.pool.step(this.id(), a);
+        lost = null;
+      } catch (again) {
+        if (!lostToNeighbour(again) || this.disposed) throw again;
+        lost = again;
       }
     }
   }

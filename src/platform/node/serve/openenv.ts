@@ -46,12 +46,90 @@ export interface SpadeAction {
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Thrown by the validators below; `errors` is the pydantic-shaped list sent to the client. */
-export class ProtocolValidationError extends Error {
-  constructor(readonly errors: FieldError[]) {
-    super(errors.map((e) => `${e.loc.join('.')}: ${e.msg}`).join('; '));
-    this.name = 'ProtocolValidationError';
+/** Deepest level of a client's value echoed back in an error's `input` (deeper levels are summarised). */
+export const ECHO_DEPTH = 3;
+/** Most items of a list (or keys of an object) echoed back; the rest are counted. */
+export const ECHO_ITEMS = 8;
+/** Longest string (or key) echoed back: enough to recognise the value, never the client's whole payload. */
+export const ECHO_CHARS = 200;
+/** Most entries of one validation error list (an object of 100 000 extra keys is one line, not 100 000). */
+export const MAX_FIELD_ERRORS = 20;
+
+const cut = (s: string): string => (s.length > ECHO_CHARS ? `${s.slice(0, ECHO_CHARS)}… (${s.length} characters)` : s);
+
+/**
+ * A client's value as an error echoes it: at most ECHO_DEPTH levels, ECHO_ITEMS items per level
+ * and ECHO_CHARS per string, so what is sent back is small whatever was received (a 20 000-deep
+ * list is `[[["[list of 1]"]]]`). Built on a null-prototype object, so a `__proto__` key is data.
+ */
+export function echo(v: unknown, depth = 0): unknown {
+  if (typeof v === 'string') return cut(v);
+  if (v === null || typeof v === 'number' || typeof v === 'boolean') return v;
+  if (typeof v !== 'object') return `(${typeof v})`;
+  if (Array.isArray(v)) {
+    if (depth >= ECHO_DEPTH) return `[list of ${v.length}]`;
+    const out: unknown[] = v.slice(0, ECHO_ITEMS).map((x) => echo(x, depth + 1));
+    if (v.length > ECHO_ITEMS) out.push(`… ${v.length - ECHO_ITEMS} more`);
+    return out;
   }
+  const keys = Object.keys(v);
+  if (depth >= ECHO_DEPTH) return `{object of ${keys.length} key${keys.length === 1 ? '' : 's'}}`;
+  const out = Object.create(null) as Record<string, unknown>;
+  for (const k of keys.slice(0, ECHO_ITEMS)) out[cut(k)] = echo((v as Record<string, unknown>)[k], depth + 1);
+  if (keys.length > ECHO_ITEMS) out['…'] = `${keys.length - ECHO_ITEMS} more key(s)`;
+  return out;
+}
+
+/** A value for a message: its echo as one line of JSON text, at most ECHO_CHARS long. */
+export function describe(v: unknown): string {
+  return cut(JSON.stringify(echo(v)) ?? String(v));
+}
+
+/**
+ * Thrown by the validators below; `errors` is the pydantic-shaped list sent to the client, with
+ * every echoed `input` and `loc` key bounded (echo) and at most MAX_FIELD_ERRORS entries.
+ */
+export class ProtocolValidationError extends Error {
+  readonly errors: FieldError[];
+  constructor(errors: FieldError[]) {
+    const kept = errors.slice(0, MAX_FIELD_ERRORS).map((e) => ({
+      ...e,
+      loc: e.loc.map((k) => (typeof k === 'string' ? cut(k) : k)),
+      input: echo(e.input),
+    }));
+    if (errors.length > MAX_FIELD_ERRORS)
+      kept.push({
+        type: 'too_many_errors',
+        loc: [],
+        msg: `${errors.length - MAX_FIELD_ERRORS} more error(s) left out`,
+        input: null,
+      });
+    super(kept.map((e) => `${e.loc.join('.')}: ${e.msg}`).join('; '));
+    this.name = 'ProtocolValidationError';
+    this.errors = kept;
+  }
+}
+
+/** The longest reply (JSON characters) sent: far above any observation the sandbox lets out (64 KiB). */
+export const MAX_REPLY_CHARS = 16 * 2 ** 20;
+
+/**
+ * A reply as JSON text, never a throw: a value that cannot be encoded (a cycle, a BigInt, nesting
+ * past the stack) or whose text is over MAX_REPLY_CHARS becomes `fallback(reason)` instead.
+ */
+export function encodeReply(body: unknown, fallback: (reason: string) => unknown): string {
+  let text: string | undefined;
+  let reason = '';
+  try {
+    text = JSON.stringify(body);
+  } catch (err) {
+    reason = `the reply could not be encoded (${err instanceof Error ? err.name : 'error'})`;
+  }
+  if (text !== undefined && text.length > MAX_REPLY_CHARS) {
+    reason = `the reply was over ${MAX_REPLY_CHARS} characters`;
+    text = undefined;
+  }
+  return text ?? JSON.stringify(fallback(reason || 'the reply was empty'));
 }
 
 function extraForbidden(obj: Record<string, unknown>, allowed: readonly string[], prefix: (string | number)[]) {
@@ -126,6 +204,26 @@ export function parseResetParams(data: unknown, prefix: (string | number)[] = ['
 }
 
 /**
+ * Deepest nesting of a tool call's arguments: the sandbox refuses actions nested past MAX_NESTING
+ * (100) anyway, and a value this deep is never a real call; refusing it here keeps re-encoding it
+ * (actionText) off the stack's edge.
+ */
+export const MAX_ARGUMENT_DEPTH = 64;
+
+/** True when `v` has lists or objects nested more than `max` deep (iterative: no recursion on hostile input). */
+export function nestedPast(v: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[v, 1]];
+  while (stack.length) {
+    const [x, d] = stack.pop()!;
+    if (typeof x !== 'object' || x === null) continue;
+    if (d > max) return true;
+    for (const c of Array.isArray(x) ? x : Object.values(x))
+      if (typeof c === 'object' && c !== null) stack.push([c, d + 1]);
+  }
+  return false;
+}
+
+/**
  * A SpadeAction from an action dict: {text?, tool_calls?, metadata?}, nothing else (OpenEnv's
  * Action model forbids extra fields); at least one of text and tool_calls. A tool call is
  * {name, arguments} or OpenAI's {type: "function", function: {name, arguments}}, arguments an
@@ -179,6 +277,17 @@ export function parseAction(data: unknown, prefix: (string | number)[] = []): Sp
             );
             return;
           }
+        }
+        if (nestedPast(args, MAX_ARGUMENT_DEPTH)) {
+          errors.push(
+            fieldError(
+              'value_error',
+              [...prefix, 'tool_calls', i, 'arguments'],
+              `arguments nest deeper than ${MAX_ARGUMENT_DEPTH} levels`,
+              args,
+            ),
+          );
+          return;
         }
         toolCalls.push({ name: call.name, arguments: args });
       });
