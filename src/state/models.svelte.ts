@@ -1,11 +1,13 @@
 /**
  * Which model serves each role (designer, hint writer, agent), as a rune class.
- * Sources: WebLLM on this GPU, an OpenAI-compatible server, or a recorded
- * transcript (replay; to watch a recorded run without a GPU). Settings persist in
- * the store; an API key stays in this browser only.
+ * Sources: WebLLM on this GPU, an OpenAI-compatible server (a hosted API with the user's key, or a
+ * CPU server such as Ollama), or a recorded transcript (replay; to watch a recorded run without a
+ * GPU). Settings persist in the store, except the API key: it lives in this tab's memory only, and
+ * is saved (in this browser, never in a run or a link) only when the user ticks "remember".
  *
- * The WebLLM choice defaults to what this adapter can run (defaultWebLlmModel: the q4f32 twin without
- * shader-f16, within the VRAM budget) until the user picks one; loadBlock() says why Load is off.
+ * The WebLLM choice follows the adapter's default (core/llm/default_models.ts: the table the Run panel
+ * and the Models panel both read through webllmId, so they name the same model) until the user picks
+ * one; loadBlock() says why Load is off.
  * The server form's context window is used when the server does not report one (/v1/models).
  */
 import { modelLimits, ROLES, type ChatModel, type ModelLimits, type ModelRole } from '../core/llm/chat_model.ts';
@@ -14,23 +16,91 @@ import type { Thinking } from '../core/llm/thinking.ts';
 import { ReplayChatModel } from '../core/llm/replay.ts';
 import { findCatalogEntry } from '../core/llm/webllm/catalog.ts';
 import { validateCustomModel, type CustomModelRecord } from '../core/llm/webllm/custom_records.ts';
-import {
-  assessCatalog,
-  assessFeasibility,
-  defaultWebLlmModel,
-  type Feasibility,
-} from '../core/llm/webllm/feasibility.ts';
+import { assessCatalog, assessFeasibility, type Feasibility } from '../core/llm/webllm/feasibility.ts';
+import { defaultWebLlmModel } from '../core/llm/default_models.ts';
 import type { DownloadProgress } from '../core/llm/webllm/progress.ts';
 import { serializeError } from '../core/errors.ts';
 import type { Store } from '../core/store.ts';
 import type { GpuReport } from '../engine/engine_api.ts';
+import { gpu } from './gpu.svelte.ts';
 
 export type Source = 'webllm' | 'openai' | 'replay' | 'local';
+
+/** A route to a real run without a GPU: a hosted API (a key) or a CPU server on this computer. */
+export interface ServerPreset {
+  name: string;
+  kind: 'hosted' | 'cpu';
+  baseURL: string;
+  /** An example model name on that server (the user may enter any the server lists). */
+  model: string;
+  /** The window to declare, for servers that do not report one. */
+  contextWindow?: number;
+  /** What to do first (get a key, or the commands to run), for this page's origin. */
+  note: (origin: string) => string;
+}
+
+/**
+ * Figures marked "estimate" are not measured here (this machine has no model weights); a run's own
+ * speed shows in Models → Try a prompt (tokens/s) and in the Run view's progress line.
+ */
+const CPU_SPEED =
+  'On a laptop CPU a 1.5B model at 4 bits generates roughly 10–30 tokens/s (an estimate) and a laptop-preset cycle generates roughly 30,000–100,000 tokens (an estimate from its limits), so expect 20 minutes to 2 hours per cycle; a first look with 2 environments and 2 plays each (Settings: skills per cycle 1, plays per environment 2) takes about a sixth of that. The 0.5B model is 2–3× faster and writes weaker environments.';
+
+export const SERVER_PRESETS: ServerPreset[] = [
+  {
+    name: 'OpenAI',
+    kind: 'hosted',
+    baseURL: 'https://api.openai.com/v1',
+    model: 'gpt-4o-mini',
+    note: () => 'Create a key under API keys in your OpenAI account, paste it below and press Test connection.',
+  },
+  {
+    name: 'OpenRouter',
+    kind: 'hosted',
+    baseURL: 'https://openrouter.ai/api/v1',
+    model: 'qwen/qwen-2.5-7b-instruct',
+    note: () => "One key for many providers' models; its site lists each model's name and price per token.",
+  },
+  {
+    name: 'Groq',
+    kind: 'hosted',
+    baseURL: 'https://api.groq.com/openai/v1',
+    model: 'llama-3.1-8b-instant',
+    note: () => 'Create a key in the Groq console; its model list names the models this key can use.',
+  },
+  {
+    name: 'Together',
+    kind: 'hosted',
+    baseURL: 'https://api.together.xyz/v1',
+    model: 'Qwen/Qwen2.5-7B-Instruct-Turbo',
+    note: () => "Create a key in your Together account; its model list gives each model's exact name.",
+  },
+  {
+    name: 'Ollama',
+    kind: 'cpu',
+    baseURL: 'http://127.0.0.1:11434/v1',
+    model: 'qwen2.5:1.5b',
+    contextWindow: 8192,
+    note: (origin) =>
+      `Install Ollama, run "ollama pull qwen2.5:1.5b", then start it allowing this page and an 8k context: OLLAMA_ORIGINS=${origin} OLLAMA_CONTEXT_LENGTH=8192 ollama serve. ${CPU_SPEED}`,
+  },
+  {
+    name: 'llama.cpp',
+    kind: 'cpu',
+    baseURL: 'http://127.0.0.1:8080/v1',
+    model: 'qwen2.5-1.5b-instruct',
+    contextWindow: 8192,
+    note: () =>
+      `Start its server (it answers any page): llama-server -hf Qwen/Qwen2.5-1.5B-Instruct-GGUF:Q4_K_M -c 8192 --port 8080 (it downloads the model once). ${CPU_SPEED}`,
+  },
+];
 export const SOURCES: Source[] = ['webllm', 'openai', 'local', 'replay'];
 
 interface Saved {
   roles: Record<ModelRole, Source>;
+  /** apiKey is '' unless rememberKey. */
   openai: { baseURL: string; model: string; apiKey: string; contextWindow?: number | null };
+  rememberKey?: boolean;
   webllmId: string;
   /** The user picked webllmId (else it follows the adapter's default). */
   webllmChosen?: boolean;
@@ -47,8 +117,11 @@ export class ModelsState {
     apiKey: '',
     contextWindow: null,
   });
-  webllmId = $state<string>(defaultWebLlmModel(null));
+  /** The model the user picked (webllmChosen), else unused. */
+  private chosenId = $state<string>('');
   webllmChosen = $state(false);
+  /** Save the API key in this browser (else it is forgotten when the tab closes). */
+  rememberKey = $state(false);
   customModels = $state<CustomModelRecord[]>([]);
   vramBudgetMB = $state(4096);
   webllmStatus = $state<'idle' | 'loading' | 'ready' | 'error'>('idle');
@@ -65,7 +138,16 @@ export class ModelsState {
   private replayText: string | null = null;
   private loadAbort: AbortController | null = null;
 
-  constructor(private readonly store: Store) {}
+  /** `adapter`: the WebGPU report once known (the app's GPU check), which the default follows. */
+  constructor(
+    private readonly store: Store,
+    private readonly adapter: () => GpuReport | null = () => gpu.report,
+  ) {}
+
+  /** The WebLLM model every role uses: the user's pick, else this adapter's default within the budget. */
+  get webllmId(): string {
+    return this.webllmChosen ? this.chosenId : defaultWebLlmModel(this.adapter(), { vramBudgetMB: this.vramBudgetMB });
+  }
 
   feasibility(report: GpuReport | null): Map<string, Feasibility> {
     if (!report) return new Map();
@@ -76,11 +158,10 @@ export class ModelsState {
   async load(): Promise<void> {
     const s = (await this.store.get<Partial<Saved>>('settings', 'models').catch(() => undefined)) ?? {};
     if (s.roles) this.roles = { ...this.roles, ...s.roles };
-    if (s.openai) this.openai = { ...this.openai, ...s.openai };
-    if (s.webllmId && (s.webllmChosen ?? true)) {
-      this.webllmId = s.webllmId;
-      this.webllmChosen = true;
-    }
+    this.rememberKey = s.rememberKey === true;
+    if (s.openai)
+      this.openai = { ...this.openai, ...s.openai, apiKey: this.rememberKey ? (s.openai.apiKey ?? '') : '' };
+    if (s.webllmId && (s.webllmChosen ?? true)) this.choose(s.webllmId);
     if (Array.isArray(s.customModels)) this.customModels = s.customModels.filter((m) => validateCustomModel(m).ok);
     if (typeof s.vramBudgetMB === 'number') this.vramBudgetMB = s.vramBudgetMB;
     const replay = await this.store.get<{ name: string; text: string }>('settings', 'replay').catch(() => undefined);
@@ -93,7 +174,8 @@ export class ModelsState {
   async save(): Promise<void> {
     const saved: Saved = $state.snapshot({
       roles: this.roles,
-      openai: this.openai,
+      openai: { ...this.openai, apiKey: this.rememberKey ? this.openai.apiKey : '' },
+      rememberKey: this.rememberKey,
       webllmId: this.webllmId,
       webllmChosen: this.webllmChosen,
       customModels: this.customModels,
@@ -102,16 +184,9 @@ export class ModelsState {
     await this.store.put('settings', 'models', saved);
   }
 
-  /** Follow the adapter's default WebLLM model until the user picks one. */
-  applyDefault(report: GpuReport | null): void {
-    if (this.webllmChosen) return;
-    const id = defaultWebLlmModel(report, { vramBudgetMB: this.vramBudgetMB });
-    if (id !== this.webllmId) this.webllmId = id;
-  }
-
   /** The user picked a WebLLM model: keep it over the adapter's default. */
   choose(id: string): void {
-    this.webllmId = id;
+    this.chosenId = id;
     this.webllmChosen = true;
   }
 

@@ -33,12 +33,8 @@ import {
   mapWebLlmError,
   type WebLlmErrorCategory,
 } from '../../src/core/llm/webllm/errors.ts';
-import {
-  assessCatalog,
-  assessFeasibility,
-  defaultWebLlmModel,
-  filterCatalog,
-} from '../../src/core/llm/webllm/feasibility.ts';
+import { assessCatalog, assessFeasibility, filterCatalog } from '../../src/core/llm/webllm/feasibility.ts';
+import { DEFAULT_MODELS, defaultWebLlmModel } from '../../src/core/llm/default_models.ts';
 import { formatDownloadProgress, type DownloadProgress } from '../../src/core/llm/webllm/progress.ts';
 import {
   WebLlmChatModel,
@@ -249,6 +245,17 @@ describe('default WebLLM model', () => {
     const id = defaultWebLlmModel(swiftshader, { vramBudgetMB: 4096 });
     expect(id).toBe('SmolLM2-360M-Instruct-q4f32_1-MLC');
     expect(assessFeasibility(findCatalogEntry(id)!, swiftshader, { vramBudgetMB: 4096 }).ok).toBe(true);
+  });
+
+  it('reads one table: every preferred model exists in both builds, and the roles share one source', () => {
+    for (const [cls, d] of Object.entries(DEFAULT_MODELS)) {
+      expect(d.why.length, cls).toBeGreaterThan(20);
+      expect(new Set(Object.values(d.roles)).size, cls).toBe(1);
+      for (const base of d.preference)
+        for (const b of ['q4f16_1', 'q4f32_1'])
+          expect(findCatalogEntry(`${base}-${b}-MLC`), `${base} ${b}`).toBeDefined();
+    }
+    expect(defaultWebLlmModel(null)).toBe(`${DEFAULT_MODELS.unknown.preference[0]}-q4f32_1-MLC`);
   });
 
   it('steps down to the largest preferred model within the VRAM budget, never an f16 build without shader-f16', () => {

@@ -123,6 +123,8 @@ const MODELS_RECORD = asStored(
   object({
     roles: opt(record(str())),
     openai: opt(AN_OBJECT),
+    /** The API key in `openai` is saved only when this is true ("remember" ticked). */
+    rememberKey: opt(bool()),
     webllmId: opt(orNull(str())),
     webllmChosen: opt(bool()),
     customModels: opt(list(AN_OBJECT)),

@@ -1,7 +1,7 @@
 /**
  * Can this GPU run that WebLLM model? Checks an adapter report (features, limits, software fallback)
- * and the user's VRAM budget against a catalog entry or a custom record, one reason per failed check;
- * and which model to offer by default on this adapter (defaultWebLlmModel). Pure TypeScript.
+ * and the user's VRAM budget against a catalog entry or a custom record, one reason per failed check.
+ * Which model to offer by default is core/llm/default_models.ts. Pure TypeScript.
  */
 import { precisionTwin, WEBLLM_CATALOG, type WebLlmCatalogEntry } from './catalog.ts';
 
@@ -102,37 +102,4 @@ export function filterCatalog(report: GpuReportLike, options: FeasibilityOptions
   return assessCatalog(report, options)
     .filter((a) => a.feasibility.ok)
     .map((a) => a.entry);
-}
-
-/**
- * The models to offer by default, best first: Qwen2.5 1.5B writes usable environment code and fits
- * most GPUs; then the smaller ones, for adapters or budgets it does not fit. Each base is tried as
- * its q4f16_1 build where the adapter has shader-f16 (less memory, faster), else as its q4f32_1 twin.
- */
-export const DEFAULT_PREFERENCE = [
-  'Qwen2.5-1.5B-Instruct',
-  'Llama-3.2-1B-Instruct',
-  'Qwen2.5-0.5B-Instruct',
-  'Qwen3-0.6B',
-  'SmolLM2-360M-Instruct',
-] as const;
-
-/**
- * The default WebLLM model for every role on this adapter: the first of DEFAULT_PREFERENCE that it
- * can run within the VRAM budget (the q4f32 twin without shader-f16). On a software (fallback)
- * adapter, the smallest that runs instead: there every token costs CPU time, and a 2 GB download of
- * the first choice would take minutes per reply. Without a report (WebGPU not checked yet, or
- * missing) the q4f32 build of the first choice, which runs on any adapter. When nothing fits, the
- * smallest q4f32 build: its Load button then shows why it cannot run.
- */
-export function defaultWebLlmModel(report: GpuReportLike | null, options: FeasibilityOptions = {}): string {
-  const build = (base: string, f16: boolean) => `${base}-${f16 ? 'q4f16_1' : 'q4f32_1'}-MLC`;
-  if (!report) return build(DEFAULT_PREFERENCE[0], false);
-  for (const base of report.isFallback ? [...DEFAULT_PREFERENCE].reverse() : DEFAULT_PREFERENCE) {
-    for (const f16 of report.features.shaderF16 ? [true, false] : [false]) {
-      const entry = WEBLLM_CATALOG.find((e) => e.id === build(base, f16));
-      if (entry && assessFeasibility(entry, report, options).ok) return entry.id;
-    }
-  }
-  return build(DEFAULT_PREFERENCE[DEFAULT_PREFERENCE.length - 1]!, false);
 }
