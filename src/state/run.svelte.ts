@@ -2,8 +2,9 @@
  * A self-play run in the browser, as a rune class: configure, start, pause,
  * resume, stop; the current cycle live (document, designer output as it streams,
  * checks, hint, rollouts, regret); metrics across cycles; the environments made.
- * Progress is saved in IndexedDB after every environment, so a reload resumes the
- * run and loses at most the environment in flight.
+ * Progress is saved in IndexedDB after every environment: after a reload the Run panel offers
+ * "Resume" (the user presses it), and the run loses at most the environment in flight. Every model
+ * call is counted (answered, failed by kind, the last failure) for the Run view.
  *
  * Review and sharing: any run — the current one after a reload, or a run file opened from disk or
  * from a `#run=URL` link — is reviewable cycle by cycle (core/spade/run_review.ts). A run file is
@@ -17,7 +18,7 @@ import '../platform/rpc.ts';
 import type { RunFileWorkerApi } from '../../workers/run_file.worker.ts';
 import { joinChunks } from '../core/capped_decompress.ts';
 import { concurrencySizes, DEFAULTS, type Config } from '../core/config.ts';
-import { abortError, RunFileError, serializeError } from '../core/errors.ts';
+import { abortError, ContextBudgetError, ModelCallError, RunFileError, serializeError } from '../core/errors.ts';
 import type { ChatModel, ModelRole } from '../core/llm/chat_model.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import { applyEvent, type RunView, type TaskView } from '../core/spade/run_events.ts';
@@ -41,6 +42,54 @@ import type { Store } from '../core/store.ts';
 import type { CorpusDoc } from '../core/spade/corpus.ts';
 import { sandboxPool } from './envs.svelte.ts';
 
+/** The run's model calls: answered, failed (by kind), and the last failure's message. */
+export interface CallTally {
+  done: number;
+  failed: number;
+  byKind: Record<string, number>;
+  last: string | null;
+}
+
+/** What kind of failure a model call ended in, in a word: timeout, connection, http, server, … */
+function failureKind(err: unknown): string {
+  if ((err as Error)?.name === 'AbortError') return 'cancelled';
+  if (err instanceof ContextBudgetError) return 'too long for the context';
+  if (err instanceof ModelCallError) return String((err.data as { kind?: string } | undefined)?.kind ?? 'model error');
+  return (err as Error)?.name ?? 'error';
+}
+
+/**
+ * `m` with each call's outcome counted into `tally` (a rune proxy, so the Run view follows). A call
+ * the loop cancels (the run stopped, a reply cut at its cap) counts as "cancelled".
+ */
+export function tallied(m: ChatModel, tally: CallTally): ChatModel {
+  return {
+    get backend() {
+      return m.backend;
+    },
+    get model() {
+      return m.model;
+    },
+    get capabilities() {
+      return m.capabilities;
+    },
+    ...(m.countTokens ? { countTokens: (messages) => m.countTokens!(messages) } : {}),
+    async chat(messages, options) {
+      try {
+        const r = await m.chat(messages, options);
+        tally.done++;
+        return r;
+      } catch (err) {
+        const kind = failureKind(err);
+        tally.failed++;
+        tally.byKind[kind] = (tally.byKind[kind] ?? 0) + 1;
+        tally.last = serializeError(err).message.slice(0, 300);
+        throw err;
+      }
+    },
+  };
+}
+
 interface ActiveRun {
   runId: string;
   iterations: number;
@@ -49,6 +98,8 @@ interface ActiveRun {
 export class RunState implements RunView {
   status = $state<'idle' | 'running' | 'paused' | 'done' | 'stopped' | 'error'>('idle');
   error = $state<string | null>(null);
+  /** This run's model calls since Start: the Run view shows failures as they happen. */
+  calls = $state<CallTally>({ done: 0, failed: 0, byKind: {}, last: null });
   runId = $state<string | null>(null);
   iterations = $state(3);
   skills = $state<string[]>([]);
@@ -221,15 +272,23 @@ export class RunState implements RunView {
       };
     this.spec = spec;
     this.abort = new AbortController();
+    this.calls = { done: 0, failed: 0, byKind: {}, last: null };
     // the engine worker decodes as many chats in one step as the run keeps in flight
     const { decodeBatch } = concurrencySizes({ ...DEFAULTS, ...spec.config }.concurrency);
     for (const m of new Set(Object.values(models)))
       if ('setDecodeBatch' in m && typeof m.setDecodeBatch === 'function') await m.setDecodeBatch(decodeBatch);
     // the loop reads missing knobs as their defaults; so must training
     const afterCycle = this.trainAfter(runId, { ...DEFAULTS, ...spec.config }, store);
+    // each distinct model counted once (roles that share a model keep sharing it)
+    const counted = new Map<ChatModel, ChatModel>();
+    for (const m of Object.values(models)) if (!counted.has(m)) counted.set(m, tallied(m, this.calls));
     this.loop = new SpadeLoop({
       spec,
-      models,
+      models: {
+        designer: counted.get(models.designer)!,
+        hint: counted.get(models.hint)!,
+        agent: counted.get(models.agent)!,
+      },
       runner: sandboxPool(spec.config.concurrency),
       corpus,
       store,
@@ -395,6 +454,13 @@ export class RunState implements RunView {
    * in all and LINK_IDLE_MS between pieces (a server that drips bytes is given up on), and cancelOpen
    * stops it. Every failure becomes openError, saying what happened and what to do.
    */
+  /**
+   * A fetch that failed before any answer: the browser gives the same TypeError for a host that is
+   * down, an address that does not resolve, a refused connection and a CORS refusal.
+   */
+  static readonly UNREACHABLE_WHY =
+    'No answer came back: the host may be down or unreachable from here, the address may be mistyped, or the host does not allow other sites to read its files (CORS); the browser does not say which. Open the link in a new tab to tell: if the file downloads there, it is CORS.';
+
   async openRunUrl(
     url: string,
     fetcher: typeof fetch = fetch,
@@ -450,7 +516,7 @@ export class RunState implements RunView {
       const e = ac.signal.aborted ? abortError(ac.signal) : err;
       const m = serializeError(e).message;
       this.openError = `Could not open the run from ${shown}: ${
-        !ac.signal.aborted && /fetch|network/i.test(m) ? `${m} (the host must allow cross-origin requests: CORS)` : m
+        !ac.signal.aborted && /fetch|network/i.test(m) ? `${m}. ${RunState.UNREACHABLE_WHY}` : m
       }`;
       this.endOpen(ac);
       return false;

@@ -6,6 +6,7 @@ import { corsRecipes, testConnection } from '../../src/core/llm/server_check.ts'
 import { cycleProgress, formatSeconds } from '../../src/core/spade/run_progress.ts';
 import type { TaskView } from '../../src/core/spade/run_events.ts';
 import { toyVerdict } from '../../src/core/train/toy_verdict.ts';
+import { toySecondsLeft } from '../../src/state/toy.svelte.ts';
 
 const curve = (...r: number[]) => r.map((meanReturn) => ({ meanReturn }));
 
@@ -117,5 +118,18 @@ describe('test connection', () => {
     expect((await testConnection('h/v1', 'm')).message).toMatch(/must start with http/);
     expect(corsRecipes('https://x.test').map((c) => c.server)).toEqual(['vLLM', 'Ollama', 'llama.cpp', 'SGLang']);
     expect(corsRecipes('https://x.test')[1]!.recipe).toContain('OLLAMA_ORIGINS=https://x.test');
+  });
+});
+
+describe('the toy demo time-left estimate', () => {
+  it('uses a recent update wall time (the median of the last three gaps), not the mean with the slow first one', () => {
+    // arrivals (s since the click): the first update includes making the model; later ones are faster
+    const arrivals = [14, 18, 21, 24];
+    expect(toySecondsLeft(arrivals, 8)).toBe(3 * 4); // median of gaps 4, 3, 3 is 3; 4 updates to go
+    // the old estimate, the mean per update over all arrivals, is twice as high here
+    expect((24 / 4) * 4).toBe(2 * toySecondsLeft(arrivals, 8)!);
+    expect(toySecondsLeft([10], 8)).toBe(70); // one update: its own time
+    expect(toySecondsLeft([], 8)).toBeNull();
+    expect(toySecondsLeft([5, 6, 7, 8, 9, 10, 11, 12], 8)).toBe(0);
   });
 });
