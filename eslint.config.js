@@ -6,38 +6,97 @@ import globals from 'globals';
 import ts from 'typescript-eslint';
 
 /**
+ * The engine's front door: outside src/engine, code imports src/engine/engine_api.ts only (`door`
+ * names what else a layer may reach: the CLI's `spade bench engine` takes engine/bench). A regex on
+ * the import path, for static imports ('/' as is) and dynamic ones (an esquery regex: '/' escaped).
+ */
+const engineDoor = (also = []) => `(^|/)engine/(?!${['engine_api\\.ts$', ...also].join('|')})`;
+const doorWhy = (layer, also = '') =>
+  `${layer} reaches the engine only through its front door, src/engine/engine_api.ts${also}: re-export what you need there`;
+
+/**
  * One `no-restricted-imports` block per layer: `above` are the src/ (or top-level) folders it must not
- * import from, matched as a path segment; `also` more forbidden module patterns; Svelte is allowed
- * only in ui (and state's runes need no import). Static and dynamic imports alike.
+ * import from, matched as a path segment; `also` more forbidden module patterns; `door` the engine's
+ * front door rule (engineDoor) with its message `doorWhy`; Svelte is allowed only in ui (and state's
+ * runes need no import). Static and dynamic imports alike.
  */
 function layers(specs) {
-  return specs.map(({ files, above, also = [], rooms = [], svelte = false, why }) => ({
-    files,
-    rules: {
-      // no-restricted-imports does not see import('...'): the same folders, for dynamic imports
-      'no-restricted-syntax': [
-        'error',
-        { selector: `ImportExpression > Literal[value=/(^|\\/)(${above.join('|')})\\//]`, message: why },
-        ...(rooms.length
-          ? [{ selector: `ImportExpression > Literal[value=/^\\.\\.\\/(${rooms.join('|')})\\//]`, message: why }]
-          : []),
-      ],
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            { regex: `(^|/)(${above.join('|')})/`, message: why },
-            // a sibling room of src/engine is always one level up: '../model/model.ts'
-            ...(rooms.length ? [{ regex: `^\\.\\./(${rooms.join('|')})/`, message: why }] : []),
-            ...(also.length || !svelte
-              ? [{ group: [...also, ...(svelte ? [] : ['svelte', 'svelte/*'])], message: why }]
-              : []),
-          ],
-        },
-      ],
-    },
-  }));
+  return specs.map(
+    ({ files, ignores, above, also = [], rooms = [], roomsFrom = '..', door, doorWhy, svelte = false, why }) => ({
+      files,
+      ...(ignores ? { ignores } : {}),
+      rules: {
+        // no-restricted-imports does not see import('...'): the same folders, for dynamic imports
+        'no-restricted-syntax': [
+          'error',
+          { selector: `ImportExpression > Literal[value=/(^|\\/)(${above.join('|')})\\//]`, message: why },
+          ...(rooms.length
+            ? [
+                {
+                  selector: `ImportExpression > Literal[value=/${roomRegex(roomsFrom, rooms).replaceAll('/', '\\/')}/]`,
+                  message: why,
+                },
+              ]
+            : []),
+          ...(door
+            ? [{ selector: `ImportExpression > Literal[value=/${door.replaceAll('/', '\\/')}/]`, message: doorWhy }]
+            : []),
+        ],
+        'no-restricted-imports': [
+          'error',
+          {
+            patterns: [
+              { regex: `(^|/)(${above.join('|')})/`, message: why },
+              ...(door ? [{ regex: door, message: doorWhy }] : []),
+              // a sibling room is one level up ('../model/model.ts'; '../../spade/x.ts' from a nested folder)
+              ...(rooms.length ? [{ regex: roomRegex(roomsFrom, rooms), message: why }] : []),
+              ...(also.length || !svelte
+                ? [{ group: [...also, ...(svelte ? [] : ['svelte', 'svelte/*'])], message: why }]
+                : []),
+            ],
+          },
+        ],
+      },
+    }),
+  );
 }
+
+/**
+ * An import of one of `rooms` as seen from a file: `from` '..' for a file inside a sibling room (any
+ * number of '../' before the room's name), '.' for a file beside the rooms ('./spade/x.ts').
+ */
+const roomRegex = (from, rooms) => `${from === '.' ? '^\\./' : '^(\\.\\./)+'}(${rooms.join('|')})/`;
+
+/**
+ * src/core's folders, bottom to top: each may import the folders before it and core's top-level
+ * modules (errors, rng, bytes, config, schema, store, limiter, ...), never a folder after it; the
+ * top-level modules import no folder, except url_state.ts (the app's link reads every folder's
+ * settings), which sits above them all.
+ */
+const CORE_ROOMS = ['env', 'sandbox', 'llm', 'spade', 'train', 'micro'];
+const CORE_ABOVE = ['engine', 'platform', 'workers', 'state', 'ui', 'cli'];
+const CORE_WHY =
+  'src/core is pure TypeScript: no DOM, Svelte, WebGPU or Node built-ins; pass a backend in from platform/ instead';
+const coreRooms = () => [
+  {
+    files: ['src/core/*.ts'],
+    ignores: ['src/core/url_state.ts'],
+    above: CORE_ABOVE,
+    also: ['node:*', 'webgpu'],
+    rooms: CORE_ROOMS,
+    roomsFrom: '.',
+    why: `src/core's top-level modules sit below its folders (${CORE_ROOMS.join(' → ')}); only url_state.ts reads them. ${CORE_WHY}`,
+  },
+  ...CORE_ROOMS.map((room, i) => ({
+    files: [`src/core/${room}/**/*.ts`],
+    above: CORE_ABOVE,
+    also: ['node:*', 'webgpu'],
+    rooms: CORE_ROOMS.slice(i + 1),
+    why:
+      `src/core/${room} sits below ${CORE_ROOMS.slice(i + 1).join(', ') || 'no other folder'} (core's folders: ${CORE_ROOMS.join(' → ')}); ` +
+      `move what both need to the lower folder. And ${CORE_WHY}`,
+  })),
+];
 
 /**
  * The engine's rooms, bottom to top: each may import the rooms before it, never one after it.
@@ -86,10 +145,11 @@ export default ts.config(
   ...layers([
     {
       files: ['src/core/**/*.ts'],
-      above: ['engine', 'platform', 'workers', 'state', 'ui', 'cli'],
+      above: CORE_ABOVE,
       also: ['node:*', 'webgpu'],
-      why: 'src/core is pure TypeScript: no DOM, Svelte, WebGPU or Node built-ins; pass a backend in from platform/ instead',
+      why: CORE_WHY,
     },
+    ...coreRooms(),
     {
       files: ['src/engine/*.ts'],
       above: ['platform', 'workers', 'state', 'ui', 'cli'],
@@ -99,16 +159,22 @@ export default ts.config(
     {
       files: ['src/platform/**/*.ts'],
       above: ['workers', 'state', 'ui', 'cli'],
+      door: engineDoor(),
+      doorWhy: doorWhy('src/platform'),
       why: 'src/platform holds backends for core and engine; it must not reach up into workers, state, ui or cli (start a worker by URL instead)',
     },
     {
       files: ['workers/**/*.ts'],
       above: ['state', 'ui', 'cli'],
+      door: engineDoor(),
+      doorWhy: doorWhy('workers/'),
       why: 'workers/ run core, engine and platform code off the main thread; they must not reach up into state, ui or cli',
     },
     {
       files: ['src/state/**/*.ts'],
       above: ['ui', 'cli'],
+      door: engineDoor(),
+      doorWhy: doorWhy('src/state'),
       why: 'src/state is read by the ui; it must not import components or the CLI',
     },
     {
@@ -120,6 +186,8 @@ export default ts.config(
     {
       files: ['src/cli/**/*.ts'],
       above: ['workers', 'state', 'ui'],
+      door: engineDoor(['bench/']),
+      doorWhy: doorWhy('src/cli', ' (and engine/bench, for `spade bench engine`)'),
       why: 'src/cli uses core, engine and platform/node; state, ui and workers/ are the browser app',
     },
   ]),

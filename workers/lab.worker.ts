@@ -3,9 +3,9 @@
  * references (CpuOps: the lab's two models are 2 layers × hidden 16, where a GPU dispatch would cost
  * more than the arithmetic) and the in-process QuickJS sandbox (createSandboxWorkerApi: generated
  * environments still run only in QuickJS, here inside this worker). Nothing is downloaded: both
- * models are made from the seed on the spot (engine/toy_train.ts's toyModel, the `engine init` path).
+ * models are made from the seed on the spot (engine/lab/toy_train.ts's toyModel, the `engine init` path).
  *
- * The models and trainers are built by engine/micro_policy.ts, as `spade micro` builds them (the
+ * The models and trainers are built by engine/lab/micro_policy.ts, as `spade micro` builds them (the
  * trainers at the lab's sampling temperature), so a browser run prints the CLI's numbers for the
  * same settings.
  *
@@ -24,7 +24,7 @@ import {
 } from '../src/core/micro/lab.ts';
 import type { EnvRunner } from '../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
-import { engineMicroDeps, learningCheck, type LearningCheck } from '../src/engine/lab/micro_policy.ts';
+import { engineMicroDeps, learningCheck, type LearningCheck } from '../src/engine/engine_api.ts';
 import { exposeApi } from '../src/platform/rpc.ts';
 
 /** The settings a lab is made from (what the panel's link carries, minus the cycle count). */

@@ -30,7 +30,7 @@ import {
 } from '../core/micro/lab.ts';
 import { labDefaults, type LabChoices } from '../core/micro/settings.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
-import { learningCheck, runMicro } from '../engine/lab/micro_policy.ts';
+import { learningCheck, runMicro } from '../engine/engine_api.ts';
 import {
   flag,
   intFlag,

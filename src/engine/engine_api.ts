@@ -12,7 +12,7 @@
  * - the device probe behind the WebGPU chip (acquireGpu, gpuSelfCheck), the model-file types the
  *   platforms implement (ModelFiles, ModelFileCache), the formats and fresh checkpoints `spade
  *   engine` names, and the entry points of the Lab and the toy demo (engine/lab/), which build their
- *   own small models on `computeOps`.
+ *   own small models (`computeOps` gives the CLI's toy its device).
  */
 export {
   computeOps,
@@ -54,18 +54,8 @@ export { LORA_MODULES, type LoraModule } from './io/peft.ts';
 export { paramCount, type Architecture } from './io/config.ts';
 export { initCheckpointFiles, initConfig, type InitDType } from './io/init_checkpoint.ts';
 
-// The Lab and the toy demo (engine/lab/): their entry points, as `spade micro`, `spade train toy` and
-// their workers call them, loaded on first call — they bring the sandbox and the Lab's core, which
-// neither the engine worker nor the page's device probe should load.
-type MicroPolicy = typeof import('./lab/micro_policy.ts');
-type ToyTraining = typeof import('./lab/toy_train.ts');
-export type { LearningCheck } from './lab/micro_policy.ts';
-export type { ToyUpdate } from './lab/toy_train.ts';
-export const runMicro = async (...a: Parameters<MicroPolicy['runMicro']>) =>
-  (await import('./lab/micro_policy.ts')).runMicro(...a);
-export const learningCheck = async (...a: Parameters<MicroPolicy['learningCheck']>) =>
-  (await import('./lab/micro_policy.ts')).learningCheck(...a);
-export const engineMicroDeps = async (...a: Parameters<MicroPolicy['engineMicroDeps']>) =>
-  (await import('./lab/micro_policy.ts')).engineMicroDeps(...a);
-export const toyTrain = async (...a: Parameters<ToyTraining['toyTrain']>) =>
-  (await import('./lab/toy_train.ts')).toyTrain(...a);
+// The Lab and the toy demo (engine/lab/, the Lab's own room, which changes with it): everything
+// micro_policy.ts offers, as `spade micro`, the Lab's worker and panel use it, and the toy's toyTrain.
+// Re-exported as they are (bundlers drop what a page does not use: the engine worker stays as it was).
+export * from './lab/micro_policy.ts';
+export { toyTrain, type ToyUpdate } from './lab/toy_train.ts';

@@ -29,7 +29,7 @@ import {
 } from '../core/micro/lab.ts';
 import { clampLabChoices, labDefaults, type LabChoices } from '../core/micro/settings.ts';
 import { formatLabLink, parseUrlState } from '../core/url_state.ts';
-import type { LearningCheck } from '../engine/lab/micro_policy.ts';
+import type { LearningCheck } from '../engine/engine_api.ts';
 import { hashSeed } from '../core/rng.ts';
 import type { LabEvent, LabSettings, LabWorkerApi } from '../../workers/lab.worker.ts';
 

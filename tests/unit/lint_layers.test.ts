@@ -1,6 +1,8 @@
 // The layering of docs/architecture.md, as eslint.config.js enforces it: a probe file placed in each
 // layer imports from every other one, and ESLint (the project's own config, through its Node API)
-// must flag exactly the upward imports — static, type-only, re-exported and dynamic.
+// must flag exactly the upward imports — static, type-only, re-exported and dynamic — and, outside
+// src/engine, every engine module but the front door (engine_api.ts; engine/bench from the CLI), and
+// inside src/core and src/engine, any folder (room) above the importing one.
 import { ESLint } from 'eslint';
 import { beforeAll, describe, expect, it } from 'vitest';
 
@@ -33,7 +35,7 @@ const CASES: [string, string, string][] = [
   ['src/engine/io/probe.ts', '../runtime/runtime.ts', '../../core/rng.ts'],
   ['src/engine/model/probe.ts', '../train/train.ts', '../ops/ops.ts'],
   ['src/engine/train/probe.ts', '../bench/model.ts', '../model/model.ts'],
-  ['src/platform/node/probe.ts', '../../cli/spade.ts', '../../engine/device.ts'],
+  ['src/platform/node/probe.ts', '../../cli/spade.ts', '../../engine/engine_api.ts'],
   ['src/platform/browser/probe.ts', '../../state/app.svelte.ts', '../rpc.ts'],
   ['src/platform/browser/probe.ts', '../../../workers/engine.worker.ts', '../rpc.ts'],
   ['workers/probe.ts', '../src/state/run.svelte.ts', '../src/platform/browser/model_cache.ts'],
@@ -41,6 +43,19 @@ const CASES: [string, string, string][] = [
   ['src/ui/Probe.svelte', '../platform/browser/idb_store.ts', '../state/app.svelte.ts'],
   ['src/ui/Probe.svelte', '../engine/device.ts', '../core/config.ts'],
   ['src/cli/probe.ts', '../state/run.svelte.ts', '../platform/node/gpu.ts'],
+  // core's folders: env → sandbox → llm → spade → train → micro, below them its top-level modules
+  ['src/core/env/probe.ts', '../sandbox/host.ts', '../errors.ts'],
+  ['src/core/spade/probe.ts', '../train/grpo.ts', '../llm/token_trace.ts'],
+  ['src/core/llm/webllm/probe.ts', '../../spade/loop.ts', '../../env/contract.ts'],
+  ['src/core/train/probe.ts', '../micro/lab.ts', '../spade/estimators.ts'],
+  ['src/core/probe.ts', './env/checker.ts', './config.ts'],
+  // the engine's front door: outside src/engine only engine_api.ts (and engine/bench from the CLI)
+  ['src/cli/probe.ts', '../engine/model/batch.ts', '../engine/engine_api.ts'],
+  ['src/cli/probe.ts', '../engine/engine.ts', '../engine/bench/model.ts'],
+  ['src/platform/node/probe.ts', '../../engine/io/load.ts', '../../engine/engine_api.ts'],
+  ['src/platform/browser/probe.ts', '../../engine/engine_chat_model.ts', '../../engine/engine_api.ts'],
+  ['src/state/probe.svelte.ts', '../engine/bench/model.ts', '../engine/engine_api.ts'],
+  ['workers/probe.ts', '../src/engine/lab/micro_policy.ts', '../src/engine/engine_api.ts'],
 ];
 
 const wrap = (file: string, body: string) =>
@@ -71,6 +86,36 @@ describe('eslint enforces the layering', () => {
     expect(await layerErrors(file, `export const f = () => import('../io/float16.ts');\n`)).toEqual([]);
     // core's own train/ folder is not the engine's train room
     expect(await layerErrors(file, `export const g = () => import('../../core/train/grpo.ts');\n`)).toEqual([]);
+  });
+
+  it("orders core's folders for dynamic imports too; url_state.ts alone sits above them", async () => {
+    expect(
+      await layerErrors('src/core/sandbox/probe.ts', `export const l = () => import('../spade/loop.ts');\n`),
+    ).toHaveLength(1);
+    expect(
+      await layerErrors('src/core/micro/probe.ts', `export const l = () => import('../spade/loop.ts');\n`),
+    ).toEqual([]);
+    expect(
+      await layerErrors('src/core/url_state.ts', `import './micro/settings.ts';\nimport './env/envset.ts';\n`),
+    ).toEqual([]);
+    expect(await layerErrors('src/core/config.ts', `import './micro/settings.ts';\n`)).toHaveLength(1);
+  });
+
+  it('lets code outside the engine reach it only through the front door, statically or dynamically', async () => {
+    const file = 'src/cli/probe.ts';
+    expect(await layerErrors(file, `export const m = () => import('../engine/model/local_model.ts');\n`)).toHaveLength(
+      1,
+    );
+    expect(await layerErrors(file, `export type { Ops } from '../engine/ops/ops.ts';\n`)).toHaveLength(1);
+    expect(await layerErrors(file, `export const d = () => import('../engine/engine_api.ts');\n`)).toEqual([]);
+    expect(await layerErrors(file, `export const b = () => import('../engine/bench/kernels.ts');\n`)).toEqual([]);
+    // bench is the CLI's alone; a name that only starts like the front door is not it
+    expect(
+      await layerErrors('src/state/probe.ts', `export const b = () => import('../engine/bench/kernels.ts');\n`),
+    ).toHaveLength(1);
+    expect(await layerErrors(file, `import '../engine/engine_api.ts.bak';\n`)).toHaveLength(1);
+    // tests reach inside freely (no layer rule covers them)
+    expect(await layerErrors('tests/unit/probe.test.ts', `import '../../src/engine/model/model.ts';\n`)).toEqual([]);
   });
 
   it('keeps Node built-ins, WebGPU and Svelte out of the core', async () => {
