@@ -4,11 +4,11 @@
  * environment: the given actions, the reference solution, or (without either) one action per line
  * from stdin. A game's action is sent as `\boxed{...}` unless it already holds one (--raw: as typed).
  */
-import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { DEFAULTS } from '../core/config.ts';
 import { boxedAction, parseEnvHeader, type StepResult } from '../core/env/contract.ts';
 import { UsageError } from '../core/errors.ts';
+import { readRegularText } from '../platform/node/regular_file.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
 import { intFlag, JSON_FLAG, parseCommand, type CommandSpec, type Io } from './args.ts';
 
@@ -47,12 +47,16 @@ export const PLAY: CommandSpec = {
   example: ['spade play src/core/env/seeds/lantern_lock.js --seed 3', 'spade play FILE --actions "2 4" "1 3"'],
 };
 
+/** An environment file: a regular file (a FIFO or a device is refused unread), at most 1 MiB read. */
 async function readCode(file: string): Promise<string> {
+  let text: string | null;
   try {
-    return await readFile(file, 'utf8');
+    text = await readRegularText(file, 2 ** 20);
   } catch (err) {
     throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
   }
+  if (text === null) throw new UsageError(`cannot read ${file}: there is no such file`);
+  return text;
 }
 
 export async function validate(argv: string[], io: Io): Promise<number> {

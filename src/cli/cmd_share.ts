@@ -3,17 +3,19 @@
  *   (.json) or from environment files (.js with `// @title` headers).
  * `spade share decode LINK [--out FILE] [--json]` — read a share link back into an env set.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import {
   decodeShareLink,
   encodeShareLink,
   envSetToJson,
   makeEnvSet,
+  MAX_SET_BYTES,
   parseEnvSetJson,
   recordFromCode,
 } from '../core/env/envset.ts';
 import { UsageError } from '../core/errors.ts';
+import { readRegularText } from '../platform/node/regular_file.ts';
 import { flag, JSON_FLAG, parseCommand, pickSubcommand, type CommandSpec, type Io } from './args.ts';
 
 const SHARE_ENCODE: CommandSpec = {
@@ -38,6 +40,13 @@ const SHARE_DECODE: CommandSpec = {
   example: "spade share decode 'http://127.0.0.1:5173/#panel=environments&set=...' --out set.json",
 };
 
+/** A file to share: a regular file (a FIFO or a device is refused unread), at most `limit` bytes read. */
+async function readInput(file: string, limit: number): Promise<string> {
+  const text = await readRegularText(file, limit);
+  if (text === null) throw new UsageError(`cannot read ${file}: there is no such file`);
+  return text;
+}
+
 export async function share(argv: string[], io: Io): Promise<number> {
   const picked = pickSubcommand(
     { name: 'share', summary: 'Share links: environments in a URL.', subcommands: [SHARE_ENCODE, SHARE_DECODE] },
@@ -52,10 +61,11 @@ export async function share(argv: string[], io: Io): Promise<number> {
       throw new UsageError('share encode needs an env set .json or environment .js files');
     const files = args.positional;
     let set;
-    if (files.length === 1 && files[0]!.endsWith('.json')) set = parseEnvSetJson(await readFile(files[0]!, 'utf8'));
+    if (files.length === 1 && files[0]!.endsWith('.json'))
+      set = parseEnvSetJson(await readInput(files[0]!, MAX_SET_BYTES));
     else {
       const envs = [];
-      for (const f of files) envs.push(recordFromCode(await readFile(f, 'utf8')));
+      for (const f of files) envs.push(recordFromCode(await readInput(f, 2 ** 20)));
       set = makeEnvSet(
         args.flags.get('title')?.[0] ?? (files.length === 1 ? envs[0]!.title : `${files.length} environments`),
         envs,

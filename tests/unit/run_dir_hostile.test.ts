@@ -16,6 +16,7 @@ import { chunkText } from '../../src/core/spade/corpus.ts';
 import { SpadeLoop } from '../../src/core/spade/loop.ts';
 import { parseRunFileJson, parseRunJsonl } from '../../src/core/spade/run_file.ts';
 import type { RunSpec } from '../../src/core/spade/run_store.ts';
+import { DirStore } from '../../src/platform/node/dir_store.ts';
 import { readRegularText } from '../../src/platform/node/regular_file.ts';
 import { DirRunStore } from '../../src/platform/node/run_dir.ts';
 import { EnvCatalog, loadCatalog, readRunDir } from '../../src/platform/node/serve/env_catalog.ts';
@@ -321,6 +322,31 @@ describe('regular files only, bounds counted on the bytes read', () => {
       expect(code).toBe(1);
       expect(err.at(-1)).toMatch(/SpecialFileError: .*not a regular file/);
     }
+  });
+
+  it('`spade validate`, `play` and `share encode` refuse a FIFO or a device instead of hanging on it', async () => {
+    const d = await newDir();
+    mkfifo(join(d, 'pipe.js'));
+    await symlink('/dev/zero', join(d, 'zero.json'));
+    await mkdir(join(d, 'dir.js'));
+    for (const argv of [
+      ['validate', join(d, 'pipe.js')],
+      ['play', join(d, 'pipe.js'), '--solution'],
+      ['validate', join(d, 'dir.js')],
+      ['share', 'encode', join(d, 'zero.json')],
+      ['share', 'encode', join(d, 'pipe.js')],
+    ]) {
+      const err: string[] = [];
+      const code = await main(argv, { out: () => undefined, err: (l) => err.push(l) });
+      expect(code, argv.join(' ')).not.toBe(0);
+      expect(err.join('\n'), argv.join(' ')).toMatch(
+        /is a (FIFO \(named pipe\)|character device|directory), not a regular file/,
+      );
+    }
+    // the Node store backend too
+    await mkdir(join(d, 'store', 'runs'), { recursive: true });
+    mkfifo(join(d, 'store', 'runs', 'r1.json'));
+    await expect(new DirStore(join(d, 'store')).get('runs', 'r1')).rejects.toBeInstanceOf(SpecialFileError);
   });
 
   it('`spade serve` refuses a FIFO or a device named as an environment or an env set, saying what it is', async () => {

@@ -3,10 +3,11 @@
  * Writes go to a temp file then rename, so a crash mid-write never leaves a
  * half-written record behind.
  */
-import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { StorageError } from '../../core/errors.ts';
 import { checkCollection, checkKey, parseStored, toJson, type Collection, type Store } from '../../core/store.ts';
+import { readRegularText } from './regular_file.ts';
 
 export class DirStore implements Store {
   constructor(readonly dir: string) {}
@@ -19,13 +20,9 @@ export class DirStore implements Store {
 
   async get<T>(collection: Collection, key: string): Promise<T | undefined> {
     const p = this.path(collection, key);
-    let text: string;
-    try {
-      text = await readFile(p, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw new StorageError(`cannot read ${p}: ${(err as Error).message}`);
-    }
+    // a regular file only (a FIFO or a device in its place is a SpecialFileError, unread)
+    const text = await readRegularText(p);
+    if (text === null) return undefined;
     return parseStored<T>(collection, key, text, p);
   }
 
