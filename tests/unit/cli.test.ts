@@ -72,6 +72,21 @@ describe('spade CLI', () => {
     ).toEqual(b.json().transcript[1]);
   });
 
+  it("play: a game's action is sent as \\boxed{...} unless it holds one; --raw sends it as given", async () => {
+    const wrapped = await spade('play', join(dir, 'good.js'), '--seed', '3', '--actions', '5', '\\boxed{6}', '--json');
+    expect(wrapped.code).toBe(0);
+    expect(wrapped.json().transcript.map((t: { action: string | null }) => t.action)).toEqual([
+      null,
+      '\\boxed{5}',
+      '\\boxed{6}',
+    ]);
+    const raw = await spade('play', join(dir, 'good.js'), '--seed', '3', '--actions', '5', '--raw', '--json');
+    expect(raw.json().transcript[1].action).toBe('5');
+    // the same move, typed bare or boxed, gets the same answer from the game
+    const boxed = await spade('play', join(dir, 'good.js'), '--seed', '3', '--actions', '\\boxed{5}', '--json');
+    expect(boxed.json().transcript[1]).toEqual(wrapped.json().transcript[1]);
+  });
+
   it('share: encode → decode round trip; a hostile link exits 1 with a message', async () => {
     const enc = await spade('share', 'encode', join(dir, 'good.js'), '--json');
     expect(enc.code).toBe(0);

@@ -87,7 +87,7 @@ describe('spade --help', { timeout: 60_000 }, () => {
     const micro = await spade('micro', '-h');
     expect(micro.out[0]).toMatch(/^Usage: spade micro /);
     expect(micro.out).toContain('Subcommands:');
-    expect(micro.text).toMatch(/spade micro check\s+The lab's learning-curve check/);
+    expect(micro.text).toMatch(/\n {2}spade micro check +\S.*\n {2}spade micro compare +\S/);
     const run = await spade('run', '--help');
     expect(run.text).toMatch(/spade run export\s+One run file/);
   });
