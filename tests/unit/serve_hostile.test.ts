@@ -603,6 +603,30 @@ describe('served sources are loaded and reset before they are offered', () => {
     }
   });
 
+  it('a source whose reset gets the worker killed takes none of the other checks with it', async () => {
+    const killer = recordFromCode(
+      `// @title Killer\nclass KillerEnv { reset(s){ let n = 0; Array.prototype.join.call({ get length() { return n++ ? 2 ** 32 - 1 : 0; } }); return ['go', {}]; } step(a){ return ['x', 0, false, false, {}]; } solution(){ return []; } }`,
+    );
+    const logs: string[] = [];
+    const catalog = new EnvCatalog('s', [...SEED_ENVS.slice(0, 6), killer, ...SEED_ENVS.slice(6, 10)]);
+    const server = await SpadeServer.start({
+      catalog,
+      port: 0,
+      workers: 1,
+      graceMs: 300,
+      limits: { ...DEFAULT_LIMITS, resetMs: 300 },
+      log: (l) => logs.push(l),
+    });
+    try {
+      expect(catalog.list().map((e) => e.title)).toEqual(SEED_ENVS.slice(0, 10).map((e) => e.title));
+      expect(logs).toHaveLength(1);
+      expect(logs[0]).toMatch(/"Killer" is not served: SandboxTimeoutError/);
+      expect(server.stats().workerReplacements).toBeGreaterThanOrEqual(1);
+    } finally {
+      await server.close();
+    }
+  });
+
   it('under --watch: a new environment that fails to load or reset is named once and never served', async () => {
     const run = join(await mkdtemp(join(tmpdir(), 'spade-serve-watch-')), 'live');
     await mkdir(run);

@@ -301,14 +301,21 @@ export class EnvCatalog {
    * From now on, every record passes `check` before it is served; the records already here are
    * checked now and those that fail are removed, each named with its source and reason.
    */
-  async useCheck(check: EnvCheck, log: (line: string) => void): Promise<void> {
+  async useCheck(check: EnvCheck, log: (line: string) => void, concurrency = 1): Promise<void> {
     this.log = log;
-    for (const [id, e] of [...this.byId]) {
-      const problem = await check(e.rec);
-      if (problem === null) continue;
+    const todo = [...this.byId];
+    const problems = new Array<string | null>(todo.length).fill(null);
+    // `concurrency` checks at a time (the pool spreads them over its workers), results in order
+    let next = 0;
+    const worker = async () => {
+      for (let i = next++; i < todo.length; i = next++) problems[i] = await check(todo[i]![1].rec);
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, todo.length)) }, worker));
+    todo.forEach(([id, e], i) => {
+      if (problems[i] === null) return;
       this.byId.delete(id);
-      log(`${e.from}: "${e.rec.title.slice(0, 80)}" is not served: ${problem}`);
-    }
+      log(`${e.from}: "${e.rec.title.slice(0, 80)}" is not served: ${problems[i]}`);
+    });
     this.check = check;
   }
 

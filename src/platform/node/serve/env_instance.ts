@@ -25,7 +25,7 @@ import type { SandboxLimits } from '../../../core/env/limits.ts';
 export const MAX_REBUILDS_PER_CALL = 8;
 
 /** A call failed only because the worker was replaced for someone else's sake. */
-function lostToNeighbour(err: unknown): boolean {
+export function lostToNeighbour(err: unknown): boolean {
   return err instanceof WorkerCrashedError && err.data.lost === true && err.data.killed !== true;
 }
 

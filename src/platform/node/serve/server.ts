@@ -23,6 +23,7 @@ import type { SandboxPool } from '../../../core/sandbox/pool.ts';
 import { createNodeSandboxPool } from '../sandbox_pool.ts';
 import { Access, isLoopback } from './access.ts';
 import type { EnvCatalog } from './env_catalog.ts';
+import { lostToNeighbour, MAX_REBUILDS_PER_CALL } from './env_instance.ts';
 import { Episodes, MAX_REPLAY_CHARS } from './episodes.ts';
 import { HttpRoutes } from './http_routes.ts';
 import { WsSessions } from './ws_sessions.ts';
@@ -91,7 +92,7 @@ export function loadAndReset(
   maxTurns: number,
   limits: SandboxLimits,
 ): (rec: EnvRecord) => Promise<string | null> {
-  return async (rec) => {
+  const once = async (rec: EnvRecord): Promise<unknown> => {
     let id: string | null = null;
     try {
       const env = await pool.load(rec.code, maxTurns, limits);
@@ -99,11 +100,19 @@ export function loadAndReset(
       await pool.reset(env.id, 0);
       return null;
     } catch (err) {
-      const e = serializeError(err);
-      return `${e.name}: ${e.message}`.slice(0, 500);
+      return err;
     } finally {
       if (id !== null) await pool.dispose(id).catch(() => undefined);
     }
+  };
+  return async (rec) => {
+    // checks run side by side: one that lost its worker to another's kill is tried again
+    let err = await once(rec);
+    for (let tries = 1; err !== null && lostToNeighbour(err) && tries < MAX_REBUILDS_PER_CALL; tries++)
+      err = await once(rec);
+    if (err === null) return null;
+    const e = serializeError(err);
+    return `${e.name}: ${e.message}`.slice(0, 500);
   };
 }
 
@@ -194,7 +203,12 @@ export class SpadeServer {
     const server = new SpadeServer(opts, host);
     try {
       const e = server.episodes.o;
-      await opts.catalog.useCheck(loadAndReset(server.pool, e.maxTurns, e.limits), (line) => server.log(line));
+      // two checks per worker at a time: one runs while the next one's load is on its way
+      await opts.catalog.useCheck(
+        loadAndReset(server.pool, e.maxTurns, e.limits),
+        (line) => server.log(line),
+        2 * server.pool.size,
+      );
       await new Promise<void>((resolve, reject) => {
         server.http.once('error', reject);
         server.http.listen(opts.port ?? 8000, host, () => resolve());
