@@ -241,7 +241,13 @@ describe('red-team findings (in-process)', () => {
       reset(){ return ['echo', {}]; }
       step(a){ return [a, 0, false, false, { codes: Array.from(a, (c) => c.charCodeAt(0)), boxed: extractBoxed(a) }]; } }`);
     host.reset(env.id, 0);
-    for (const action of ['abc\0\\boxed{win}', '\0', 'a\x01\x07\x1b[31m\x7f\u2028b', 'lone \ud800 high, \udfff low']) {
+    for (const action of [
+      'abc\0\\boxed{win}',
+      '\0',
+      'a\x01\x07\x1b[31m\x7f\u2028b',
+      'lone \ud800 high, \udfff low',
+      'paired \u{1F600} \\boxed{1}',
+    ]) {
       const [obs, , , , info] = host.step(env.id, action);
       expect(obs).toBe(action);
       expect(info.codes).toEqual(Array.from(action, (c) => c.charCodeAt(0)));

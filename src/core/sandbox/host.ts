@@ -45,6 +45,7 @@ import {
 } from '../errors.ts';
 import type { LoadedEnv, ResetResult, StepResult, ToolSchema } from '../env/contract.ts';
 import prelude from './prelude.guest.js?raw';
+import { oneArgCall, type OneArgCall } from './ffi_call.ts';
 import { allocationCounter, newWatchedModule, type WatchedModule } from './heap.ts';
 import { checkAction, checkObservation, checkSource } from './screen.ts';
 
@@ -52,6 +53,8 @@ export { DEFAULT_LIMITS, limitsFromConfig, type SandboxLimits } from '../env/lim
 export { envClassNames, nestingDepth } from './screen.ts';
 import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from '../env/limits.ts';
 
+/** An action the guest can take as a plain string: no NUL, no surrogate (paired or not). */
+const RAW_SAFE = /^[^\0\ud800-\udfff]*$/;
 /** Time to read a thrown value (its getters, Proxy traps, toString) once the call itself has ended. */
 const READ_ERROR_MS = 100;
 /** While guest code runs, its memory is measured at most this often (a report costs ~0.1 ms). */
@@ -78,7 +81,7 @@ interface LiveEnv {
   runtime: QuickJSRuntime;
   context: QuickJSContext;
   api: QuickJSHandle;
-  fns: Record<'register' | 'reset' | 'step' | 'solution' | 'close' | 'describe', QuickJSHandle>;
+  fns: Record<'register' | 'reset' | 'step' | 'stepJson' | 'solution' | 'close' | 'describe', QuickJSHandle>;
   limits: SandboxLimits;
   info: LoadedEnv;
   /** Deadline (performance.now() ms) of the call in flight; the runtime's interrupt handler reads it. */
@@ -97,6 +100,8 @@ interface LiveEnv {
   /** The runtime's live allocation count (null: unreadable in this build) and its value when last measured. */
   allocations: (() => number) | null;
   allocationsAtMeasure: number;
+  /** reset() and step()'s path into the guest (null: the public API's, where the internals differ). */
+  caller: OneArgCall | null;
   /** Set once the env hit a limit; later calls fail fast with this. */
   dead: SpadeError | null;
   generation: number;
@@ -229,6 +234,7 @@ export class SandboxHost {
         step: context.getProp(api, 'step'),
         solution: context.getProp(api, 'solution'),
         close: context.getProp(api, 'close'),
+        stepJson: context.getProp(api, 'stepJson'),
         describe: context.getProp(api, 'describe'),
       };
       this.evalOrThrow(partial, code, 'env.js', limits.loadMs, 'loading the environment code');
@@ -328,6 +334,7 @@ export class SandboxHost {
       grewSinceMeasure: false,
       allocations: allocationCounter(this.memory, runtime, limits.memoryBytes),
       allocationsAtMeasure: 0,
+      caller: oneArgCall(context),
     } as unknown as LiveEnv; // api, fns and info are set by load() once the prelude has run
     runtime.setInterruptHandler(() => {
       // between calls the deadline is Infinity and no guest code may run (no dump, no getter, no
@@ -412,8 +419,11 @@ export class SandboxHost {
     const env = this.live(id);
     if (typeof action !== 'string') throw new EnvContractError(`action must be a string; got ${describe(action)}`);
     checkAction(action, env.limits);
-    // JSON text carries every UTF-16 unit; a raw string would end at its first NUL on the way in
-    const v = this.invoke(env, 'step', JSON.stringify(action), env.limits.stepMs);
+    // a string crosses into QuickJS as UTF-8 ending at its first NUL (and a lone surrogate has no
+    // UTF-8), so such an action goes as JSON text, which carries every UTF-16 unit
+    const v = RAW_SAFE.test(action)
+      ? this.invoke(env, 'step', action, env.limits.stepMs)
+      : this.invoke(env, 'step', JSON.stringify(action), env.limits.stepMs, 'stepJson');
     if (
       Array.isArray(v) &&
       v.length === 5 &&
@@ -514,18 +524,20 @@ export class SandboxHost {
     return env;
   }
 
+  /** Call the prelude's entry point `fn` (default: the method's own) for `method`, with one argument or none. */
   private invoke(
     env: LiveEnv,
     method: 'reset' | 'step' | 'solution' | 'close',
     arg: string | number | undefined,
     ms: number,
+    fn: keyof LiveEnv['fns'] = method,
   ): unknown {
     const { context } = env;
     const args: QuickJSHandle[] = [];
-    if (typeof arg === 'string') args.push(context.newString(arg));
+    if (typeof arg === 'string') args.push(env.caller ? env.caller.newString(arg) : context.newString(arg));
     else if (typeof arg === 'number') args.push(context.newNumber(arg));
     try {
-      const reply = this.callGuest(env, env.fns[method], args, ms, method);
+      const reply = this.callGuest(env, env.fns[fn], args, ms, method);
       if (!reply.ok) throw this.limitError(env, guestError(reply.error), method, ms);
       return reply.value;
     } finally {
@@ -549,13 +561,15 @@ export class SandboxHost {
   private callGuest(env: LiveEnv, fn: QuickJSHandle, args: QuickJSHandle[], ms: number, method: string): GuestReply {
     const { context } = env;
     const value = this.runGuest(env, ms, method, `${method} (a promise callback)`, () =>
-      context.callFunction(fn, context.undefined, ...args),
+      args.length === 1 && env.caller
+        ? env.caller.call(fn, args[0]!)
+        : context.callFunction(fn, context.undefined, ...args),
     );
     if (value instanceof GuestFailure) throw this.limitError(env, value.error, value.method, ms);
     let text: string | null = null;
     try {
       // only a string is read: getString on anything else would run the guest's toString
-      if (context.typeof(value) === 'string') text = context.getString(value);
+      if (env.caller?.isString(value) || context.typeof(value) === 'string') text = context.getString(value);
     } finally {
       value.dispose();
     }
@@ -774,6 +788,7 @@ export class SandboxHost {
 
   private release(env: LiveEnv, quiet = false): void {
     try {
+      if (!quiet) env.caller?.free();
       if (env.fns) for (const h of Object.values(env.fns)) if (h?.alive) h.dispose();
       if (env.api?.alive) env.api.dispose();
       if (env.context?.alive) env.context.dispose();

@@ -527,6 +527,33 @@
       return failure(e);
     }
   }
+  // Fast path for the common well-formed 5-tuple: JSON.stringify of the whole reply is the main
+  // cost of a step in QuickJS, so serialise the fixed shape by hand, bare (the host reads an array
+  // as this reply, a record as any other).
+  function stepWith(action) {
+    let v;
+    try {
+      v = env.step(action);
+      if (
+        isArray(v) &&
+        v.length === 5 &&
+        typeof v[0] === 'string' &&
+        typeof v[1] === 'number' &&
+        isFiniteNumber(v[1]) &&
+        typeof v[2] === 'boolean' &&
+        typeof v[3] === 'boolean' &&
+        v[4] !== null &&
+        typeof v[4] === 'object' &&
+        !isArray(v[4])
+      ) {
+        const info = ObjectKeys(v[4]).length === 0 ? '{}' : stringify(v[4]);
+        return '[' + stringify(v[0]) + ',' + v[1] + ',' + v[2] + ',' + v[3] + ',' + info + ']';
+      }
+      return stringify(reply(v));
+    } catch (e) {
+      return failure(e);
+    }
+  }
   const api = {
     /** classes: candidate constructors, last-declared first. Picks the first that is a function. */
     register(names, classes, maxTurns) {
@@ -546,38 +573,18 @@
       seedRandom(seed);
       return wrap(() => env.reset(seed));
     },
-    /** json: the action as JSON text (so NUL and every other character arrive as sent). */
-    step(json) {
-      // Fast path for the common well-formed 5-tuple: JSON.stringify of the whole reply is the
-      // main cost of a step in QuickJS, so serialise the fixed shape by hand, bare (the host reads
-      // an array as this reply, a record as any other).
-      let v;
+    /** The action as the host sent it: text without NUL or surrogates goes as is, other text as JSON. */
+    step(text) {
+      return stepWith(text);
+    },
+    stepJson(json) {
+      let action;
       try {
-        v = env.step(parse(json));
-        if (
-          isArray(v) &&
-          v.length === 5 &&
-          typeof v[0] === 'string' &&
-          typeof v[1] === 'number' &&
-          isFiniteNumber(v[1]) &&
-          typeof v[2] === 'boolean' &&
-          typeof v[3] === 'boolean' &&
-          v[4] !== null &&
-          typeof v[4] === 'object' &&
-          !isArray(v[4])
-        ) {
-          let info = '{}';
-          for (const _k in v[4]) {
-            info = null;
-            break;
-          }
-          if (info === null) info = stringify(v[4]);
-          return '[' + stringify(v[0]) + ',' + v[1] + ',' + v[2] + ',' + v[3] + ',' + info + ']';
-        }
-        return stringify(reply(v));
+        action = parse(json);
       } catch (e) {
         return failure(e);
       }
+      return stepWith(action);
     },
     solution() {
       return wrap(() => env.solution());
