@@ -5,7 +5,8 @@
 //   node --import ./bin/ts_loader.js scripts/device/make_refs.ts
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createRng } from '../../src/core/rng.ts';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { exportPeft } from '../../src/engine/io/peft.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';

@@ -19,18 +19,15 @@ import type { ChatMessage, ChatOptions, ChatResult } from '../core/llm/chat_mode
 import type { Thinking } from '../core/llm/thinking.ts';
 import { paramCount, type Architecture } from './io/config.ts';
 import { initCheckpointFiles, initConfig } from './io/init_checkpoint.ts';
+import { loadCheckpoint, loadPeftAdapter, planWeights, type LoadProgress } from './io/load.ts';
 import {
   BlobModelFiles,
   huggingFaceFiles,
-  loadCheckpoint,
-  loadPeftAdapter,
   MemoryModelFiles,
-  planWeights,
   type BlobFile,
-  type LoadProgress,
   type ModelFileCache,
   type ModelFiles,
-} from './io/load.ts';
+} from './io/model_files.ts';
 import type { WeightFormat } from './io/pack.ts';
 import { exportPeft, importPeft, type LoraModule } from './io/peft.ts';
 import { DecodeScheduler, type SchedulerStats } from './model/batch.ts';

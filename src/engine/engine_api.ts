@@ -41,11 +41,11 @@ export {
   notFound,
   type BlobFile,
   type FileProgressFn,
-  type LoadProgress,
   type ModelFileCache,
   type ModelFileInfo,
   type ModelFiles,
-} from './io/load.ts';
+} from './io/model_files.ts';
+export type { LoadProgress } from './io/load.ts';
 
 // formats and shapes: base weights, the KV cache, LoRA targets, fresh checkpoints (`spade engine init`)
 export { parseWeightFormat, WEIGHT_FORMATS, type WeightFormat } from './io/pack.ts';

@@ -5,7 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
 import { benchStepRecording, benchStepTemplate } from '../../src/engine/bench/batch.ts';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { matvec } from '../../src/engine/kernels/matvec.ts';
 import { DecodeScheduler } from '../../src/engine/model/batch.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';

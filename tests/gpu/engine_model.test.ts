@@ -2,7 +2,8 @@
 // generation with the KV cache, and LoRA gradients — every architecture variant, f32 and bf16.
 import { describe, expect, it } from 'vitest';
 import { generate } from '../../src/engine/model/generate.ts';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';

@@ -14,7 +14,8 @@ import { attentionPaged, attentionPagedCpu, packPagedIndex } from '../../src/eng
 import { ropeFrequencies } from '../../src/engine/kernels/rope.ts';
 import { ropeAppendCpu } from '../../src/engine/kernels/rope_append.ts';
 import { f16ToF32, f32ToF16 } from '../../src/engine/io/float16.ts';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { DecodeScheduler } from '../../src/engine/model/batch.ts';
 import { KvPages, type KvFormat, type PagedBatch, type StepItem } from '../../src/engine/model/kv_pages.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';

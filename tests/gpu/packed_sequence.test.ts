@@ -12,7 +12,8 @@ import {
 } from '../../src/engine/kernels/attention.ts';
 import { rope, ropeBackward, ropeBackwardCpu, ropeCpu, ropeFrequencies } from '../../src/engine/kernels/rope.ts';
 import { segmentBounds } from '../../src/engine/kernels/segments.ts';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import type { GpuContext } from '../../src/engine/runtime/device.ts';

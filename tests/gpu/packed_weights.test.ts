@@ -5,7 +5,8 @@
 // GPU bytes against weightBytes(config).
 import { describe, expect, it } from 'vitest';
 import { generate } from '../../src/engine/model/generate.ts';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { packWeight, weightBytes, type WeightFormat } from '../../src/engine/io/pack.ts';
 import { hfTensorSpecs } from '../../src/engine/io/config.ts';
 import { embeddingPacked, embeddingPackedCpu } from '../../src/engine/kernels/embedding_packed.ts';

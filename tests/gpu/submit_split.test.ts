@@ -2,7 +2,8 @@
 // small GPU's watchdog): the submissions are counted, and results — a kernel chain and a LoRA step's
 // gradients — are the same bits as with one submission.
 import { describe, expect, it } from 'vitest';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { GpuOps } from '../../src/engine/ops/ops.ts';
 import { Engine, MAX_DISPATCHES_PER_SUBMIT, type Tensor } from '../../src/engine/runtime/runtime.ts';

@@ -3,7 +3,8 @@
 // adapter gradients with the ratio against it and each token weighted by min(π_old / π_sampler, 2).
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, GpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { Engine, type Tensor } from '../../src/engine/runtime/runtime.ts';

@@ -13,7 +13,8 @@ import { Template } from '@huggingface/jinja';
 import { main } from '../../src/cli/spade.ts';
 import { ModelLoadError, NonFiniteLogitsError } from '../../src/core/errors.ts';
 import { checkCheckpointTensors, hfTensorSpecs, modelConfigFromHf } from '../../src/engine/io/config.ts';
-import { loadCheckpoint, loadPeftAdapter, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint, loadPeftAdapter } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { exportPeft, importPeft, loraKey, loraModuleDims, peftTensorName } from '../../src/engine/io/peft.ts';
 import { writeSafetensors, type TensorToWrite } from '../../src/engine/io/safetensors.ts';
 import {

@@ -20,17 +20,15 @@ import {
   modelConfigToHf,
   type ModelConfig,
 } from '../../src/engine/io/config.ts';
+import { loadCheckpoint, loadPeftAdapter, type LoadProgress } from '../../src/engine/io/load.ts';
 import {
   BlobModelFiles,
   MemoryModelFiles,
   UrlModelFiles,
   huggingFaceFiles,
   isNotFound,
-  loadCheckpoint,
-  loadPeftAdapter,
-  type LoadProgress,
   type ModelFileCache,
-} from '../../src/engine/io/load.ts';
+} from '../../src/engine/io/model_files.ts';
 import {
   exportPeft,
   importPeft,

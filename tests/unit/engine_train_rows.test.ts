@@ -3,7 +3,8 @@
 // lengths, and the gradients are still those of the objective (central finite differences, with a
 // mask of two separate runs, the KL to the base and old log-probs on). CPU references.
 import { describe, expect, it, vi } from 'vitest';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';

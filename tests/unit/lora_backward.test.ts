@@ -3,7 +3,8 @@
 // tensor, so a layer's backward adds only its two residuals — the gradients themselves are checked
 // against finite differences in tests/unit/engine_model.test.ts.
 import { describe, expect, it } from 'vitest';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import type { LoraModule } from '../../src/engine/io/peft.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';

@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
 import { ModelLoadError } from '../../src/core/errors.ts';
 import { halfToFloat } from '../../src/engine/io/float16.ts';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import {
   checkPackable,
   packedWords,

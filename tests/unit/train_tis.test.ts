@@ -24,7 +24,8 @@ import {
   type TokenSample,
 } from '../../src/core/train/grpo.ts';
 import { grpoWeightsCpu } from '../../src/engine/kernels/grpo_weights.ts';
-import { loadCheckpoint, MemoryModelFiles } from '../../src/engine/io/load.ts';
+import { loadCheckpoint } from '../../src/engine/io/load.ts';
+import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { toyModel } from '../../src/engine/lab/toy_train.ts';
