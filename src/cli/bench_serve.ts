@@ -1,19 +1,25 @@
 /**
- * `spade bench serve [--sessions N] [--seconds S] [--workers N] [--json]` — a bounded load test of
- * `spade serve` on loopback: N concurrent WebSocket sessions (default 64) each play seed
- * environments with their reference solutions, episode after episode, for S seconds (default 5).
- * Reports steps/s, p50/p99 step latency (send to reply), errors (error replies, lost connections,
- * episodes not won) and, after every client has disconnected, the environment instances still
- * loaded and the workers replaced (both should be 0).
+ * `spade bench serve [--sessions N[,N...]] [--seconds S] [--workers N] [--json]` — a bounded load
+ * test of `spade serve` on loopback: N concurrent WebSocket sessions (default 64, then 256) each play
+ * seed environments with their reference solutions, episode after episode, for S seconds (default 5).
+ * The clients run in a process of their own (bench_serve_client.ts), so the figures are the
+ * server's: steps/s (and per sandbox worker), p50/p99 step latency (send to reply, as the client
+ * sees it), errors (error replies, lost connections, episodes not won) and, after every client has
+ * disconnected, the sessions and environment instances still held and the workers replaced (all 0).
  */
+import { spawn } from 'node:child_process';
+import { loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { SEED_ENVS } from '../core/env/seeds/index.ts';
 import { UsageError } from '../core/errors.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
 import { EnvCatalog } from '../platform/node/serve/env_catalog.ts';
 import { defaultWorkers, sessionsPerWorker, SpadeServer } from '../platform/node/serve/server.ts';
 import { DEFAULT_LIMITS } from '../core/env/limits.ts';
-import { OpenEnvWsClient } from '../platform/node/serve/ws_client.ts';
 import { flag, intFlag, type Args, type Io } from './args.ts';
+import type { ClientPlan, ClientResult } from './bench_serve_client.ts';
+
+const CLIENT = fileURLToPath(new URL('./bench_serve_client.ts', import.meta.url));
 
 export interface ServeBenchResult {
   sessions: number;
@@ -22,6 +28,7 @@ export interface ServeBenchResult {
   steps: number;
   episodes: number;
   stepsPerSecond: number;
+  stepsPerSecondPerWorker: number;
   p50Ms: number;
   p99Ms: number;
   errors: number;
@@ -32,6 +39,8 @@ export interface ServeBenchResult {
   /** Sessions the server still held after every client disconnected. */
   leakedSessions: number;
   workerReplacements: number;
+  /** The 1-minute load average when the run started and ended (the machine may be shared). */
+  loadAverage: [number, number];
 }
 
 const quantile = (sorted: number[], q: number) =>
@@ -54,12 +63,36 @@ async function solutions(): Promise<string[][]> {
   }
 }
 
+/** Run the clients in a process of their own; resolves with what they measured. */
+function runClientProcess(plan: ClientPlan): Promise<ClientResult> {
+  const loader = process.env.SPADE_TS_LOADER;
+  const child = spawn(process.execPath, [...(loader ? ['--import', loader] : []), CLIENT], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  child.stdin.end(JSON.stringify(plan));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      const last = out.trim().split('\n').pop() ?? '';
+      try {
+        if (code !== 0) throw new Error(`exit code ${code}`);
+        resolve(JSON.parse(last) as ClientResult);
+      } catch (err) {
+        reject(new Error(`the bench's client process failed (${(err as Error).message})`));
+      }
+    });
+  });
+}
+
 export async function runServeBench(opts: {
   sessions: number;
   seconds: number;
   workers?: number;
 }): Promise<ServeBenchResult> {
   const plans = await solutions();
+  const load0 = loadavg()[0]!;
   // enough workers to hold every session's instance (the default limits: 48 per worker)
   const workers = Math.max(
     opts.workers ?? defaultWorkers(),
@@ -71,90 +104,71 @@ export async function runServeBench(opts: {
     workers,
     maxSessions: opts.sessions,
   });
-  const latencies: number[] = [];
-  let errors = 0;
-  let firstError: string | null = null;
-  const fail = (what: string) => {
-    errors++;
-    firstError ??= what;
-  };
-  let episodes = 0;
-  const t0 = performance.now();
-  const deadline = t0 + opts.seconds * 1000;
-  const session = async (i: number) => {
-    const envIndex = i % SEED_ENVS.length;
-    let client: OpenEnvWsClient;
-    try {
-      client = await OpenEnvWsClient.connect(server.url);
-    } catch (err) {
-      fail(`connect: ${(err as Error).message}`);
-      return;
-    }
-    try {
-      do {
-        const r = await client.reset({ env_id: SEED_ENVS[envIndex]!.id, seed: 0 });
-        if (r.type !== 'observation') throw new Error(String(r.data.message));
-        let last = r;
-        for (const text of plans[envIndex]!) {
-          const s0 = performance.now();
-          last = await client.step({ text });
-          latencies.push(performance.now() - s0);
-          if (last.type !== 'observation') throw new Error(String(last.data.message));
-          if (last.data.done) break;
-        }
-        episodes++;
-        if (!(last.data.done && Number(last.data.reward) > 0))
-          fail(`${SEED_ENVS[envIndex]!.title}: the reference solution did not win`);
-      } while (performance.now() < deadline);
-      await client.close();
-    } catch (err) {
-      fail((err as Error).message);
-      client.terminate();
-    }
-  };
   try {
-    await Promise.all(Array.from({ length: opts.sessions }, (_, i) => session(i)));
-    const elapsed = (performance.now() - t0) / 1000;
+    const r = await runClientProcess({
+      url: server.url,
+      sessions: opts.sessions,
+      seconds: opts.seconds,
+      envs: SEED_ENVS.map((rec, i) => ({ id: rec.id, title: rec.title, actions: plans[i]! })),
+    });
     // the server ends a session when its socket closes: give the last close frames a moment
-    for (let i = 0; i < 50 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 50 && server.stats().sessions > 0; i++) await new Promise((res) => setTimeout(res, 20));
     const stats = server.stats();
-    const sorted = [...latencies].sort((a, b) => a - b);
+    const sorted = [...r.latencies].sort((a, b) => a - b);
+    const stepsPerSecond = r.latencies.length / r.seconds;
     return {
       sessions: opts.sessions,
       workers: stats.workers,
-      seconds: Math.round(elapsed * 100) / 100,
-      steps: latencies.length,
-      episodes,
-      stepsPerSecond: Math.round(latencies.length / elapsed),
+      seconds: Math.round(r.seconds * 100) / 100,
+      steps: r.latencies.length,
+      episodes: r.episodes,
+      stepsPerSecond: Math.round(stepsPerSecond),
+      stepsPerSecondPerWorker: Math.round(stepsPerSecond / stats.workers),
       p50Ms: Math.round(quantile(sorted, 0.5) * 100) / 100,
       p99Ms: Math.round(quantile(sorted, 0.99) * 100) / 100,
-      errors,
-      firstError,
+      errors: r.errors,
+      firstError: r.firstError,
       leakedEnvs: stats.liveEnvs,
       leakedSessions: stats.sessions,
       workerReplacements: stats.workerReplacements,
+      loadAverage: [+load0.toFixed(2), +loadavg()[0]!.toFixed(2)],
     };
   } finally {
     await server.close();
   }
 }
 
+/** `--sessions 64,256`: each count in turn. */
+function sessionCounts(args: Args): number[] {
+  const text = flag(args, 'sessions') ?? '64,256';
+  const counts = text.split(',').map((t) => Number(t.trim()));
+  if (counts.some((n) => !Number.isInteger(n) || n < 1))
+    throw new UsageError(`--sessions takes whole numbers of at least 1, comma-separated; got "${text}"`);
+  return counts;
+}
+
 export async function benchServe(io: Io, args: Args, json: boolean): Promise<number> {
-  const sessions = intFlag(args, 'sessions', 64);
+  const counts = sessionCounts(args);
   const seconds = Number(flag(args, 'seconds') ?? 5);
-  if (sessions < 1) throw new UsageError('--sessions must be at least 1');
   if (!(seconds > 0)) throw new UsageError('--seconds must be a positive number');
   const workers = args.flags.has('workers') ? intFlag(args, 'workers', 1) : undefined;
-  const r = await runServeBench({ sessions, seconds, workers });
-  const ok = r.errors === 0 && r.leakedEnvs === 0 && r.leakedSessions === 0;
-  if (json) io.out(JSON.stringify({ ok, ...r }));
-  else {
-    io.out(`spade serve on loopback: ${r.sessions} concurrent sessions, ${r.workers} sandbox workers, ${r.seconds} s`);
-    io.out(`  ${r.steps} steps in ${r.episodes} episodes: ${r.stepsPerSecond} steps/s`);
+  const runs: ServeBenchResult[] = [];
+  for (const sessions of counts) {
+    const r = await runServeBench({ sessions, seconds, workers });
+    runs.push(r);
+    if (json) continue;
+    io.out(
+      `spade serve on loopback: ${r.sessions} concurrent sessions (clients in their own process), ${r.workers} sandbox workers, ${r.seconds} s`,
+    );
+    io.out(
+      `  ${r.steps} steps in ${r.episodes} episodes: ${r.stepsPerSecond} steps/s (${r.stepsPerSecondPerWorker} per worker)`,
+    );
     io.out(`  step latency p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms`);
     io.out(
-      `  errors ${r.errors}; after disconnect: ${r.leakedSessions} sessions, ${r.leakedEnvs} environment instances left; ${r.workerReplacements} workers replaced`,
+      `  errors ${r.errors}; after disconnect: ${r.leakedSessions} sessions, ${r.leakedEnvs} environment instances left; ${r.workerReplacements} workers replaced; load average ${r.loadAverage[0]} -> ${r.loadAverage[1]}`,
     );
   }
+  const ok = runs.every((r) => r.errors === 0 && r.leakedEnvs === 0 && r.leakedSessions === 0);
+  if (json) io.out(JSON.stringify({ ok, runs }));
   return ok ? 0 : 1;
 }
