@@ -1,7 +1,7 @@
 /**
  * `spade run --train`: closed-loop self-play on our engine. After every cycle the policy (a LoRA
  * adapter on the local checkpoint, shared by both roles as in the paper) is trained by the closed
- * loop of `core/train/closed_loop.ts` — the clipped-GRPO rounds of `core/train/schedule.ts` on the
+ * loop of `core/train/closed_loop.ts` — the clipped-GRPO rounds of `core/train/grpo_rounds.ts` on the
  * exact token ids it sampled — with the run directory as its store, under `train/`:
  *
  *   adapter_config.json, adapter_model.safetensors   the adapter (PEFT format)
@@ -31,7 +31,7 @@ import {
   type RoundSummary,
   type TrainStore,
 } from '../core/train/closed_loop.ts';
-import { closedLoopProblems, trainerOptions } from '../core/train/schedule.ts';
+import { closedLoopProblems, trainerOptions } from '../core/train/grpo_rounds.ts';
 import { EngineChatModel, type EngineApi, type LoraModule } from '../engine/engine_api.ts';
 import type { Io } from './args.ts';
 

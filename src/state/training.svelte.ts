@@ -26,7 +26,7 @@ import {
   type RoundSummary,
   type TrainStore,
 } from '../core/train/closed_loop.ts';
-import { trainerOptions } from '../core/train/schedule.ts';
+import { trainerOptions } from '../core/train/grpo_rounds.ts';
 import {
   EngineChatModel,
   engineCapabilities,

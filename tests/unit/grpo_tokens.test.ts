@@ -1,11 +1,11 @@
-// Token-exact GRPO samples and the training schedule (src/core/train/grpo.ts, schedule.ts):
+// Token-exact GRPO samples and the training schedule (src/core/train/grpo.ts, grpo_rounds.ts):
 // an episode becomes one id sequence with the agent's own tokens marked, advantages are z-scored
 // over the unhinted plays of one environment, designs train on their first attempt with the
 // designer advantage, minibatches respect the token budget, and a role that does not sample
 // from the trained engine is refused with the fix.
 import { describe, expect, it } from 'vitest';
 import { agentTokenSamples, designerTokenSamples, extendTrace } from '../../src/core/train/grpo.ts';
-import { closedLoopProblems, cycleBatch, minibatches } from '../../src/core/train/schedule.ts';
+import { closedLoopProblems, cycleBatch, minibatches } from '../../src/core/train/grpo_rounds.ts';
 import { createRng } from '../../src/core/rng.ts';
 import type { ArchiveRecord, RolloutRecord } from '../../src/core/spade/run_store.ts';
 

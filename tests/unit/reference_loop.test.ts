@@ -25,7 +25,7 @@ import { parseRunSpec } from '../../src/core/spade/run_file.ts';
 import { StoreRunStore, type ArchiveRecord, type RolloutRecord, type RunSpec } from '../../src/core/spade/run_store.ts';
 import { MemoryStore } from '../../src/core/store.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
-import { cycleBatch, trainRound } from '../../src/core/train/schedule.ts';
+import { cycleBatch, trainRound } from '../../src/core/train/grpo_rounds.ts';
 import { createRng } from '../../src/core/rng.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
 

@@ -16,7 +16,7 @@
  *      plateau and regret) of those returns, 0 for an invalid description; designerAdvantages
  *      centres the K raw values of the cycle (one skill: the family) times a fixed role scale;
  *   5. the agent's unhinted plays are z-scored per level (groupAdvantages; hinted plays are not
- *      trained) and both roles are updated through trainRound (schedule.ts) — TokenSamples in
+ *      trained) and both roles are updated through trainRound (grpo_rounds.ts) — TokenSamples in
  *      minibatches to each role's PolicyTrainer, the engine's clipped-GRPO trainer;
  *   6. the agent plays a fixed probe set (PROBE_LEVELS, no hint, fixed environment and sampling
  *      seeds), the lab's measure of learning; its chance level is `probeChance`.
@@ -49,7 +49,7 @@ import {
 } from '../spade/estimators.ts';
 import { HINT_PREFIX } from '../spade/prompts.ts';
 import { extendTrace, type TokenSample, type TokenTrace } from '../train/grpo.ts';
-import { trainRound, type PolicyTrainer, type UpdateStats } from '../train/schedule.ts';
+import { trainRound, type PolicyTrainer, type UpdateStats } from '../train/grpo_rounds.ts';
 import {
   chance,
   describeLevel,

@@ -9,7 +9,7 @@
 import type { ArchiveRecord, MetricsRecord } from '../spade/run_store.ts';
 import { mean } from '../spade/estimators.ts';
 import { mergeTisStats, type TisStats } from './grpo.ts';
-import type { UpdateStats } from './schedule.ts';
+import type { UpdateStats } from './grpo_rounds.ts';
 
 /**
  * One optimiser step as the app records it: which cycle's round, which update (1-based) it belongs

@@ -28,7 +28,7 @@ import { replayUnhinted } from '../spade/unhinted_replays.ts';
 import type { ArchiveRecord, RolloutRecord } from '../spade/run_store.ts';
 import type { StepRecord } from './chart_series.ts';
 import { mergeTisStats, roundLearnerLogprobs, type TisStats, type TokenSample } from './grpo.ts';
-import { cycleBatch, trainerSample, trainRound, type CycleData, type UpdateStats } from './schedule.ts';
+import { cycleBatch, trainerSample, trainRound, type CycleData, type UpdateStats } from './grpo_rounds.ts';
 
 /** A fresh adapter's shape when none is given: rank 8 on the attention's q and v, as PEFT's defaults do. */
 export const DEFAULT_LORA: {

@@ -22,7 +22,7 @@ import {
 } from '../../core/micro/lab.ts';
 import { mean } from '../../core/spade/estimators.ts';
 import { hashSeed } from '../../core/rng.ts';
-import type { PolicyTrainer } from '../../core/train/schedule.ts';
+import type { PolicyTrainer } from '../../core/train/grpo_rounds.ts';
 import { toyModel } from './toy_train.ts';
 import { TINY_TRAIN_DEFAULTS, TinyChat, TinyLm, tinyTrainer } from './tiny_lm.ts';
 import type { LlamaModel } from '../model/model.ts';

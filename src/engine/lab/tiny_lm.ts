@@ -25,7 +25,7 @@ import type { ChatMessage, ChatModel, ChatOptions, ChatResult, ModelCapabilities
 import { throwIfAborted } from '../../core/llm/chat_model.ts';
 import { createRng } from '../../core/rng.ts';
 import type { TokenSample } from '../../core/train/grpo.ts';
-import type { PolicyTrainer, UpdateStats } from '../../core/train/schedule.ts';
+import type { PolicyTrainer, UpdateStats } from '../../core/train/grpo_rounds.ts';
 import { NonFiniteLogitsError } from '../../core/errors.ts';
 import { EMBED_TOKENS, FINAL_NORM, LM_HEAD, layerTensorNames, type ModelConfig } from '../io/config.ts';
 import { loraKey, LORA_MODULES, type LoraModule } from '../io/peft.ts';
