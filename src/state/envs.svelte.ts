@@ -131,7 +131,7 @@ export class EnvLibrary {
       this.selectedId = set.envs[0]?.id ?? this.selectedId;
       this.message = {
         kind: 'ok',
-        text: `Imported "${set.title}" from ${name} (${set.envs.length} environment${set.envs.length === 1 ? '' : 's'}).`,
+        text: `Imported "${set.title}" from ${name} (${set.envs.length} environment${set.envs.length === 1 ? '' : 's'}).${(set.notices ?? []).map((n) => ` ${n}`).join('')}`,
       };
     } catch (err) {
       this.message = { kind: 'error', text: `Could not import ${name}: ${serializeError(err).message}` };

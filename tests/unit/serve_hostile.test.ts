@@ -218,6 +218,31 @@ describe('malformed requests: bounded answers, never an exit', () => {
     expect(d.at(-1)).toMatchObject({ type: 'too_many_errors', msg: expect.stringMatching(/^49980 more/) as string });
   });
 
+  it('half-open connections (slowloris: partial headers, partial bodies, stalled upgrades) starve no one', async () => {
+    const u = new URL(server.url);
+    const sockets = Array.from({ length: 200 }, (_, i) => {
+      const s = connect(Number(u.port), u.hostname);
+      s.on('error', () => undefined);
+      s.write(
+        i % 3 === 0
+          ? 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: '
+          : i % 3 === 1
+            ? 'POST /reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{"seed":'
+            : 'GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n',
+      );
+      return s;
+    });
+    try {
+      expect((await http(server.url, '/health')).status).toBe(200);
+      const c = await OpenEnvWsClient.connect(server.url);
+      expect((await c.reset({ env_id: lantern.id, seed: 2 })).type).toBe('observation');
+      await c.close();
+      expect(server.stats().liveEnvs).toBe(0);
+    } finally {
+      for (const s of sockets) s.destroy();
+    }
+  });
+
   it('/ws: each hostile message is answered or ends only its own session; the next session plays on', async () => {
     for (const m of hostileWs()) {
       const c = await OpenEnvWsClient.connect(server.url);
