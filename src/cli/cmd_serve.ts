@@ -69,7 +69,17 @@ export async function serve(argv: string[], io: Io): Promise<number> {
   io.out(
     `spade serve: listening on ${server.url} (ws ${server.url.replace(/^http/, 'ws')}/ws) — ${catalog.size} environment(s), ${s.workers} worker(s), at most ${s.maxSessions} sessions${token ? ', bearer token required' : ''}`,
   );
+  // last line of defence: a rejection nothing handled is logged, never the end of every session
+  const onUnhandled = (err: unknown) =>
+    log(
+      `internal error, left unanswered: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`.slice(
+        0,
+        500,
+      ),
+    );
+  process.on('unhandledRejection', onUnhandled);
   const sig = await untilSignal();
+  process.off('unhandledRejection', onUnhandled);
   io.out(`spade serve: ${sig}: closing ${server.stats().sessions} session(s)`);
   await server.close();
   const end = server.stats();

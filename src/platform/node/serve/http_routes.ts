@@ -46,9 +46,13 @@ export class HttpRoutes {
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
     this.route(req, res).catch((err: unknown) => {
       // a failure outside the route's own catch (writing the reply itself): answer if still possible
-      this.o.log(`HTTP ${req.method ?? '?'} failed: ${serializeError(err).message.slice(0, 200)}`);
-      if (!res.headersSent) this.send(res, 500, { detail: 'Internal error while answering the request.' });
-      else res.destroy();
+      try {
+        this.o.log(`HTTP ${req.method ?? '?'} failed: ${serializeError(err).message.slice(0, 200)}`);
+        if (!res.headersSent) this.send(res, 500, { detail: 'Internal error while answering the request.' });
+        else res.destroy();
+      } catch {
+        res.destroy();
+      }
     });
   };
 
