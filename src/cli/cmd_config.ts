@@ -5,7 +5,7 @@
  * --seed). The same layering `spade run` uses (`configLayers`), so what it shows is what a run gets.
  * With --json the last line is one JSON object: {ok, preset, config, source}.
  */
-import { readFile } from 'node:fs/promises';
+import { readUserFile } from '../platform/node/regular_file.ts';
 import { CONFIG_KEYS, CONFIG_SCHEMA, PRESET_NAMES, resolveConfig, type ResolvedConfig } from '../core/config.ts';
 import { UsageError } from '../core/errors.ts';
 import { parseUrlState } from '../core/url_state.ts';
@@ -50,7 +50,7 @@ const CONFIG_SHOW: CommandSpec = {
 export async function flagLayer(a: Args): Promise<Record<string, unknown>> {
   let base: Record<string, unknown> = {};
   const file = flag(a, 'config');
-  if (file) base = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+  if (file) base = JSON.parse(await readUserFile(file, '--config')) as Record<string, unknown>;
   for (const kv of a.flags.get('set') ?? []) {
     const eq = kv.indexOf('=');
     if (eq < 0) throw new UsageError(`--set takes key=value; got "${kv}"`);

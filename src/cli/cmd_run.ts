@@ -15,7 +15,8 @@
  * for --resume), with a progress bar on stderr.
  */
 import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { readUserFile } from '../platform/node/regular_file.ts';
 import { dirname, join, resolve } from 'node:path';
 import { concurrencySizes, DEFAULTS, parseConfig, type Config } from '../core/config.ts';
 import { RunFileError, StorageError, UsageError } from '../core/errors.ts';
@@ -367,7 +368,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
   let initialMemory;
   if (memoryFile) {
     try {
-      initialMemory = importMemory(JSON.parse(await readFile(memoryFile, 'utf8')), spec.config.memoryCapacity);
+      initialMemory = importMemory(JSON.parse(await readUserFile(memoryFile, '--memory')), spec.config.memoryCapacity);
     } catch (err) {
       throw new UsageError(`--memory ${memoryFile}: ${(err as Error).message}`);
     }

@@ -7,7 +7,7 @@
  * first call is budgeted. `--context-window` is for servers that do not report one (llama.cpp,
  * Ollama) and caps one that does.
  */
-import { readFile } from 'node:fs/promises';
+import { readUserFile } from '../platform/node/regular_file.ts';
 import { UsageError } from '../core/errors.ts';
 import { modelLimits, type ChatModel, type ModelLimits } from '../core/llm/chat_model.ts';
 import { OpenAIChatModel } from '../core/llm/openai_model.ts';
@@ -68,7 +68,9 @@ export async function modelFromFlags(
   if (backend === 'replay') {
     const file = flag(a, 'replay');
     if (!file) throw new UsageError('--backend replay needs --replay FILE (a transcript recorded with --record)');
-    return new ReplayChatModel(await readFile(file, 'utf8'), { tokensPerSecond: intFlag(a, 'tokens-per-second', 0) });
+    return new ReplayChatModel(await readUserFile(file, '--replay'), {
+      tokensPerSecond: intFlag(a, 'tokens-per-second', 0),
+    });
   }
   if (backend === 'local') {
     const dir = flag(a, 'model-dir');

@@ -349,6 +349,29 @@ describe('regular files only, bounds counted on the bytes read', () => {
     await expect(new DirStore(join(d, 'store')).get('runs', 'r1')).rejects.toBeInstanceOf(SpecialFileError);
   });
 
+  it('`spade run` refuses a FIFO or a device named by --config, --memory, --replay or --corpus, before reading', async () => {
+    const d = await newDir('spade-flags-');
+    mkfifo(join(d, 'fifo'));
+    await symlink('/dev/zero', join(d, 'zero'));
+    // a transcript with its header only: enough to get past --replay to the file under test
+    await writeFile(join(d, 'transcript.jsonl'), '{"format":"spade-replay","version":1,"backend":"x","model":"m"}\n');
+    for (const [flagName, file] of [
+      ['--config', 'fifo'],
+      ['--memory', 'zero'],
+      ['--replay', 'fifo'],
+      ['--corpus', 'zero'],
+    ] as const) {
+      const special = join(d, file);
+      const argv = ['run', '--backend', 'replay', '--out', join(d, `out${flagName}`), flagName, special];
+      if (flagName !== '--replay') argv.push('--replay', join(d, 'transcript.jsonl'));
+      const err: string[] = [];
+      const code = await main(argv, { out: () => undefined, err: (l) => err.push(l) });
+      expect(code, argv.join(' ')).not.toBe(0);
+      expect(err.join('\n'), argv.join(' ')).toContain(`${special} is a`);
+      expect(err.join('\n'), argv.join(' ')).toMatch(/(FIFO \(named pipe\)|character device), not a regular file/);
+    }
+  });
+
   it('`spade serve` refuses a FIFO or a device named as an environment or an env set, saying what it is', async () => {
     mkfifo(join(dir, 'env.js'));
     await symlink('/dev/zero', join(dir, 'set.json'));

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { UsageError } from '../../core/errors.ts';
 import { chunkText, parseCorpusJsonl, type CorpusDoc } from '../../core/spade/corpus.ts';
 import { buildDefaultCorpus, DEFAULT_CORPUS } from './corpus_build.ts';
+import { readUserFile } from './regular_file.ts';
 
 export async function loadCorpus(spec: string): Promise<CorpusDoc[]> {
   if (spec === 'none') return [];
@@ -13,12 +14,7 @@ export async function loadCorpus(spec: string): Promise<CorpusDoc[]> {
     if (!existsSync(DEFAULT_CORPUS)) buildDefaultCorpus();
     return parseCorpusJsonl(await readFile(fileURLToPath(DEFAULT_CORPUS), 'utf8'), 'default');
   }
-  let text: string;
-  try {
-    text = await readFile(spec, 'utf8');
-  } catch (err) {
-    throw new UsageError(`cannot read the corpus ${spec}: ${(err as Error).message}`);
-  }
+  const text = await readUserFile(spec, 'the corpus');
   try {
     return spec.endsWith('.jsonl') ? parseCorpusJsonl(text, basename(spec)) : chunkText(text, basename(spec), 400);
   } catch (err) {

@@ -11,7 +11,7 @@
 import { constants } from 'node:buffer';
 import { constants as fs } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
-import { FileTooLargeError, SpecialFileError, StorageError } from '../../core/errors.ts';
+import { FileTooLargeError, SpecialFileError, StorageError, UsageError } from '../../core/errors.ts';
 
 /** The most bytes any read here returns: the longest string V8 can make from them (about 512 MiB). */
 export const MAX_TEXT_BYTES = constants.MAX_STRING_LENGTH;
@@ -125,4 +125,14 @@ export async function checkRegular(path: string): Promise<void> {
   } finally {
     await fh.close().catch(() => undefined);
   }
+}
+
+/**
+ * A file a person named on the command line (`--config`, `--memory`, `--replay`, a corpus): its
+ * text, read as readRegularText reads it; a file that is not there is a UsageError naming the flag.
+ */
+export async function readUserFile(path: string, what: string): Promise<string> {
+  const text = await readRegularText(path);
+  if (text === null) throw new UsageError(`${what} ${path}: no such file`, { path });
+  return text;
 }
