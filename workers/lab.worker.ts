@@ -24,11 +24,16 @@ import {
 } from '../src/core/micro/lab.ts';
 import type { EnvRunner } from '../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
-import { engineMicroDeps, learningCheck, type LearningCheck } from '../src/engine/engine_api.ts';
+import { engineMicroDeps, learningCheck, screenMicroSeed, type LearningCheck } from '../src/engine/engine_api.ts';
+import type { ScreenResult } from '../src/core/micro/lab.ts';
+import type { SpaceName } from '../src/core/micro/spaces.ts';
 import { exposeApi } from '../src/platform/rpc.ts';
 
 /** The settings a lab is made from (what the panel's link carries, minus the cycle count). */
-export type LabSettings = Pick<MicroSettings, 'seed' | 'designer' | 'levels' | 'plays' | 'probePlays'>;
+export type LabSettings = Pick<
+  MicroSettings,
+  'seed' | 'designer' | 'space' | 'estimator' | 'levels' | 'plays' | 'probePlays'
+>;
 
 export type LabEvent =
   /** The probe before any training (cycle 0). */
@@ -49,7 +54,9 @@ export interface LabWorkerApi {
     onEvent: (e: LabEvent) => void,
   ): Promise<{ cycles: number; paused: boolean }>;
   /** The learning-curve check of one family (the fixed designer on its easiest level for `cycles` cycles). */
-  check(family: number, seed: number, cycles: number): Promise<LearningCheck>;
+  check(family: number, seed: number, cycles: number, space: SpaceName): Promise<LearningCheck>;
+  /** The dead-seed screen of a seed (its fresh agent on the space's easiest level, as `spade micro compare`). */
+  screen(seed: number, space: SpaceName): Promise<ScreenResult>;
   /** Stop the running lab after its current cycle. */
   pause(): void;
   /** Forget lab `key` (every lab when omitted), unloading its probe environments. */
@@ -87,12 +94,15 @@ let onReset: () => void = () => undefined;
 const runner = counting(sandbox, () => onReset());
 
 async function labFor(key: string, s: LabSettings): Promise<MicroLab> {
-  const made = JSON.stringify([s.seed, s.designer, s.levels, s.plays, s.probePlays]);
+  const made = JSON.stringify([s.seed, s.designer, s.space, s.estimator, s.levels, s.plays, s.probePlays]);
   const have = labs.get(key);
   if (have?.made === made) return have.lab;
   if (have) await have.lab.close();
   const temperature = MICRO_DEFAULTS.temperature;
-  const lab = new MicroLab({ ...s, temperature }, await engineMicroDeps(s.seed, s.designer, runner, { temperature }));
+  const lab = new MicroLab(
+    { ...s, temperature },
+    await engineMicroDeps(s.seed, s.designer, runner, { temperature, space: s.space }),
+  );
   labs.set(key, { lab, made });
   return lab;
 }
@@ -114,7 +124,7 @@ const api: LabWorkerApi = {
         emit({ type: 'probe0', key, probe, ms: performance.now() - t0 });
       }
       const s = lab.settings;
-      const perCycle = s.levels * s.plays * 3 + s.probeLevels.length * s.probePlays; // plays, hint look-ups, probe
+      const perCycle = s.levels * s.plays * 2 + lab.probeLevels().length * s.probePlays; // plays of both arms, probe
       while (lab.history.length < cycles) {
         await yieldToMessages();
         if (pauseRequested) return { cycles: lab.history.length, paused: true };
@@ -141,11 +151,20 @@ const api: LabWorkerApi = {
       running = false;
     }
   },
-  async check(family, seed, cycles) {
+  async check(family, seed, cycles, space) {
     if (running) throw new Error('The lab is already running; pause it first.');
     running = true;
     try {
-      return await learningCheck(family, seed, cycles, sandbox);
+      return await learningCheck(family, seed, cycles, sandbox, { space });
+    } finally {
+      running = false;
+    }
+  },
+  async screen(seed, space) {
+    if (running) throw new Error('The lab is already running; pause it first.');
+    running = true;
+    try {
+      return await screenMicroSeed(seed, space, sandbox, { temperature: MICRO_DEFAULTS.temperature });
     } finally {
       running = false;
     }

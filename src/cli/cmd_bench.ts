@@ -26,6 +26,7 @@ import { SpadeLoop } from '../core/spade/loop.ts';
 import { StoreRunStore, type RunSpec } from '../core/spade/run_store.ts';
 import { MemoryStore } from '../core/store.ts';
 import { MeteredChatModel } from '../core/llm/chat_model.ts';
+import { BENCH_LAB, benchLab } from './bench_lab.ts';
 
 /** A trivial counter environment: the cost of a step is almost all call overhead. */
 export const TRIVIAL_ENV = `class CounterEnv {
@@ -112,7 +113,7 @@ const BENCH_SERVE: CommandSpec = {
 export const BENCH: CommandGroup = {
   name: 'bench',
   summary: 'Benchmarks: each prints figures measured in one run (docs/benchmarks.md).',
-  subcommands: [BENCH_SANDBOX, BENCH_LOOP, BENCH_ENGINE, BENCH_TRAIN, BENCH_SERVE],
+  subcommands: [BENCH_SANDBOX, BENCH_LOOP, BENCH_ENGINE, BENCH_TRAIN, BENCH_SERVE, BENCH_LAB],
 };
 
 export async function bench(argv: string[], io: Io): Promise<number> {
@@ -125,6 +126,7 @@ export async function bench(argv: string[], io: Io): Promise<number> {
   if (picked.spec === BENCH_ENGINE) return (await import('./bench_engine.ts')).benchEngine(io, args);
   if (picked.spec === BENCH_TRAIN) return (await import('./cmd_train.ts')).benchTrain(io, args);
   if (picked.spec === BENCH_SERVE) return (await import('./bench_serve.ts')).benchServe(io, args, json);
+  if (picked.spec === BENCH_LAB) return benchLab(io, args);
 
   // 1. sandbox, host-driven, in this thread (= one worker's view)
   const host = await SandboxHost.create();

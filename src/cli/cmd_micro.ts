@@ -1,36 +1,46 @@
 /**
- * `spade micro` — the micro self-play lab (src/core/micro/lab.ts) on our engine's CPU references:
- * two tiny fresh models made on the spot from the seed (engine/micro_policy.ts, shared with the Lab
- * worker), one per role, each with its own LoRA adapter and GRPO trainer.
+ * `spade micro` (also `spade lab`) — the Lab (src/core/micro/lab.ts) on the CPU: two tiny fresh
+ * models made on the spot from the seed (engine/lab/micro_policy.ts, shared with the Lab's worker),
+ * one per role, each with its own LoRA adapter and GRPO trainer, on the fast path (tiny_lm.ts) by
+ * default. Every default is the Lab panel's (core/micro/settings.ts, one table).
  *
- *   spade micro [--cycles N] [--seed S] [--designer regret|random|fixed|control] [--levels K]
- *               [--plays N] [--probe-plays P] [--temperature T] [--traps] [--json]
- *       one run; one line per cycle; with --json the last line is one JSON object (probeReturnFirst,
- *       probeReturnLast, difficultyFirst, difficultyLast, cycles, seconds, probeCurve, chance, …)
- *   spade micro check [--seed S] [--cycles N] [--json]
- *       the learning-curve check: per main family, the fixed designer on its easiest level
- *   spade micro compare --seeds A-B [--cycles N] [--json] [--combine FILE...]
- *       the pre-registered comparison (core/micro/compare.ts): the four designers per seed; with
- *       --json the last line is one JSON object; --combine merges the `runs` of earlier --json
- *       outputs (their last lines, or the "run {…}" line --json prints after each run when an
- *       output was cut short) instead of running, so seed ranges can run in separate processes
+ *   spade micro [flags]          one run; one line per cycle; with --json the last line is one JSON
+ *                                object (probeReturnFirst, probeReturnLast, probeCurve, stageCurves,
+ *                                levelCurve, steps, chance, seconds, …)
+ *   spade micro check [flags]    the learning-curve check: per family, the fixed designer on its easiest level
+ *   spade micro compare --seeds A-B [flags]
+ *                                the pre-registered comparison (core/micro/compare.ts): the dead-seed
+ *                                screen, then every arm per seed; with --json a "screen {…}" and a
+ *                                "run {…}" line as each finishes and, last, one JSON object naming
+ *                                `spadeDesigner` with `gain[arm].perSeed` for every arm; --combine
+ *                                merges earlier outputs (their last lines, or their screen/run lines)
+ *                                instead of running, so seed ranges can run in separate processes
  */
 import { readFileSync } from 'node:fs';
+import { ESTIMATORS, type Estimator } from '../core/config.ts';
 import { UsageError } from '../core/errors.ts';
-import { compareRuns, type SeedRun } from '../core/micro/compare.ts';
-import { FAMILIES, MAIN_FAMILIES, TRAP_FAMILIES } from '../core/micro/families.ts';
 import {
+  ARMS,
+  compareRuns,
+  PRE_REGISTERED_ARMS,
+  PRE_REGISTERED_PROBE_EVERY,
+  PRE_REGISTERED_SPEC,
+  type CompareSpec,
+  type SeedRun,
+} from '../core/micro/compare.ts';
+import { FAMILIES, TRAP_FAMILIES } from '../core/micro/families.ts';
+import {
+  designerNamed,
   DESIGNERS,
   MICRO_DEFAULTS,
-  PROBE_LEVELS,
-  probeChance,
   summarise,
-  type DesignerKind,
   type MicroSettings,
+  type ScreenResult,
 } from '../core/micro/lab.ts';
-import { labDefaults, type LabChoices } from '../core/micro/settings.ts';
+import { labDefaults } from '../core/micro/settings.ts';
+import { SPACE, SPACES, spaceChance, type SpaceName } from '../core/micro/spaces.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
-import { learningCheck, runMicro } from '../engine/engine_api.ts';
+import { learningCheck, MODEL_PATHS, runMicro, screenMicroSeed, type ModelPath } from '../engine/engine_api.ts';
 import {
   flag,
   intFlag,
@@ -43,52 +53,58 @@ import {
   type Io,
 } from './args.ts';
 
-/**
- * Where the flags start (core/micro/settings.ts): one run from the `cli` preset, the check and the
- * comparison from the pre-registered settings (docs/micro.md).
- */
-const RUN_DEFAULTS = labDefaults('cli');
-const PRE_REGISTERED = labDefaults();
+/** Where the flags start: the Lab's defaults (core/micro/settings.ts), the panel's own. */
+const DEFAULTS = labDefaults();
 
-/** The lab settings every form takes (settingsOf), with `defaults`' values. */
-function labFlags(defaults: LabChoices): Flags {
-  return {
-    levels: {
-      value: 'K',
-      help: 'levels a cycle (the regret designer writes K - 1, one slot explores)',
-      default: defaults.levels,
-    },
-    plays: { value: 'N', help: 'plays per level and arm', default: defaults.plays },
-    'probe-plays': { value: 'P', help: 'plays per probe level', default: defaults.probePlays },
-    temperature: { value: 'T', help: "the agent's sampling temperature (> 0)", default: MICRO_DEFAULTS.temperature },
-    traps: { help: 'add the trap families to the main ones' },
-    json: JSON_FLAG,
-  };
-}
+/** The lab settings every form takes (settingsOf). */
+const LAB_FLAGS: Flags = {
+  space: { value: SPACES.join('|'), help: 'the level space (the chain: lock lengths 2-5)', default: DEFAULTS.space },
+  estimator: { value: 'E', help: "the learned designer's reward", default: DEFAULTS.estimator },
+  levels: {
+    value: 'K',
+    help: 'levels a cycle (the learned designer writes K - 1, one slot is an edit)',
+    default: DEFAULTS.levels,
+  },
+  plays: { value: 'N', help: 'plays per level and arm', default: DEFAULTS.plays },
+  'probe-plays': { value: 'P', help: 'plays per probe level', default: DEFAULTS.probePlays },
+  'probe-every': {
+    value: 'C',
+    help: 'probe after every C-th cycle (and the last two)',
+    default: MICRO_DEFAULTS.probeEvery,
+  },
+  temperature: { value: 'T', help: 'both roles’ sampling temperature (> 0)', default: MICRO_DEFAULTS.temperature },
+  traps: { help: 'add the trap family (the vault) to the grid space' },
+  path: {
+    value: MODEL_PATHS.join('|'),
+    help: "the models' implementation (the same numbers; the reference is slower)",
+    default: 'fast',
+  },
+  json: JSON_FLAG,
+};
 
 export const MICRO: CommandSpec = {
   name: 'micro',
   usage: '[flags]',
   summary:
-    'The micro self-play lab: two tiny fresh models (designer and agent) on toy levels, on the CPU. One\n' +
-    'line per cycle; the probe return says whether the agent learned (docs/micro.md).',
+    'The Lab: two tiny fresh models (designer and agent) on toy levels, on the CPU. One line per\n' +
+    'cycle; the probe says whether the agent learned, per stage (docs/micro.md). Also `spade lab`.',
   flags: {
-    cycles: { value: 'N', help: 'cycles to run', default: RUN_DEFAULTS.cycles },
-    seed: { value: 'S', help: 'every random choice of the run derives from it', default: RUN_DEFAULTS.seed },
-    designer: { value: DESIGNERS.join('|'), help: 'who designs the levels', default: RUN_DEFAULTS.designer },
-    ...labFlags(RUN_DEFAULTS),
+    cycles: { value: 'N', help: 'cycles to run', default: DEFAULTS.cycles },
+    seed: { value: 'S', help: 'every random choice of the run derives from it', default: DEFAULTS.seed },
+    designer: { value: DESIGNERS.join('|'), help: 'who designs the levels', default: DEFAULTS.designer },
+    ...LAB_FLAGS,
   },
-  example: 'spade micro --cycles 4 --designer random',
+  example: 'spade micro --cycles 8 --designer frontier',
 };
 
 export const MICRO_CHECK: CommandSpec = {
   name: 'micro check',
   usage: '[flags]',
-  summary: "The lab's learning-curve check: per main family, the fixed designer on its easiest level.",
+  summary: "The Lab's learning-curve check: per family of the space, the fixed designer on its easiest level.",
   flags: {
-    seed: { value: 'S', help: 'the seed of every run', default: PRE_REGISTERED.seed },
-    cycles: { value: 'N', help: 'cycles per family', default: PRE_REGISTERED.cycles },
-    ...labFlags(PRE_REGISTERED),
+    seed: { value: 'S', help: 'the seed of every run', default: DEFAULTS.seed },
+    cycles: { value: 'N', help: 'cycles per family', default: 16 },
+    ...LAB_FLAGS,
   },
   example: 'spade micro check --json',
 };
@@ -97,35 +113,62 @@ export const MICRO_COMPARE: CommandSpec = {
   name: 'micro compare',
   usage: '--seeds A-B [flags]',
   summary:
-    'The pre-registered comparison: the four designers on each seed, judged by the criteria in\n' +
-    'docs/micro.md. --combine merges earlier --json outputs instead of running.',
+    'The pre-registered comparison: the dead-seed screen, then every arm on each seed, judged by the\n' +
+    'criteria in docs/micro.md. --combine merges earlier --json outputs instead of running.',
   flags: {
     seeds: { value: 'A-B', help: 'the seeds to run, a range like 1-10 or one seed' },
-    cycles: { value: 'N', help: 'cycles per run', default: PRE_REGISTERED.cycles },
+    cycles: { value: 'N', help: 'cycles per run', default: DEFAULTS.cycles },
+    arms: {
+      value: 'A,B,...',
+      help: `the arms (${Object.keys(ARMS).join(', ')})`,
+      default: PRE_REGISTERED_ARMS.join(','),
+    },
+    spade: { value: 'ARM', help: "the arm judged as SPADE's designer", default: PRE_REGISTERED_SPEC.spade },
+    ...LAB_FLAGS,
+    'probe-every': {
+      value: 'C',
+      help: 'probe after every C-th cycle (and the last two: the gain reads cycle 0 and those)',
+      default: PRE_REGISTERED_PROBE_EVERY,
+    },
     combine: {
       value: 'FILE',
       many: true,
-      help: 'merge the runs of earlier --json outputs (their last lines, or their "run {…}" lines)',
+      help: 'merge the runs of earlier --json outputs (their last lines, or their "screen"/"run" lines)',
     },
-    ...labFlags(PRE_REGISTERED),
   },
   example: ['spade micro compare --seeds 1-10 --json > a.txt', 'spade micro compare --combine a.txt b.txt'],
 };
 
 const f2 = (x: number | null) => (x === null ? '  -  ' : x.toFixed(2));
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
+const n3 = (x: number | null) => (x === null ? null : r3(x));
+const probed = (xs: readonly (number | null)[]) => xs.filter((x): x is number => x !== null);
 
 /** The lab settings the flags give (their defaults: the spec's; everything else: MICRO_DEFAULTS). */
-function settingsOf(args: Args): Partial<MicroSettings> {
+function settingsOf(args: Args): Partial<MicroSettings> & { space: SpaceName } {
   const temperature = Number(flag(args, 'temperature'));
   if (!(temperature > 0)) throw new UsageError('--temperature must be a number > 0');
+  const space = flag(args, 'space') as SpaceName;
+  if (!SPACES.includes(space)) throw new UsageError(`--space must be one of ${SPACES.join(', ')}`);
+  const estimator = flag(args, 'estimator') as Estimator;
+  if (!ESTIMATORS.includes(estimator)) throw new UsageError(`--estimator must be one of ${ESTIMATORS.join(', ')}`);
+  if (args.flags.has('traps') && space !== 'grid') throw new UsageError('--traps needs --space grid');
   return {
+    space,
+    estimator,
     levels: intFlag(args, 'levels'),
     plays: intFlag(args, 'plays'),
     probePlays: intFlag(args, 'probe-plays'),
+    probeEvery: intFlag(args, 'probe-every'),
     temperature,
-    families: args.flags.has('traps') ? [...MAIN_FAMILIES, ...TRAP_FAMILIES] : [...MAIN_FAMILIES],
+    families: args.flags.has('traps') ? [...SPACE.grid.families, ...TRAP_FAMILIES] : null,
   };
+}
+
+function pathOf(args: Args): ModelPath {
+  const p = flag(args, 'path') as ModelPath;
+  if (!MODEL_PATHS.includes(p)) throw new UsageError(`--path must be one of ${MODEL_PATHS.join(', ')}`);
+  return p;
 }
 
 /** "3-7" or "5" → [3, …, 7]. */
@@ -151,34 +194,46 @@ export async function micro(argv: string[], io: Io): Promise<number> {
   const json = args.flags.has('json');
   const cycles = intFlag(args, 'cycles');
   const seed = intFlag(args, 'seed');
-  const designer = flag(args, 'designer') as DesignerKind;
-  if (!DESIGNERS.includes(designer)) throw new UsageError(`--designer must be one of ${DESIGNERS.join(', ')}`);
+  const designer = designerNamed(flag(args, 'designer') ?? '');
+  if (!designer) throw new UsageError(`--designer must be one of ${DESIGNERS.join(', ')}`);
   if (cycles < 1) throw new UsageError('--cycles must be ≥ 1');
   const settings = settingsOf(args);
-  const { run, lab } = await runMicro({ ...settings, seed, designer }, cycles, createSandboxWorkerApi(), {}, (r) =>
-    io.out(
-      `cycle ${String(r.cycle).padStart(2)}  probe ${f2(r.probe.mean)} (easy ${f2(r.probe.byBucket.easy)} medium ${f2(r.probe.byBucket.medium)} hard ${f2(r.probe.byBucket.hard)})` +
-        `  ${FAMILIES[r.family]!.name}: ${r.designs.map((d) => (d.description ?? `invalid(${d.text})`) + (d.explore ? '*' : '')).join(', ')}` +
-        `  difficulty ${f2(r.meanDifficulty)}  regret ${f2(r.meanRegret)}  reward ${f2(r.meanDesignerReward)}` +
-        `  return ${f2(r.meanReturn)}  ${(r.ms / 1000).toFixed(1)} s`,
-    ),
+  const space = SPACE[settings.space];
+  const stageText = (xs: number[]) => space.stages.map((st, i) => `${st} ${f2(xs[i]!)}`).join(', ');
+  const { run, lab } = await runMicro(
+    { ...settings, seed, designer },
+    cycles,
+    createSandboxWorkerApi(),
+    { path: pathOf(args) },
+    (r) =>
+      io.out(
+        `cycle ${String(r.cycle).padStart(2)}  ${r.probe ? `probe ${f2(r.probe.mean)} (${stageText(r.probe.byStage)})` : '(no probe)'}` +
+          `  ${FAMILIES[r.family]!.name}: ${r.designs.map((d) => (d.description ?? `invalid(${d.text})`) + (d.explore ? '*' : '')).join(', ')}` +
+          `  level ${f2(r.meanDifficulty)}  reward ${f2(r.meanDesignerReward)}  return ${f2(r.meanReturn)}` +
+          `  steps ${r.steps.agent}+${r.steps.designer}  ${(r.ms / 1000).toFixed(1)} s`,
+      ),
   );
   const summary = {
     ...summarise(lab),
     seconds: Math.round(run.seconds * 10) / 10,
     designer,
     seed,
+    space: space.name,
     secondsPerCycle: Math.round((run.seconds / cycles) * 10) / 10,
-    chance: r3(probeChance(lab.settings.probeLevels)),
-    probeCurve: run.curve.map(r3),
-    difficultyCurve: lab.history.map((h) => (h.meanDifficulty === null ? null : r3(h.meanDifficulty))),
+    chance: r3(spaceChance(space)),
+    probeCurve: run.curve.map(n3),
+    hardHalfCurve: run.hardCurve!.map(n3),
+    stages: space.stages,
+    stageCurves: run.stages!.map((xs) => xs && xs.map(r3)),
+    levelCurve: run.level!.map((x) => (x === null ? null : r3(x))),
     medianRegret: run.medianRegret.map(r3),
     distinctLevels: run.distinctLevels,
+    steps: run.steps,
   };
   if (json) io.out(JSON.stringify(summary));
   else
     io.out(
-      `probe return ${summary.probeReturnFirst.toFixed(2)} → ${summary.probeReturnLast.toFixed(2)} (chance ${summary.chance.toFixed(2)}), designed difficulty ${f2(summary.difficultyFirst)} → ${f2(summary.difficultyLast)}, ${cycles} cycles in ${summary.seconds} s`,
+      `probe return ${summary.probeReturnFirst.toFixed(2)} → ${summary.probeReturnLast.toFixed(2)} (chance ${summary.chance.toFixed(2)}), designed level ${f2(summary.difficultyFirst)} → ${f2(summary.difficultyLast)}, ${run.steps!.agent} agent steps, ${cycles} cycles in ${summary.seconds} s`,
     );
   return 0;
 }
@@ -187,9 +242,10 @@ async function check(args: Args, io: Io): Promise<number> {
   const seed = intFlag(args, 'seed');
   const cycles = intFlag(args, 'cycles');
   const runner = createSandboxWorkerApi();
+  const settings = settingsOf(args);
   const out = [];
-  for (const family of MAIN_FAMILIES) {
-    const c = await learningCheck(family, seed, cycles, runner, settingsOf(args));
+  for (const family of SPACE[settings.space].families) {
+    const c = await learningCheck(family, seed, cycles, runner, settings, { path: pathOf(args) });
     io.out(
       `${FAMILIES[family]!.name.padEnd(6)} ${c.masteredAt === null ? 'NOT mastered' : `mastered at cycle ${c.masteredAt}`} within ${cycles}: ${c.curve.map((x) => x.toFixed(2)).join(' ')}  ${c.seconds.toFixed(0)} s;` +
         ` then the agent itself: ${f2(c.agentNoHint)} without the hint, ${f2(c.agentWithHint)} with it`,
@@ -207,61 +263,91 @@ async function check(args: Args, io: Io): Promise<number> {
   return 0;
 }
 
+/** The comparison the flags name: the arms, SPADE's designer among them, random and fixed as baselines, frontier − random as headroom. */
+function specOf(args: Args): CompareSpec {
+  const arms = (flag(args, 'arms') ?? '').split(',').filter(Boolean);
+  for (const a of arms)
+    if (!ARMS[a]) throw new UsageError(`--arms: "${a}" is not an arm (${Object.keys(ARMS).join(', ')})`);
+  const spade = flag(args, 'spade') ?? '';
+  if (!arms.includes(spade)) throw new UsageError(`--spade must be one of the arms (${arms.join(', ')})`);
+  return {
+    arms,
+    spade,
+    baselines: ['random', 'fixed'].filter((b) => arms.includes(b) && b !== spade),
+    headroom: arms.includes('frontier') && arms.includes('random') ? ['frontier', 'random'] : null,
+    mechanismInSuccess: false,
+  };
+}
+
 async function compare(args: Args, io: Io): Promise<number> {
-  const chance = probeChance(PROBE_LEVELS);
+  const json = args.flags.has('json');
+  const settings = settingsOf(args);
+  const space = SPACE[settings.space];
+  const spec = specOf(args);
   const runs: SeedRun[] = [];
+  const screens: ScreenResult[] = [];
   const combine = args.flags.get('combine');
   if (combine?.length) {
     for (const file of combine) {
       const lines = readFileSync(file, 'utf8').trim().split('\n');
-      let parsed: { runs?: SeedRun[] } = {};
+      let parsed: { runs?: SeedRun[]; screens?: ScreenResult[] } = {};
       try {
-        parsed = JSON.parse(lines.at(-1) ?? '') as { runs?: SeedRun[] };
+        parsed = JSON.parse(lines.at(-1) ?? '') as typeof parsed;
       } catch {
         /* a run cut short: its finished runs are the "run {…}" lines */
       }
       const done = Array.isArray(parsed.runs)
         ? parsed.runs
         : lines.filter((l) => l.startsWith('run {')).map((l) => JSON.parse(l.slice(4)) as SeedRun);
-      if (!done.length)
+      const screened = Array.isArray(parsed.screens)
+        ? parsed.screens
+        : lines.filter((l) => l.startsWith('screen {')).map((l) => JSON.parse(l.slice(7)) as ScreenResult);
+      if (!done.length && !screened.length)
         throw new UsageError(`${file}: neither a last line from \`spade micro compare --json\` nor any "run {…}" line`);
       runs.push(...done);
+      screens.push(...screened);
     }
   } else {
     const seeds = seedRange(flag(args, 'seeds'));
     const cycles = intFlag(args, 'cycles');
     if (cycles < 1) throw new UsageError('--cycles must be ≥ 1');
-    const settings = settingsOf(args);
     const runner = createSandboxWorkerApi();
-    for (const seed of seeds)
-      for (const designer of DESIGNERS) {
-        const { run } = await runMicro({ ...settings, seed, designer }, cycles, runner);
+    const path = pathOf(args);
+    for (const seed of seeds) {
+      const screen = await screenMicroSeed(seed, space.name, runner, { path, temperature: settings.temperature });
+      screens.push(screen);
+      if (json) io.out(`screen ${JSON.stringify(screen)}`);
+      io.out(
+        `seed ${seed} screen: ${screen.wins} of ${screen.plays} plays of ${screen.level} won by the fresh agent — ${screen.pass ? 'kept' : 'screened out (no arm is run)'}`,
+      );
+      if (!screen.pass) continue;
+      for (const arm of spec.arms) {
+        const a = ARMS[arm]!;
+        const { run } = await runMicro(
+          { ...settings, seed, designer: a.designer, ...(a.estimator ? { estimator: a.estimator } : {}) },
+          cycles,
+          runner,
+          { path },
+          () => undefined,
+          arm,
+        );
         runs.push(run);
-        if (args.flags.has('json')) io.out(`run ${JSON.stringify(run)}`); // a run cut short keeps what it finished (--combine reads these)
+        if (json) io.out(`run ${JSON.stringify(run)}`); // a run cut short keeps what it finished (--combine reads these)
         io.out(
-          `seed ${seed} ${designer.padEnd(7)} probe ${run.curve.map((x) => x.toFixed(2)).join(' ')}  median regret ${f2(run.medianRegret.reduce((a, b) => a + b, 0) / run.medianRegret.length)}  distinct ${(run.distinctLevels.reduce((a, b) => a + b, 0) / run.distinctLevels.length).toFixed(1)}  ${run.seconds.toFixed(0)} s`,
+          `seed ${seed} ${arm.padEnd(12)} probe ${probed(run.curve)
+            .map((x) => x.toFixed(2))
+            .join(
+              ' ',
+            )}  hard half ${f2(probed(run.hardCurve!)[0]!)} → ${f2(probed(run.hardCurve!).at(-1)!)}  steps ${run.steps!.agent}  ${run.seconds.toFixed(0)} s`,
         );
       }
+    }
   }
-  const result = compareRuns(runs, chance);
+  const out = screens.filter((s) => !s.pass).map((s) => s.seed);
+  const result = compareRuns(runs, spaceChance(space), spec, out);
+  io.out(result.sentence);
   io.out(result.verdict);
-  if (args.flags.has('json')) {
-    const perDesigner = Object.fromEntries(
-      DESIGNERS.map((d) => [
-        d,
-        {
-          curves: Object.fromEntries(runs.filter((r) => r.designer === d).map((r) => [r.seed, r.curve.map(r3)])),
-          gain: result.gain[d],
-          medianRegret: Object.fromEntries(
-            runs.filter((r) => r.designer === d).map((r) => [r.seed, r.medianRegret.map(r3)]),
-          ),
-          distinctLevels: Object.fromEntries(
-            runs.filter((r) => r.designer === d).map((r) => [r.seed, r.distinctLevels]),
-          ),
-        },
-      ]),
-    );
-    io.out(JSON.stringify({ ...result, designers: perDesigner, runs }));
-  }
+  if (out.length) io.out(`screened out (the fresh agent never won the easiest level): seeds ${out.join(', ')}`);
+  if (json) io.out(JSON.stringify({ ...result, space: space.name, screens, screenedOut: out, runs }));
   return 0;
 }

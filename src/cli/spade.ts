@@ -35,11 +35,11 @@ Our engine and training:
   spade train toy                the learning proof: a tiny fresh model learns a toy environment
   spade gpu                      report the WebGPU adapter Node sees
 
-The micro lab (tiny models on toy levels, CPU):
+The Lab (tiny models on toy levels, CPU; \`spade lab\` is the same command):
   spade micro                    one run: designer and agent, one line per cycle
-  spade micro check              the lab's learning-curve check, per family
+  spade micro check              the Lab's learning-curve check, per family
   spade micro compare --seeds A-B
-                                 the four designers per seed, judged by the pre-registered criteria
+                                 every arm per seed, judged by the pre-registered criteria
 
 Benchmarks (figures measured in one run):
   spade bench sandbox            QuickJS vs native V8 vs the call floor; checker time
@@ -47,6 +47,7 @@ Benchmarks (figures measured in one run):
   spade bench engine             matmul GFLOP/s, decode and LoRA training tokens/s
   spade bench train              GRPO training tokens/s and a cycle's generate/train split
   spade bench serve              OpenEnv server load test on loopback
+  spade bench lab                the Lab's fast path vs the reference path, and the same numbers
 
   spade help                     this text
 
@@ -69,6 +70,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   train: async () => (await import('./cmd_train.ts')).train,
   bench: async () => (await import('./cmd_bench.ts')).bench,
   micro: async () => (await import('./cmd_micro.ts')).micro,
+  lab: async () => (await import('./cmd_micro.ts')).micro,
   serve: async () => (await import('./cmd_serve.ts')).serve,
 };
 

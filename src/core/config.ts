@@ -21,6 +21,7 @@ export const ESTIMATORS = [
   'variance',
   'azr_learnability',
   'paired',
+  'learnability',
 ] as const;
 export type Estimator = (typeof ESTIMATORS)[number];
 export const PRESET_NAMES = ['laptop', 'paper'] as const;

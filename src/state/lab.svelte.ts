@@ -1,59 +1,62 @@
 /**
- * The micro self-play lab in the browser, as a rune class: its settings (also in the URL hash, so a
- * link reproduces a run: same seed and settings → the same numbers), ▶ run / pause / reset, the
- * cycles streamed from the lab worker (workers/lab.worker.ts: MicroLab on the engine's CPU
- * references and the in-process QuickJS sandbox), the measured time per cycle, the learning-curve
- * check per family, "Compare designers" (the four designers on `seeds` seeds from the seed, one
- * after another, judged by core/micro/compare.ts as `spade micro compare` judges them) and
- * "play this level yourself" records for the Environments panel.
+ * The Lab in the browser, as a rune class: its settings (also in the URL hash, so a link reproduces
+ * a run: same seed and settings → the same numbers), ▶ run / pause / reset, the cycles streamed from
+ * the Lab's worker (workers/lab.worker.ts: MicroLab on the engine's fast path and the in-process
+ * QuickJS sandbox), the measured time per cycle, the learning-curve check per family, "Compare
+ * designers" (the dead-seed screen, then every pre-registered arm on `seeds` seeds from the seed, one
+ * after another, judged by core/micro/compare.ts as `spade micro compare` judges them) and "play this
+ * level yourself" records for the Environments panel.
  *
- * The lab's settings, their ranges and defaults are core/micro/settings.ts's table (the `browser`
- * preset); in the link they are the `lab.*` keys (lab.seed, lab.cycles, lab.designer, lab.K, lab.N,
- * lab.P, lab.S), read by the app's one link parser (core/url_state.ts): the app's config has a
- * `seed` of its own, and the lab's keys mean nothing elsewhere.
+ * ▶ runs the chosen designer and, beside it, random levels on the same seed (the same fresh agent),
+ * a cycle of each in turn: a class sees the designer's levels and the agent's probe climb next to
+ * what random levels do.
+ *
+ * The Lab's settings, their ranges and defaults are core/micro/settings.ts's table — the same
+ * defaults as `spade micro` (one source); in the link they are the `lab.*` keys, read by the app's
+ * one link parser (core/url_state.ts): the app's config has a `seed` of its own, and the Lab's keys
+ * mean nothing elsewhere.
  */
 import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
 import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
-import { compareRuns, type CompareResult, type SeedRun } from '../core/micro/compare.ts';
-import { describeLevel, difficulty, FAMILIES, hintText, levelCode, MAIN_FAMILIES } from '../core/micro/families.ts';
-import {
-  bucketOf,
-  DESIGNERS,
-  PROBE_LEVELS,
-  probeChance,
-  type CycleReport,
-  type DesignerKind,
-  type ProbeReport,
-} from '../core/micro/lab.ts';
+import { ARMS, compareRuns, PRE_REGISTERED_SPEC, type CompareResult, type SeedRun } from '../core/micro/compare.ts';
+import { describeLevel, FAMILIES, hintText, levelCode } from '../core/micro/families.ts';
+import type { CycleReport, ProbeReport, ScreenResult } from '../core/micro/lab.ts';
 import { clampLabChoices, labDefaults, type LabChoices } from '../core/micro/settings.ts';
+import { SPACE, spaceChance } from '../core/micro/spaces.ts';
 import { formatLabLink, parseUrlState } from '../core/url_state.ts';
 import type { LearningCheck } from '../engine/engine_api.ts';
 import { hashSeed } from '../core/rng.ts';
 import type { LabEvent, LabSettings, LabWorkerApi } from '../../workers/lab.worker.ts';
 
-/** The Lab's starting settings: the `browser` preset of the lab's schema (core/micro/settings.ts). */
+/** The Lab's starting settings: the schema's defaults (`spade micro`'s), the `browser` preset's seeds. */
 export const LAB_DEFAULTS: Readonly<LabChoices> = Object.freeze(labDefaults('browser'));
 
 /** Typed-in settings made valid: into their range, anything unreadable back to the Lab's default. */
 const clean = (s: LabChoices): LabChoices => clampLabChoices(s, LAB_DEFAULTS);
 
-const madeKey = (s: LabSettings) => JSON.stringify([s.seed, s.designer, s.levels, s.plays, s.probePlays]);
+const madeKey = (s: LabSettings) =>
+  JSON.stringify([s.seed, s.designer, s.space, s.estimator, s.levels, s.plays, s.probePlays]);
+
+/** The designer the run shows beside the chosen one. */
+export const BESIDE = 'random' as const;
 
 export interface CompareRow {
   seed: number;
-  designer: DesignerKind;
+  /** The arm (compare.ts ARMS). */
+  designer: string;
   /** Probe mean return, cycle 0 (before training) then one per cycle. */
   curve: number[];
+  hardCurve: number[];
+  stages: number[][];
+  level: (number | null)[];
   /** Per cycle: the median regret of its designs, and its distinct levels. */
   medianRegret: number[];
   distinctLevels: number[];
-  status: 'waiting' | 'running' | 'done';
+  steps: { agent: number; designer: number };
+  status: 'waiting' | 'running' | 'done' | 'screened';
 }
-
-/** The comparison's chance line: a uniform random player's probe return. */
-export const PROBE_CHANCE = probeChance(PROBE_LEVELS);
 
 /** The finished rows as the comparison's per-seed runs. */
 export const rowsToRuns = (rows: readonly CompareRow[]): SeedRun[] =>
@@ -63,34 +66,54 @@ export const rowsToRuns = (rows: readonly CompareRow[]): SeedRun[] =>
       seed: r.seed,
       designer: r.designer,
       curve: r.curve,
+      hardCurve: r.hardCurve,
+      stages: r.stages,
+      level: r.level,
       medianRegret: r.medianRegret,
       distinctLevels: r.distinctLevels,
+      steps: r.steps,
       seconds: 0,
     }));
 
-/** The comparison's figures and verdict (core/micro/compare.ts) once every row is done; null before. */
-export function compareResult(rows: readonly CompareRow[]): CompareResult | null {
-  if (!rows.length || rows.some((r) => r.status !== 'done')) return null;
-  return compareRuns(rowsToRuns(rows), PROBE_CHANCE);
+/** The comparison's figures and verdict (core/micro/compare.ts) once every row is done or screened; null before. */
+export function compareResult(
+  rows: readonly CompareRow[],
+  screens: readonly ScreenResult[] = [],
+): CompareResult | null {
+  if (!rows.length || rows.some((r) => r.status !== 'done' && r.status !== 'screened')) return null;
+  const space = SPACE[LAB_DEFAULTS.space];
+  return compareRuns(
+    rowsToRuns(rows),
+    spaceChance(space),
+    PRE_REGISTERED_SPEC,
+    screens.filter((s) => !s.pass).map((s) => s.seed),
+  );
 }
 
-/** One line on the hint for a user: what it is per family, and who reads it. */
-export const HINT_NOTE = `The hint is a strategy, never the episode's code (e.g. mirror A = 4: "${hintText({ family: 1, L: 0, A: 2, D: 0 })}"); it is read by an oracle — a scripted player that follows it exactly, standing in for a pretrained model's instruction following (a fresh tiny model cannot read it) — so it never hurts, and regret is how much of the level the agent has still to learn.`;
+/** One line on the hint for a user: what it is, and who reads it. */
+export const HINT_NOTE = `The hint is a strategy, never the episode's code (the lock's: "${hintText({ family: 2, L: 0, A: 0, D: 0 })}"); it is read by an oracle — a scripted player that follows it exactly, standing in for a pretrained model's instruction following (a fresh tiny model cannot read it) — so it never hurts, and regret is how much of the level the agent has still to learn.`;
+
+/** One lab's stream on screen: its probe before training and its cycles. */
+export interface LabRun {
+  probe0: ProbeReport | null;
+  history: CycleReport[];
+}
 
 export class LabState {
   settings = $state<LabChoices>({ ...LAB_DEFAULTS });
   status = $state<'idle' | 'running' | 'paused' | 'done' | 'error'>('idle');
   error = $state<string | null>(null);
-  /** The probe before any training. */
-  probe0 = $state<ProbeReport | null>(null);
-  history = $state<CycleReport[]>([]);
+  /** The chosen designer's run, and random levels' beside it (same seed). */
+  main = $state<LabRun>({ probe0: null, history: [] });
+  beside = $state<LabRun>({ probe0: null, history: [] });
   /** The cycle in flight: sandbox episodes started of about how many. */
   progress = $state<{ cycle: number; episodes: number; of: number } | null>(null);
   /** A pause was asked for; the cycle in flight finishes first. */
   pausing = $state(false);
   compare = $state<CompareRow[]>([]);
+  screens = $state<ScreenResult[]>([]);
   compareStatus = $state<'idle' | 'running' | 'paused' | 'done' | 'error'>('idle');
-  /** The learning-curve checks of this seed, one per main family. */
+  /** The learning-curve checks of this seed, one per family of the space. */
   checks = $state<LearningCheck[]>([]);
   checkStatus = $state<'idle' | 'running' | 'done' | 'error'>('idle');
   /** Link warnings (bad lab fields). */
@@ -102,13 +125,19 @@ export class LabState {
   private compareMade: string | null = null;
   private api: Comlink.Remote<LabWorkerApi> | null = null;
 
-  /** Mean measured seconds per cycle of this run (null before the first cycle ends). */
-  secondsPerCycle = $derived(
-    this.history.length ? this.history.reduce((a, h) => a + h.ms, 0) / this.history.length / 1000 : null,
-  );
+  /** The chosen designer's cycles (the charts' and the cycle list's). */
+  history = $derived(this.main.history);
+  probe0 = $derived(this.main.probe0);
+  /** Mean measured seconds per cycle of this run, both designers' cycles (null before the first ends). */
+  secondsPerCycle = $derived.by(() => {
+    const all = [...this.main.history, ...this.beside.history];
+    return all.length ? all.reduce((a, h) => a + h.ms, 0) / all.length / 1000 : null;
+  });
   busy = $derived(this.status === 'running' || this.compareStatus === 'running' || this.checkStatus === 'running');
   /** The settings changed since the run on screen was made: ▶ starts a new one. */
-  stale = $derived(this.made !== null && this.made !== madeKey(this.settings));
+  stale = $derived(this.made !== null && this.made !== madeKey(lab(this.settings)));
+  /** Whether random levels run beside the chosen designer (not when it is random itself). */
+  hasBeside = $derived(this.settings.designer !== BESIDE);
 
   private remote(): Comlink.Remote<LabWorkerApi> {
     if (!this.api) {
@@ -140,24 +169,36 @@ export class LabState {
     return formatLabLink(clean(this.settings), LAB_DEFAULTS);
   }
 
-  /** ▶: continue the run on screen up to `cycles`, or start a new one (first run, or the settings changed). */
+  /**
+   * ▶: continue the run on screen up to `cycles`, or start a new one (first run, or the settings
+   * changed): a cycle of the chosen designer, then one of random levels beside it, in turn.
+   */
   async start(): Promise<void> {
     if (this.busy) return;
     this.settings = clean(this.settings);
     const s = $state.snapshot(this.settings);
-    if (this.made !== madeKey(s)) {
+    const mk = madeKey(lab(s));
+    if (this.made !== mk) {
       // new settings: a new run (the comparison, made with its own settings, stays)
       await this.api?.reset('main');
-      this.history = [];
-      this.probe0 = null;
+      await this.api?.reset('beside');
+      this.main = { probe0: null, history: [] };
+      this.beside = { probe0: null, history: [] };
     }
-    this.made = madeKey(s);
+    this.made = mk;
     this.runSeed = s.seed;
     this.status = 'running';
     this.error = null;
     try {
-      const r = await this.remote().run('main', lab(s), s.cycles, Comlink.proxy(this.onEvent));
-      this.status = r.paused ? 'paused' : 'done';
+      for (let c = this.main.history.length + 1; c <= s.cycles; c++) {
+        const r = await this.remote().run('main', lab(s), c, Comlink.proxy(this.onEvent));
+        if (r.paused) return void (this.status = 'paused');
+        if (this.hasBeside && this.beside.history.length < c) {
+          const b = await this.remote().run('beside', lab({ ...s, designer: BESIDE }), c, Comlink.proxy(this.onEvent));
+          if (b.paused) return void (this.status = 'paused');
+        }
+      }
+      this.status = 'done';
     } catch (err) {
       this.status = 'error';
       this.error = serializeError(err).message;
@@ -168,22 +209,34 @@ export class LabState {
   }
 
   private onEvent = (e: LabEvent) => {
-    if (e.key === 'main') {
-      if (e.type === 'probe0') this.probe0 = e.probe;
+    const target = e.key === 'main' ? this.main : e.key === 'beside' ? this.beside : null;
+    if (target) {
+      if (e.type === 'probe0') target.probe0 = e.probe;
       else if (e.type === 'progress') this.progress = { cycle: e.cycle, episodes: e.episodes, of: e.of };
       else {
-        this.history = [...this.history, e.report];
+        target.history = [...target.history, e.report];
         this.progress = null;
       }
       return;
     }
     const row = this.compare.find((r) => compareKey(r) === e.key);
     if (!row) return;
-    if (e.type === 'probe0') row.curve = [e.probe.mean];
-    else if (e.type === 'cycle') {
-      row.curve = [...row.curve, e.report.probe.mean];
+    if (e.type === 'probe0') {
+      row.curve = [e.probe.mean];
+      row.hardCurve = [e.probe.hardHalf];
+      row.stages = [e.probe.byStage];
+    } else if (e.type === 'cycle') {
+      const p = e.report.probe!;
+      row.curve = [...row.curve, p.mean];
+      row.hardCurve = [...row.hardCurve, p.hardHalf];
+      row.stages = [...row.stages, p.byStage];
+      row.level = [...row.level, e.report.meanDifficulty];
       row.medianRegret = [...row.medianRegret, e.report.medianRegret];
       row.distinctLevels = [...row.distinctLevels, e.report.distinctLevels];
+      row.steps = {
+        agent: row.steps.agent + e.report.steps.agent,
+        designer: row.steps.designer + e.report.steps.designer,
+      };
     } else this.progress = { cycle: e.cycle, episodes: e.episodes, of: e.of };
   };
 
@@ -200,21 +253,22 @@ export class LabState {
     await this.api?.reset();
     this.made = null;
     this.compareMade = null;
-    this.history = [];
-    this.probe0 = null;
+    this.main = { probe0: null, history: [] };
+    this.beside = { probe0: null, history: [] };
     this.progress = null;
     this.status = 'idle';
     this.error = null;
     this.compare = [];
+    this.screens = [];
     this.compareStatus = 'idle';
     this.checks = [];
     this.checkStatus = 'idle';
   }
 
   /**
-   * The learning-curve check of every main family on this seed, for `cycles` cycles: the fixed
-   * designer on the family's easiest level, every play on it (must reach mastery before a designer
-   * comparison means anything).
+   * The learning-curve check of every family of the space on this seed, for `cycles` cycles: the
+   * fixed designer on the family's easiest level, every play on it (must reach mastery before a
+   * designer comparison means anything).
    */
   async runChecks(): Promise<void> {
     if (this.busy) return;
@@ -224,8 +278,8 @@ export class LabState {
     this.checkStatus = 'running';
     this.error = null;
     try {
-      for (const family of MAIN_FAMILIES)
-        this.checks = [...this.checks, await this.remote().check(family, s.seed, s.cycles)];
+      for (const family of SPACE[s.space].families)
+        this.checks = [...this.checks, await this.remote().check(family, s.seed, s.cycles, s.space)];
       this.checkStatus = 'done';
     } catch (err) {
       this.checkStatus = 'error';
@@ -234,51 +288,61 @@ export class LabState {
   }
 
   /**
-   * Run the four designers on `seeds` seeds from this seed with these settings, one after another
-   * (continuing a paused comparison). The run on screen is reused for its own seed and designer
-   * when it already has the cycles.
+   * Screen `seeds` seeds from this seed, then run every pre-registered arm on those kept, with these
+   * settings, one after another (continuing a paused comparison).
    */
   async compareDesigners(): Promise<void> {
     if (this.busy) return;
     this.settings = clean(this.settings);
     const s = $state.snapshot(this.settings);
-    const key = JSON.stringify([madeKey(s), s.cycles, s.seeds]);
+    const key = JSON.stringify([madeKey(lab(s)), s.cycles, s.seeds]);
     if (this.compareMade !== key) {
       this.compare = Array.from({ length: s.seeds }, (_, i) => s.seed + i).flatMap((seed) =>
-        DESIGNERS.map((designer) => ({
+        PRE_REGISTERED_SPEC.arms.map((designer) => ({
           seed,
           designer,
           curve: [],
+          hardCurve: [],
+          stages: [],
+          level: [],
           medianRegret: [],
           distinctLevels: [],
+          steps: { agent: 0, designer: 0 },
           status: 'waiting' as const,
         })),
       );
+      this.screens = [];
       this.compareMade = key;
     }
     this.compareStatus = 'running';
     this.error = null;
     try {
       for (const row of this.compare) {
-        if (row.status === 'done') continue;
-        const own =
-          this.made === madeKey({ ...s, seed: row.seed, designer: row.designer }) && this.history.length >= s.cycles;
-        if (own && this.probe0) {
-          const h = this.history.slice(0, s.cycles);
-          row.curve = [this.probe0.mean, ...h.map((c) => c.probe.mean)];
-          row.medianRegret = h.map((c) => c.medianRegret);
-          row.distinctLevels = h.map((c) => c.distinctLevels);
-          row.status = 'done';
+        if (row.status === 'done' || row.status === 'screened') continue;
+        let screen = this.screens.find((x) => x.seed === row.seed);
+        if (!screen) {
+          screen = await this.remote().screen(row.seed, s.space);
+          this.screens = [...this.screens, screen];
+        }
+        if (!screen.pass) {
+          row.status = 'screened';
           continue;
         }
         row.status = 'running';
-        row.curve = [];
-        row.medianRegret = [];
-        row.distinctLevels = [];
+        Object.assign(row, {
+          curve: [],
+          hardCurve: [],
+          stages: [],
+          level: [],
+          medianRegret: [],
+          distinctLevels: [],
+          steps: { agent: 0, designer: 0 },
+        });
         await this.api?.reset(compareKey(row)); // a paused row starts over: its events were dropped with its state
+        const arm = ARMS[row.designer]!;
         const r = await this.remote().run(
           compareKey(row),
-          lab({ ...s, seed: row.seed, designer: row.designer }),
+          lab({ ...s, seed: row.seed, designer: arm.designer, estimator: arm.estimator ?? s.estimator }),
           s.cycles,
           Comlink.proxy(this.onEvent),
         );
@@ -309,9 +373,9 @@ export class LabState {
     const code = levelCode(d.level);
     const record = recordFromCode(code, {
       id: `lab:${describeLevel(d.level).replace(/ /g, '')}`,
-      title: `micro ${FAMILIES[d.level.family]!.name} ${describeLevel(d.level)} (lab cycle ${report.cycle})`,
+      title: `Lab ${FAMILIES[d.level.family]!.name} ${describeLevel(d.level)} (cycle ${report.cycle})`,
       skill: 'micro',
-      difficulty: bucketOf(difficulty(d.level)),
+      difficulty: (d.difficulty ?? 0) < 1 / 3 ? 'easy' : (d.difficulty ?? 0) < 2 / 3 ? 'medium' : 'hard',
       hint: hintText(d.level),
       stats: {
         plays: d.noHint.length + d.withHint.length,
@@ -331,5 +395,13 @@ const compareKey = (r: Pick<CompareRow, 'seed' | 'designer'>) => `cmp:${r.seed}:
 
 /** The worker's part of the settings. */
 function lab(s: LabChoices): LabSettings {
-  return { seed: s.seed, designer: s.designer, levels: s.levels, plays: s.plays, probePlays: s.probePlays };
+  return {
+    seed: s.seed,
+    designer: s.designer,
+    space: s.space,
+    estimator: s.estimator,
+    levels: s.levels,
+    plays: s.plays,
+    probePlays: s.probePlays,
+  };
 }

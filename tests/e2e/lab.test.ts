@@ -1,31 +1,33 @@
-// The micro self-play lab in Chromium: it starts from the first screen with no model
-// (the introduction's Lab button, then ▶), the charts appear after a cycle, the link carries the
-// lab's seed and settings, and opening that link in a fresh browser context reproduces the first
-// cycle's numbers (the levels designed and the probe return) — the numbers `spade micro` computes in
-// Node for the same settings. Short on purpose: one cycle, K = 2 levels, N = 1 play, 1 probe play
-// (the CPU references in Chromium on a shared machine).
+// The Lab in Chromium: it starts from the first screen with no model (the introduction's Lab button,
+// then ▶), the pre-registered result's plain sentence is there before any run, the charts appear
+// after a cycle (the learned designer and random levels beside it), the link carries the Lab's seed
+// and settings, and opening that link in a fresh browser context reproduces the first cycle's
+// numbers (the levels designed and the probe per stage) — the numbers `spade micro` computes in Node
+// for the same settings. Short on purpose: one cycle, K = 2 levels, N = 1 play, 1 probe play.
 import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { engineMicroDeps } from '../../src/engine/lab/micro_policy.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { MicroLab, type ProbeReport } from '../../src/core/micro/lab.ts';
+import { CHAIN_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
 import { appInBrowser, resultPath, watchErrors } from './browser.ts';
 
 const LONG = { timeout: 300_000, interval: 500 };
 
-const SETTINGS = { seed: 3, designer: 'regret', levels: 2, plays: 1, probePlays: 1 } as const;
+const SETTINGS = { seed: 3, designer: 'learned', space: 'chain', levels: 2, plays: 1, probePlays: 1 } as const;
 const f2 = (x: number) => x.toFixed(2);
 const probeText = (p: ProbeReport) =>
-  `${f2(p.mean)} (easy ${f2(p.byBucket.easy)}, medium ${f2(p.byBucket.medium)}, hard ${f2(p.byBucket.hard)})`;
+  `${f2(p.mean)} (${CHAIN_SPACE.stages.map((st, i) => `${st} ${f2(p.byStage[i]!)}`).join(', ')})`;
 
 /** The same first cycle computed in Node, as `spade micro` computes it (engineMicroDeps, CPU references). */
 async function nodeFirstCycle(): Promise<{ levels: string; probe: string; probe0: string }> {
-  const lab = new MicroLab(SETTINGS, await engineMicroDeps(SETTINGS.seed, SETTINGS.designer, createSandboxWorkerApi()));
+  const deps = await engineMicroDeps(SETTINGS.seed, SETTINGS.designer, createSandboxWorkerApi(), { space: 'chain' });
+  const lab = new MicroLab(SETTINGS, deps);
   const r = await lab.cycle();
   await lab.close();
   return {
-    levels: r.designs.map((d) => (d.description ?? `invalid “${d.text}”`) + (d.explore ? ' (explore)' : '')).join(', '),
-    probe: `probe ${probeText(r.probe)}`,
+    levels: r.designs.map((d) => (d.description ?? `invalid “${d.text}”`) + (d.explore ? ' (edit)' : '')).join(', '),
+    probe: `probe ${probeText(r.probe!)}`,
     probe0: `Probe before training (cycle 0): ${probeText(lab.initialProbe!)}`,
   };
 }
@@ -40,7 +42,7 @@ async function firstCycle(page: Page): Promise<{ levels: string; probe: string; 
   };
 }
 
-describe('the micro lab in Chromium', () => {
+describe('the Lab in Chromium', () => {
   const app = appInBrowser();
 
   it('runs from the first screen with no model, charts a cycle, and its link reproduces the cycle', async () => {
@@ -56,13 +58,17 @@ describe('the micro lab in Chromium', () => {
     await page.getByTestId('lab-plays').fill('1');
     await page.getByTestId('lab-probe-plays').fill('1');
     expect(await page.getByTestId('lab-charts').count()).toBe(0);
+    // what the pre-registered comparison found, in one plain sentence, before anything runs
+    expect((await page.getByTestId('lab-measured-sentence').textContent())!.length).toBeGreaterThan(40);
     await page.getByTestId('lab-run').click();
     const first = await firstCycle(page);
     // what the CLI computes for the same settings: the worker builds the lab exactly as `spade micro`
     expect(first).toEqual(await nodeFirstCycle());
-    // five charts with one point each (the probe chart two: cycle 0 and cycle 1), the chance level and the measured speed
+    // five charts (the probe, per stage, the designed level, the agent's steps, the reward), the live run in one
+    // sentence, the chance level and the measured speed
     expect(await page.getByTestId('lab-charts').locator('.chart').count()).toBe(5);
-    expect(await page.getByTestId('lab-chance').textContent()).toBe('0.05');
+    expect(await page.getByTestId('lab-live-sentence').textContent()).toMatch(/^After 1 cycle the agent taught by/);
+    expect(await page.getByTestId('lab-chance').textContent()).toBe(f2(spaceChance(CHAIN_SPACE)));
     expect(await page.getByTestId('lab-speed').textContent()).toMatch(/^~\d+ s per cycle on this machine$/);
     const link = await page.evaluate(() => location.href);
     expect(new URL(link).hash).toBe('#panel=lab&lab.seed=3&lab.cycles=1&lab.K=2&lab.N=1&lab.P=1');

@@ -52,6 +52,14 @@ describe('estimators', () => {
     expect(estimate('azr_learnability', { noHint: [1, 1], withHint: [] })).toBe(0);
     expect(estimate('azr_learnability', { noHint: [0, 0], withHint: [] })).toBe(0);
     expect(estimate('paired', S)).toBeCloseTo(0.75);
+    // learnability 4p(1 − p): w = 0.25 → 0.75; one win in eight → 0.4375 (paper_blend gives it the same as none)
+    expect(estimate('learnability', S)).toBeCloseTo(0.75);
+    const oneOfEight = { noHint: [1, 0, 0, 0, 0, 0, 0, 0], withHint: [1, 1, 1, 1, 1, 1, 1, 1] };
+    const none = { noHint: [0, 0, 0, 0, 0, 0, 0, 0], withHint: oneOfEight.withHint };
+    expect(estimate('learnability', oneOfEight)).toBeCloseTo(0.4375);
+    expect(estimate('learnability', none)).toBe(0);
+    expect(estimate('learnability', { noHint: [1, 1], withHint: [] })).toBe(0);
+    expect(estimate('paper_blend', oneOfEight)).toBeCloseTo(estimate('paper_blend', none));
   });
   it('covers every estimator in the config enum', () => {
     for (const e of ESTIMATORS) expect(Number.isFinite(estimate(e, S))).toBe(true);

@@ -1,11 +1,11 @@
-// The micro lab's settings table (src/core/micro/settings.ts: every setting with its range, default
-// and reason; the `cli` and `browser` presets, each difference with its reason) and the app's one
+// The Lab's settings table (src/core/micro/settings.ts: every setting with its range, default and
+// reason, the defaults the command's own; the `browser` preset, each difference with its reason) and the app's one
 // link parser (src/core/url_state.ts): each part of a link round-trips, and hostile links — huge,
 // malformed, repeated or unknown keys, out-of-range lab values — come back as typed problems, never
 // as a throw, with nothing wrong applied.
 import { describe, expect, it } from 'vitest';
 import { MAX_LINK_CHARS } from '../../src/core/env/envset.ts';
-import { MICRO_DEFAULTS } from '../../src/core/micro/lab.ts';
+import { MICRO_DEFAULTS, PRE_REGISTERED_CYCLES } from '../../src/core/micro/lab.ts';
 import {
   clampLabChoices,
   LAB_KEYS,
@@ -34,7 +34,17 @@ const valid = (k: (typeof LAB_KEYS)[number], v: unknown) => parseLabField(k, Str
 
 describe('the lab settings table', () => {
   it('gives every setting a reason, a link key and a default it accepts', () => {
-    expect(LAB_KEYS).toEqual(['seed', 'cycles', 'designer', 'levels', 'plays', 'probePlays', 'seeds']);
+    expect(LAB_KEYS).toEqual([
+      'seed',
+      'cycles',
+      'designer',
+      'estimator',
+      'space',
+      'levels',
+      'plays',
+      'probePlays',
+      'seeds',
+    ]);
     for (const k of LAB_KEYS) {
       const f = LAB_SCHEMA[k];
       expect(f.why.length, k).toBeGreaterThan(20);
@@ -44,24 +54,24 @@ describe('the lab settings table', () => {
     expect(new Set(LAB_KEYS.map((k) => LAB_SCHEMA[k].url)).size).toBe(LAB_KEYS.length);
   });
 
-  it('keeps the pre-registered settings as its defaults (docs/micro.md), the ones the micro lab itself uses', () => {
+  it('keeps the pre-registered settings as its defaults (docs/micro.md), the ones the Lab itself uses', () => {
     expect(labDefaults()).toEqual({
       seed: 1,
-      cycles: 16,
-      designer: 'regret',
+      cycles: PRE_REGISTERED_CYCLES,
+      designer: 'learned',
+      estimator: 'learnability',
+      space: 'chain',
       levels: 4,
       plays: 8,
-      probePlays: 8,
+      probePlays: 16,
       seeds: 10,
     });
-    for (const k of ['designer', 'levels', 'plays', 'probePlays'] as const)
+    for (const k of ['seed', 'designer', 'estimator', 'space', 'levels', 'plays', 'probePlays'] as const)
       expect(LAB_SCHEMA[k].default, k).toBe(MICRO_DEFAULTS[k]);
   });
 
-  it('names the CLI and browser starting points as presets, each difference valid and with its reason', () => {
-    // `spade micro` (one run) and the Lab panel start where they always started
-    expect(labDefaults('cli')).toEqual({ ...labDefaults(), seed: 0, cycles: 10 });
-    expect(labDefaults('browser')).toEqual({ ...labDefaults(), cycles: 3, seeds: 2 });
+  it('one source: the command and the panel start from the same settings; the browser preset changes only the seeds it compares', () => {
+    expect(labDefaults('browser')).toEqual({ ...labDefaults(), seeds: 1 });
     expect(LAB_DEFAULTS).toEqual(labDefaults('browser'));
     for (const name of LAB_PRESET_NAMES)
       for (const [k, e] of Object.entries(LAB_PRESETS[name]) as [keyof LabChoices, { value: unknown; why: string }][]) {
@@ -69,19 +79,28 @@ describe('the lab settings table', () => {
         expect(e.value, `${name}.${k} differs from the default`).not.toBe(LAB_SCHEMA[k].default);
         expect(e.why.length, `${name}.${k}`).toBeGreaterThan(20);
       }
-    // both keep the pre-registered K, N and probe plays: the same seed and cycles print the same numbers
-    for (const k of ['levels', 'plays', 'probePlays'] as const)
-      expect(labDefaults('cli')[k]).toBe(labDefaults('browser')[k]);
   });
 
-  it('`spade micro` starts one run from the cli preset (seed, designer), the flags over it', async () => {
+  it('`spade micro` starts one run from the Lab’s defaults (seed, designer), the flags over it, and shows them in its help', async () => {
     const { main } = await import('../../src/cli/spade.ts');
     const lines: string[] = [];
+    const io = { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) };
     const argv = ['micro', '--cycles', '1', '--levels', '2', '--plays', '1', '--probe-plays', '1', '--json'];
-    const code = await main(argv, { out: (l) => lines.push(l), err: (l) => lines.push(l) });
+    const code = await main(argv, io);
     expect(code, lines.join('\n')).toBe(0);
-    const summary = JSON.parse(lines.at(-1)!) as { seed: number; designer: string; cycles: number };
-    expect(summary).toMatchObject({ seed: labDefaults('cli').seed, designer: labDefaults('cli').designer, cycles: 1 });
+    const summary = JSON.parse(lines.at(-1)!) as { seed: number; designer: string; space: string; cycles: number };
+    expect(summary).toMatchObject({
+      seed: LAB_DEFAULTS.seed,
+      designer: LAB_DEFAULTS.designer,
+      space: 'chain',
+      cycles: 1,
+    });
+    lines.length = 0;
+    expect(await main(['micro', '--help'], io)).toBe(0);
+    const help = lines.join('\n');
+    expect(help).toContain(`(default: ${LAB_DEFAULTS.seed})`);
+    expect(help).toContain(`(default: ${LAB_DEFAULTS.cycles})`);
+    expect(help).toContain(`(default: ${LAB_DEFAULTS.designer})`);
   }, 60_000);
 
   it('clamps typed-in values into the ranges of the table, and replaces what is no number', () => {
@@ -109,6 +128,8 @@ describe('the link parser: every part round-trips', () => {
       seed: 0,
       cycles: 200,
       designer: 'control',
+      estimator: 'paper_blend',
+      space: 'grid',
       levels: 8,
       plays: 16,
       probePlays: 1,
@@ -214,11 +235,11 @@ describe('the link parser: hostile links', () => {
     expect(problems.every((p) => p.code === 'bad-value' && p.scope === 'lab')).toBe(true);
     expect(problems.map((p) => p.message)).toEqual([
       'ignored from the link: lab.seed must be a whole number from 0 to 2147483647',
-      'ignored from the link: lab.cycles must be a whole number from 1 to 200',
-      'ignored from the link: lab.designer must be one of regret, random, fixed, control',
+      'ignored from the link: lab.cycles must be a whole number from 1 to 400',
+      'ignored from the link: lab.designer must be one of learned, frontier, ladder, random, fixed, control',
       'ignored from the link: lab.K must be a whole number from 1 to 8',
       'ignored from the link: lab.N must be a whole number from 1 to 16',
-      'ignored from the link: lab.P must be a whole number from 1 to 16',
+      'ignored from the link: lab.P must be a whole number from 1 to 32',
       'ignored from the link: lab.S must be a whole number from 1 to 20',
     ]);
   });

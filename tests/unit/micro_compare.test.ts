@@ -1,16 +1,26 @@
-// The micro lab's pre-registered comparison (src/core/micro/compare.ts): gain, the 95% t-interval,
-// the criteria computed from per-seed runs (a clear win, a noisy tie, a collapsed designer), and the
-// `spade micro compare` command end to end — a small seeded smoke (one seed, one cycle, few plays)
-// whose last line is the JSON object, the same on a second run, and --combine of two outputs.
+// The Lab's pre-registered comparison (src/core/micro/compare.ts): gain (with unprobed cycles), the
+// 95% t-interval, the criterion computed from per-seed runs of any arms (a clear win, a noisy tie, a
+// loss, the headroom pair, screened-out seeds), the plain sentence, the first two pre-registrations'
+// measured results (measured.json), and the `spade micro compare` command end to end — a small
+// seeded smoke whose last line is the JSON object (spadeDesigner, gain[arm].perSeed for every arm),
+// the same on a second run, and --combine of two outputs.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { compareRuns, gain, tInterval, type SeedRun } from '../../src/core/micro/compare.ts';
-import { DESIGNERS, PROBE_LEVELS, probeChance, type DesignerKind } from '../../src/core/micro/lab.ts';
-import { MEASURED, MEASURED_LONGER } from '../../src/core/micro/measured.ts';
+import {
+  compareRuns,
+  gain,
+  PRE_REGISTERED_SPEC,
+  SPEC_1,
+  tInterval,
+  type CompareSpec,
+  type SeedRun,
+} from '../../src/core/micro/compare.ts';
+import { MEASURED } from '../../src/core/micro/measured.ts';
+import { GRID_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
 
-const run = (seed: number, designer: DesignerKind, curve: number[], o: Partial<SeedRun> = {}): SeedRun => ({
+const run = (seed: number, designer: string, curve: (number | null)[], o: Partial<SeedRun> = {}): SeedRun => ({
   seed,
   designer,
   curve,
@@ -20,11 +30,20 @@ const run = (seed: number, designer: DesignerKind, curve: number[], o: Partial<S
   ...o,
 });
 
+const SPEC: CompareSpec = {
+  arms: ['learnability', 'frontier', 'random', 'fixed'],
+  spade: 'learnability',
+  baselines: ['random', 'fixed'],
+  headroom: ['frontier', 'random'],
+  mechanismInSuccess: false,
+};
+
 describe('the comparison, pure', () => {
-  it('gain is the mean of the last two probes minus cycle 0', () => {
+  it('gain is the mean of the last two probes minus cycle 0, skipping unprobed cycles', () => {
     expect(gain([0.1, 0.2, 0.4, 0.6])).toBeCloseTo(0.4, 12);
     expect(gain([0.1, 0.3])).toBeCloseTo(0.2, 12);
     expect(gain([0.1])).toBe(0);
+    expect(gain([0.1, null, null, 0.3, null, 0.5, 0.7])).toBeCloseTo(0.5, 12);
   });
 
   it('the t-interval uses Student t quantiles', () => {
@@ -34,65 +53,97 @@ describe('the comparison, pure', () => {
     expect(tInterval([1])).toMatchObject({ n: 1, lo: -Infinity, hi: Infinity });
   });
 
-  it('passes a clear, consistent win and fails a noisy tie, a lost seed share and a collapsed designer', () => {
-    const seeds = [1, 2, 3, 4, 5];
-    const build = (regretGain: (s: number) => number, o: Partial<SeedRun> = {}) =>
-      seeds.flatMap((s) =>
-        DESIGNERS.map((d) =>
-          d === 'regret' ? run(s, d, [0, regretGain(s), regretGain(s)], o) : run(s, d, [0, 0.05, 0.05]),
-        ),
-      );
+  const seeds = [1, 2, 3, 4, 5];
+  const build = (spadeGain: (s: number) => number, frontier = 0.05, o: Partial<SeedRun> = {}) =>
+    seeds.flatMap((s) =>
+      SPEC.arms.map((d) => {
+        const g = d === 'learnability' ? spadeGain(s) : d === 'frontier' ? frontier + s / 100 : 0.05;
+        return run(s, d, [0, null, g, g], { steps: { agent: d === 'fixed' ? 40 : 80, designer: 10 }, ...o });
+      }),
+    );
+
+  it('passes a clear, consistent win; says so plainly; reports every arm, the headroom and the steps', () => {
     const win = compareRuns(
-      build((s) => 0.3 + s / 100),
+      build((s) => 0.3 + s / 100, 0.4),
       0.01,
+      SPEC,
     );
     expect(win.seeds).toEqual(seeds);
-    expect(win.comparisons['regret-random']).toMatchObject({ positiveShare: 1, pass: true });
-    expect(win.comparisons['regret-fixed'].interval.mean).toBeCloseTo(0.28, 12);
+    expect(win.spadeDesigner).toBe('learnability');
+    expect(Object.keys(win.gain)).toEqual(SPEC.arms);
+    expect(win.gain.fixed!.perSeed).toHaveLength(5);
+    expect(win.gain.fixed!.steps).toEqual({ agent: 40, designer: 10 });
+    expect(win.comparisons['learnability-random']).toMatchObject({ positiveShare: 1, pass: true });
+    expect(win.comparisons['learnability-fixed']!.interval.mean).toBeCloseTo(0.28, 12);
+    expect(win.headroom!.interval.mean).toBeCloseTo(0.38, 12);
+    expect(win.comparisons['frontier-random']).toBe(win.headroom);
     expect(win.success).toBe(true);
+    expect(win.sentence).toMatch(/^A scripted curriculum \(frontier\) helped: .* The learned designer helped:/);
+  });
+
+  it('fails a noisy tie and a loss, with a plain sentence first; screened-out seeds are left out', () => {
     const tie = compareRuns(
       build((s) => (s % 2 ? 0.35 : -0.25)),
       0.01,
+      SPEC,
     );
-    expect(tie.comparisons['regret-random'].pass).toBe(false);
+    expect(tie.comparisons['learnability-random']!.pass).toBe(false);
     expect(tie.success).toBe(false);
-    expect(tie.verdict).toMatch(/^Not detectable at this budget \(5 seeds\): regret did not clearly beat random;/);
-    const collapsed = compareRuns(
-      build(() => 0.4, { distinctLevels: [1, 1], medianRegret: [0, -0.1] }),
-      0.01,
+    expect(tie.sentence).toMatch(/did not help more than random levels/);
+    expect(tie.verdict).toMatch(
+      /^Not detectable at this budget \(5 seeds\): learnability did not clearly beat random;/,
     );
-    expect(collapsed.mechanism).toMatchObject({ distinctLevels: 1, regretPass: false, distinctPass: false });
-    expect(collapsed.success).toBe(false);
-    expect(collapsed.verdict).toMatch(/the designer collapsed/);
-    // a seed missing a designer is left out
-    expect(compareRuns([...build(() => 0.3), run(9, 'regret', [0, 1, 1])], 0).seeds).toEqual(seeds);
+    const loss = compareRuns(
+      build(() => -0.2),
+      0.01,
+      SPEC,
+    );
+    expect(loss.sentence).toMatch(/did worse than random levels/);
+    const screened = compareRuns(
+      build(() => 0.3),
+      0.01,
+      SPEC,
+      [2, 4],
+    );
+    expect(screened.seeds).toEqual([1, 3, 5]);
+    // a seed missing an arm is left out
+    expect(compareRuns([...build(() => 0.3), run(9, 'learnability', [0, 1, 1])], 0, SPEC).seeds).toEqual(seeds);
+  });
+
+  it('the pre-registered spec names SPADE’s designer and judges it against random and fixed, frontier − random as headroom', () => {
+    expect(PRE_REGISTERED_SPEC.spade).toBe('learnability');
+    expect(PRE_REGISTERED_SPEC.baselines).toEqual(['random', 'fixed']);
+    expect(PRE_REGISTERED_SPEC.headroom).toEqual(['frontier', 'random']);
+    expect(PRE_REGISTERED_SPEC.arms).toEqual(expect.arrayContaining(['learnability', 'frontier', 'random', 'fixed']));
   });
 });
 
-describe('the measured held-out comparison (what the Lab shows, docs/micro.md)', () => {
-  it('is the documented result: not detectable on seeds 11–20', () => {
-    const r = compareRuns(MEASURED.runs, probeChance(PROBE_LEVELS));
+describe('the measured held-out comparisons (measured.json, what the Lab shows, docs/micro.md)', () => {
+  const chance = spaceChance(GRID_SPACE);
+  it('is the documented first result: not detectable on seeds 11–20', () => {
+    const r = compareRuns(MEASURED.prereg1.runs, chance, SPEC_1);
     expect(r.seeds).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19, 20]);
     expect(r.cycles).toBe(16);
     expect(r.chance).toBeCloseTo(0.046, 3);
-    expect(r.comparisons['regret-random'].interval.mean).toBeCloseTo(0.045, 3);
-    expect(r.comparisons['regret-random'].positiveShare).toBe(0.6);
-    expect(r.comparisons['regret-fixed'].interval.mean).toBeCloseTo(0.031, 3);
-    expect(r.comparisons['regret-fixed'].positiveShare).toBe(0.5);
+    expect(r.comparisons['regret-random']!.interval.mean).toBeCloseTo(0.045, 3);
+    expect(r.comparisons['regret-random']!.positiveShare).toBe(0.6);
+    expect(r.comparisons['regret-fixed']!.interval.mean).toBeCloseTo(0.031, 3);
+    expect(r.comparisons['regret-fixed']!.positiveShare).toBe(0.5);
     expect(r.mechanism).toMatchObject({ medianRegret: 1, regretPass: true, distinctPass: true });
     expect(r.success).toBe(false);
     expect(r.verdict).toMatch(/^Not detectable at this budget \(10 seeds\)/);
   });
 
   it('is the documented second result: not detectable on seeds 21–30 at 24 cycles either', () => {
-    const r = compareRuns(MEASURED_LONGER.runs, probeChance(PROBE_LEVELS));
+    const r = compareRuns(MEASURED.prereg2.runs, chance, SPEC_1);
     expect(r.seeds).toEqual([21, 22, 23, 24, 25, 26, 27, 28, 29, 30]);
     expect(r.cycles).toBe(24);
-    expect(r.comparisons['regret-random'].interval.mean).toBeCloseTo(-0.011, 3);
-    expect(r.comparisons['regret-random'].positiveShare).toBe(0.3);
-    expect(r.comparisons['regret-fixed'].interval.mean).toBeCloseTo(-0.041, 3);
-    expect(r.comparisons['regret-fixed'].positiveShare).toBe(0.2);
+    expect(r.comparisons['regret-random']!.interval.mean).toBeCloseTo(-0.011, 3);
+    expect(r.comparisons['regret-random']!.positiveShare).toBe(0.3);
+    expect(r.comparisons['regret-fixed']!.interval.mean).toBeCloseTo(-0.041, 3);
+    expect(r.comparisons['regret-fixed']!.positiveShare).toBe(0.2);
     expect(r.success).toBe(false);
+    expect(r.sentence).toMatch(/^The learned designer did not help more than random levels/);
   });
 });
 
@@ -103,13 +154,17 @@ describe('spade micro compare', () => {
     '--seeds',
     '2',
     '--cycles',
-    '1',
-    '--levels',
     '2',
+    '--arms',
+    'learnability,frontier,random,fixed',
+    '--levels',
+    '3',
     '--plays',
     '2',
     '--probe-plays',
     '1',
+    '--probe-every',
+    '2',
     '--json',
   ];
   const cli = async (argv: string[]) => {
@@ -119,35 +174,31 @@ describe('spade micro compare', () => {
     return { code, lines };
   };
 
-  it('runs the four designers on a seed and ends with one JSON object; the same again; --combine merges outputs', async () => {
+  it('screens the seed, runs every arm on it and ends with one JSON object; the same again; --combine merges outputs', async () => {
     const a = await cli(smoke);
     expect(a.code).toBe(0);
     const out = JSON.parse(a.lines.at(-1)!) as {
       seeds: number[];
       chance: number;
-      designers: Record<
-        string,
-        {
-          curves: Record<string, number[]>;
-          medianRegret: Record<string, number[]>;
-          distinctLevels: Record<string, number[]>;
-        }
-      >;
+      spadeDesigner: string;
+      gain: Record<string, { perSeed: number[] }>;
       comparisons: Record<string, { diffs: number[] }>;
-      mechanism: { medianRegret: number };
+      screens: { seed: number; pass: boolean }[];
       success: boolean;
+      sentence: string;
       runs: SeedRun[];
     };
+    expect(out.screens).toMatchObject([{ seed: 2, pass: true }]);
     expect(out.seeds).toEqual([2]);
+    expect(out.spadeDesigner).toBe('learnability');
     expect(out.chance).toBeGreaterThan(0);
     expect(out.chance).toBeLessThan(0.1);
-    for (const d of DESIGNERS) {
-      expect(out.designers[d]!.curves['2']).toHaveLength(2);
-      expect(out.designers[d]!.medianRegret['2']).toHaveLength(1);
-    }
-    expect(out.designers.fixed!.distinctLevels['2']).toEqual([1]);
-    expect(out.comparisons['regret-random']!.diffs).toHaveLength(1);
+    for (const arm of ['learnability', 'frontier', 'random', 'fixed']) expect(out.gain[arm]!.perSeed).toHaveLength(1);
+    expect(out.runs.find((r) => r.designer === 'fixed')!.distinctLevels).toEqual([1, 1]);
+    expect(out.runs[0]!.curve).toHaveLength(3); // cycle 0, then both cycles (the last two are always probed)
+    expect(out.comparisons['learnability-random']!.diffs).toHaveLength(1);
     expect(out.success).toBe(false); // one seed: no interval
+    expect(out.sentence.length).toBeGreaterThan(20);
     const strip = (r: SeedRun[]) => r.map(({ seconds: _, ...rest }) => rest);
     const b = await cli(smoke);
     expect(strip((JSON.parse(b.lines.at(-1)!) as { runs: SeedRun[] }).runs)).toEqual(strip(out.runs));
@@ -156,9 +207,20 @@ describe('spade micro compare', () => {
     const moved = out.runs.map((r) => ({ ...r, seed: 3 }));
     writeFileSync(join(dir, 'a.log'), `seed 2 …\n${a.lines.at(-1)}\n`);
     writeFileSync(join(dir, 'b.log'), JSON.stringify({ runs: moved }));
-    const c = await cli(['micro', 'compare', '--combine', join(dir, 'a.log'), join(dir, 'b.log'), '--json']);
+    const c = await cli([
+      'micro',
+      'compare',
+      '--arms',
+      'learnability,frontier,random,fixed',
+      '--combine',
+      join(dir, 'a.log'),
+      join(dir, 'b.log'),
+      '--json',
+    ]);
     expect((JSON.parse(c.lines.at(-1)!) as { seeds: number[] }).seeds).toEqual([2, 3]);
     const bad = await cli(['micro', 'compare', '--seeds', 'ten']);
     expect(bad.code).toBe(2);
+    const badArm = await cli(['micro', 'compare', '--seeds', '1', '--arms', 'oracle']);
+    expect(badArm.code).toBe(2);
   }, 240_000);
 });

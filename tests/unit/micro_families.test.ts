@@ -145,7 +145,10 @@ describe('micro families', () => {
     expect(difficulty({ family: 3, L: 3, A: 3, D: 3 })).toBe(1);
     expect(difficulty({ family: 1, L: 1, A: 2, D: 0 })).toBeCloseTo(1 / 3);
     expect(() => levelCode({ family: 4, L: 0, A: 0, D: 0 })).toThrow(RangeError);
-    expect(() => levelCode({ family: 0, L: 4, A: 0, D: 0 })).toThrow(/knobs 0-3/);
+    expect(() => levelCode({ family: 0, L: 8, A: 0, D: 0 })).toThrow(/L 0-7, A and D 0-3/);
+    expect(() => levelCode({ family: 0, L: 0, A: 4, D: 0 })).toThrow(RangeError);
+    // the length goes on to 9 (knob 7) for the long lock chain: a length-9 lock with its 10 turns
+    expect(levelValues({ family: 2, L: 7, A: 3, D: 0 })).toMatchObject({ length: 9, alphabet: 5, maxTurns: 10 });
   });
 });
 

@@ -87,23 +87,28 @@ describe('the fast path gives the references’ numbers', () => {
     const runner = createSandboxWorkerApi();
     const settings = {
       seed: 2,
-      designer: 'regret' as const,
+      designer: 'learned' as const,
+      space: 'chain' as const,
       levels: 2,
       plays: 4,
       probePlays: 2,
       probeLevels: [
         { family: 2, L: 0, A: 0, D: 0 },
-        { family: 1, L: 0, A: 0, D: 1 },
+        { family: 2, L: 1, A: 0, D: 3 },
       ],
     };
     const run = async (path: 'fast' | 'reference') => {
-      const lab = new MicroLab(settings, await engineMicroDeps(2, 'regret', runner, { path, temperature: 1 }));
+      const lab = new MicroLab(
+        settings,
+        await engineMicroDeps(2, 'learned', runner, { path, temperature: 1, space: 'chain' }),
+      );
       const r = await lab.cycle();
       await lab.close();
       return JSON.parse(JSON.stringify({ p0: lab.initialProbe, r }, (k, v) => (k === 'ms' ? undefined : v)));
     };
     const fast = await run('fast');
-    expect(fast.r.updates.length).toBeGreaterThan(0); // the agent trained (so the step is compared too)
+    expect(fast.r.steps.agent).toBeGreaterThan(0); // the agent trained (so the step is compared too)
+    expect(fast.r.designs.some((d: { trained: boolean }) => d.trained)).toBe(true); // and the designer, its edit slot scored by each path
     expect(fast).toEqual(await run('reference'));
   }, 120_000);
 });

@@ -1,31 +1,100 @@
 /**
- * The micro lab's pre-registered designer comparison, pure: per-seed runs of the four designers in,
- * the figures and the success criteria out (docs/micro.md, "Pre-registered comparison"). Used by
- * `spade micro compare` and the Lab panel alike, so both print the same numbers.
+ * The Lab's pre-registered comparison, pure: per-seed runs of the arms in, the figures and the
+ * success criterion out (docs/micro.md). Used by `spade micro compare` and the Lab panel alike, so
+ * both print the same numbers.
  *
- *   gain        mean of the last two probes minus the probe before training (cycle 0), per seed
- *   comparison  for regret − random and regret − fixed: the paired gain differences over seeds, their
- *               mean, 95% t-interval and share of seeds positive; it passes when the mean is > 0.10,
- *               the interval's lower end is > 0 and ≥ 80% of seeds are positive
- *   mechanism   the regret designer's median regret per cycle (median over cycles, then over seeds)
- *               is > 0, and it designs ≥ 2 distinct levels per cycle (mean over cycles and seeds)
- *   success     both comparisons and both mechanism checks pass
+ *   arm          a designer, and for the learned designer its reward (ARMS): `learnability` is the
+ *                learned designer on 4p̂(1 − p̂), `regret` the same on the method's paper_blend
+ *   gain         mean of the last two probes minus the probe before training (cycle 0), per seed;
+ *                the same over the probe's hardest half
+ *   comparison   SPADE's designer minus each baseline (pre-registered: random and fixed): the paired
+ *                gain differences over seeds, their mean, 95% t-interval and share of seeds positive;
+ *                it passes when the mean is > 0.10, the interval's lower end is > 0 and ≥ 80% of seeds
+ *                are positive
+ *   headroom     the scripted frontier minus random, the same figures: what a curriculum can do here
+ *   success      every comparison passes (the first two pre-registrations also asked the mechanism
+ *                checks: median regret > 0 and ≥ 2 distinct levels a cycle)
+ *   sentence     what happened, in one plain sentence, before any interval
  */
+import type { Estimator } from '../config.ts';
 import { mean } from '../spade/estimators.ts';
 import type { DesignerKind } from './lab.ts';
 
-/** One designer on one seed: what the comparison reads. */
+/** One arm on one seed: what the comparison reads. */
 export interface SeedRun {
   seed: number;
-  designer: DesignerKind;
-  /** Probe mean return, cycle 0 (before training) then one per cycle. */
-  curve: number[];
+  /** The arm's name (ARMS; the first two pre-registrations: regret, random, fixed, control). */
+  designer: string;
+  /** Probe mean return, cycle 0 (before training) then one per cycle (null: that cycle was not probed). */
+  curve: (number | null)[];
+  /** The same over the probe's hardest half (absent in the first two pre-registrations' runs). */
+  hardCurve?: (number | null)[];
+  /** The probe per stage of the space, cycle 0 then one per cycle. */
+  stages?: (number[] | null)[];
+  /** The mean designed level's place in the space (0–1), per cycle. */
+  level?: (number | null)[];
   /** The median regret of each cycle's designs. */
   medianRegret: number[];
   /** Distinct valid levels designed in each cycle. */
   distinctLevels: number[];
+  /** Optimiser steps over the run, per role. */
+  steps?: { agent: number; designer: number };
   seconds: number;
 }
+
+/** The arms: a designer, and the learned designer's reward. */
+export const ARMS: Record<string, { designer: DesignerKind; estimator?: Estimator; about: string }> = {
+  learnability: {
+    designer: 'learned',
+    estimator: 'learnability',
+    about: 'a tiny model trained to design, rewarded by learnability 4p(1 − p)',
+  },
+  regret: {
+    designer: 'learned',
+    estimator: 'paper_blend',
+    about: "the same model rewarded by the method's paper_blend (plateau and regret)",
+  },
+  frontier: { designer: 'frontier', about: 'scripted: replays the most learnable levels, edits one knob up' },
+  ladder: { designer: 'ladder', about: 'scripted: the levels easiest first, a few cycles each' },
+  random: { designer: 'random', about: 'uniform levels' },
+  fixed: { designer: 'fixed', about: 'one medium level that is not in the probe' },
+  control: { designer: 'control', about: 'no designer training: memory plus random edits' },
+};
+
+export interface CompareSpec {
+  /** The arms (every seed needs all of them), in display order. */
+  arms: string[];
+  /** SPADE's designer: the arm the criterion is about. */
+  spade: string;
+  /** The arms it must beat. */
+  baselines: string[];
+  /** The headroom pair [scripted, baseline] reported beside it, or null. */
+  headroom: [string, string] | null;
+  /** Whether the mechanism checks are part of success (the first two pre-registrations). */
+  mechanismInSuccess: boolean;
+}
+
+/** The first two pre-registrations' comparison (the grid space; docs/micro.md). */
+export const SPEC_1: CompareSpec = {
+  arms: ['regret', 'random', 'fixed', 'control'],
+  spade: 'regret',
+  baselines: ['random', 'fixed'],
+  headroom: null,
+  mechanismInSuccess: true,
+};
+
+/** The third pre-registration's probe schedule: after every 5th cycle and the last two (the probe is most of a cycle's cost). */
+export const PRE_REGISTERED_PROBE_EVERY = 5;
+
+/** The third pre-registration's comparison (the chain space; docs/micro.md). */
+export const PRE_REGISTERED_ARMS = ['learnability', 'regret', 'frontier', 'ladder', 'random', 'fixed', 'control'];
+export const PRE_REGISTERED_SPEC: CompareSpec = {
+  arms: PRE_REGISTERED_ARMS,
+  spade: 'learnability',
+  baselines: ['random', 'fixed'],
+  headroom: ['frontier', 'random'],
+  mechanismInSuccess: false,
+};
 
 export interface Interval {
   n: number;
@@ -35,11 +104,20 @@ export interface Interval {
 }
 
 export interface PairComparison {
-  /** Per seed (in seed order): regret's gain minus the baseline's. */
+  /** Per seed (in seed order): the arm's gain minus the other's. */
   diffs: number[];
   interval: Interval;
   positiveShare: number;
   pass: boolean;
+}
+
+export interface ArmFigures {
+  perSeed: number[];
+  interval: Interval;
+  /** The gain over the probe's hardest half, when the runs have it. */
+  hardHalf: { perSeed: number[]; interval: Interval } | null;
+  /** Mean optimiser steps per run, per role, when the runs have them. */
+  steps: { agent: number; designer: number } | null;
 }
 
 export interface CompareResult {
@@ -47,12 +125,17 @@ export interface CompareResult {
   cycles: number;
   /** The probe's chance level (a uniform random player). */
   chance: number;
-  /** Per designer: gain per seed (seed order), and its mean with a 95% t-interval. */
-  gain: Record<string, { perSeed: number[]; interval: Interval }>;
-  comparisons: { 'regret-random': PairComparison; 'regret-fixed': PairComparison };
+  spadeDesigner: string;
+  arms: string[];
+  gain: Record<string, ArmFigures>;
+  /** `${spade}-${baseline}` for every baseline, and the headroom pair. */
+  comparisons: Record<string, PairComparison>;
+  headroom: PairComparison | null;
   mechanism: { medianRegret: number; distinctLevels: number; regretPass: boolean; distinctPass: boolean };
   success: boolean;
-  /** The plain verdict. */
+  /** What happened, in one plain sentence. */
+  sentence: string;
+  /** The figures behind it. */
   verdict: string;
 }
 
@@ -75,11 +158,32 @@ export function tInterval(xs: readonly number[]): Interval {
   return { n, mean: m, lo: m - half, hi: m + half };
 }
 
-/** Mean of the last two probes minus the first (cycle 0); with one cycle, that cycle's probe. */
-export function gain(curve: readonly number[]): number {
-  if (curve.length < 2) return 0;
-  const last = curve.length > 2 ? (curve.at(-1)! + curve.at(-2)!) / 2 : curve.at(-1)!;
-  return last - curve[0]!;
+/** Mean of the last two probes minus the first (cycle 0); with one cycle probed, that cycle's probe. */
+export function gain(curve: readonly (number | null)[]): number {
+  const xs = curve.filter((x): x is number => x !== null);
+  if (xs.length < 2) return 0;
+  const last = xs.length > 2 ? (xs.at(-1)! + xs.at(-2)!) / 2 : xs.at(-1)!;
+  return last - xs[0]!;
+}
+
+/**
+ * Where an arm's agents got to, per stage of the space: the mean over `seeds` of each run's last two
+ * probes per stage (the gain's end point), and the same before training; null when the runs have no stages.
+ */
+export function stageEnds(
+  runs: readonly SeedRun[],
+  arm: string,
+  seeds: readonly number[],
+): { before: number[]; after: number[] } | null {
+  const rs = seeds.map((s) => runs.find((r) => r.seed === s && r.designer === arm));
+  if (!rs.length || rs.some((r) => !r?.stages)) return null;
+  const ends = rs.map((r) => {
+    const st = r!.stages!.filter((x): x is number[] => x !== null);
+    const last = st.slice(-2);
+    return { before: st[0]!, after: st[0]!.map((_, i) => mean(last.map((x) => x[i]!))) };
+  });
+  const avg = (k: 'before' | 'after') => ends[0]![k].map((_, i) => mean(ends.map((e) => e[k][i]!)));
+  return { before: avg('before'), after: avg('after') };
 }
 
 const median = (xs: readonly number[]) => {
@@ -89,24 +193,45 @@ const median = (xs: readonly number[]) => {
   return s.length % 2 ? s[k]! : (s[k - 1]! + s[k]!) / 2;
 };
 
-/** The comparison of per-seed runs (every seed needs all four designers; others are left out). */
-export function compareRuns(runs: readonly SeedRun[], chance: number): CompareResult {
-  const bySeed = new Map<number, Map<DesignerKind, SeedRun>>();
+/**
+ * The comparison of per-seed runs: seeds that have every arm and are not screened out (others are
+ * left out), judged by `spec`.
+ */
+export function compareRuns(
+  runs: readonly SeedRun[],
+  chance: number,
+  spec: CompareSpec = SPEC_1,
+  screenedOut: readonly number[] = [],
+): CompareResult {
+  const bySeed = new Map<number, Map<string, SeedRun>>();
   for (const r of runs) {
     if (!bySeed.has(r.seed)) bySeed.set(r.seed, new Map());
     bySeed.get(r.seed)!.set(r.designer, r);
   }
-  const designers: DesignerKind[] = ['regret', 'random', 'fixed', 'control'];
-  const seeds = [...bySeed.keys()].filter((s) => designers.every((d) => bySeed.get(s)!.has(d))).sort((a, b) => a - b);
-  const run = (s: number, d: DesignerKind) => bySeed.get(s)!.get(d)!;
+  const seeds = [...bySeed.keys()]
+    .filter((s) => !screenedOut.includes(s) && spec.arms.every((d) => bySeed.get(s)!.has(d)))
+    .sort((a, b) => a - b);
+  const run = (s: number, d: string) => bySeed.get(s)!.get(d)!;
   const gains = Object.fromEntries(
-    designers.map((d) => {
+    spec.arms.map((d): [string, ArmFigures] => {
       const perSeed = seeds.map((s) => gain(run(s, d).curve));
-      return [d, { perSeed, interval: tInterval(perSeed) }];
+      const hard = seeds.every((s) => run(s, d).hardCurve) ? seeds.map((s) => gain(run(s, d).hardCurve!)) : null;
+      const steps = seeds.length && seeds.every((s) => run(s, d).steps) ? seeds.map((s) => run(s, d).steps!) : null;
+      return [
+        d,
+        {
+          perSeed,
+          interval: tInterval(perSeed),
+          hardHalf: hard ? { perSeed: hard, interval: tInterval(hard) } : null,
+          steps: steps
+            ? { agent: mean(steps.map((x) => x.agent)), designer: mean(steps.map((x) => x.designer)) }
+            : null,
+        },
+      ];
     }),
   );
-  const pair = (other: DesignerKind): PairComparison => {
-    const diffs = seeds.map((s) => gain(run(s, 'regret').curve) - gain(run(s, other).curve));
+  const pair = (a: string, b: string): PairComparison => {
+    const diffs = seeds.map((s) => gain(run(s, a).curve) - gain(run(s, b).curve));
     const interval = tInterval(diffs);
     const positiveShare = diffs.length ? diffs.filter((x) => x > 0).length / diffs.length : 0;
     return {
@@ -116,56 +241,87 @@ export function compareRuns(runs: readonly SeedRun[], chance: number): CompareRe
       pass: interval.mean > CRITERIA.minGainDiff && interval.lo > 0 && positiveShare >= CRITERIA.minPositiveShare,
     };
   };
-  const comparisons = { 'regret-random': pair('random'), 'regret-fixed': pair('fixed') };
-  const medianRegret = median(seeds.map((s) => median(run(s, 'regret').medianRegret)));
-  const distinctLevels = mean(seeds.flatMap((s) => run(s, 'regret').distinctLevels));
+  const comparisons: Record<string, PairComparison> = {};
+  for (const b of spec.baselines) comparisons[`${spec.spade}-${b}`] = pair(spec.spade, b);
+  const headroom = spec.headroom ? pair(...spec.headroom) : null;
+  if (spec.headroom && headroom) comparisons[spec.headroom.join('-')] = headroom;
+  const medianRegret = median(seeds.map((s) => median(run(s, spec.spade).medianRegret)));
+  const distinctLevels = mean(seeds.flatMap((s) => run(s, spec.spade).distinctLevels));
   const mechanism = {
     medianRegret,
     distinctLevels,
     regretPass: medianRegret > CRITERIA.minMedianRegret,
     distinctPass: distinctLevels >= CRITERIA.minDistinct,
   };
+  const beats = spec.baselines.every((b) => comparisons[`${spec.spade}-${b}`]!.pass);
   const success =
-    comparisons['regret-random'].pass &&
-    comparisons['regret-fixed'].pass &&
-    mechanism.regretPass &&
-    mechanism.distinctPass;
-  const cycles = seeds.length ? run(seeds[0]!, 'regret').curve.length - 1 : 0;
-  return {
+    seeds.length > 0 && beats && (!spec.mechanismInSuccess || (mechanism.regretPass && mechanism.distinctPass));
+  const cycles = seeds.length ? run(seeds[0]!, spec.spade).curve.length - 1 : 0;
+  const result = {
     seeds,
     cycles,
     chance,
+    spadeDesigner: spec.spade,
+    arms: spec.arms,
     gain: gains,
     comparisons,
+    headroom,
     mechanism,
     success,
-    verdict: verdictText(seeds.length, comparisons, mechanism, success),
   };
+  return { ...result, sentence: sentenceOf(result, spec), verdict: verdictText(result, spec) };
 }
 
 const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : x > 0 ? '∞' : '−∞');
+const signed = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(2)}`;
 const interval = (i: Interval) => `${f2(i.mean)} [${f2(i.lo)}, ${f2(i.hi)}]`;
 
-function verdictText(
-  n: number,
-  c: CompareResult['comparisons'],
-  m: CompareResult['mechanism'],
-  success: boolean,
-): string {
-  if (!n) return 'No seed has all four designers yet.';
-  const gaps = (['regret-random', 'regret-fixed'] as const)
+type Judged = Omit<CompareResult, 'sentence' | 'verdict'>;
+
+/** "helped": the pre-registered margin met; "hurt": the whole interval below 0; else about the same. */
+const effect = (p: PairComparison) => (p.pass ? 'helped' : p.interval.hi < 0 ? 'hurt' : 'same');
+
+/** What happened in one plain sentence (the Lab shows it before any interval). */
+function sentenceOf(r: Judged, spec: CompareSpec): string {
+  if (!r.seeds.length) return 'No seed has every designer yet.';
+  const n = r.seeds.length;
+  const g = (arm: string) => r.gain[arm]!.interval.mean;
+  const learned = spec.spade;
+  const vsRandom = r.comparisons[`${learned}-random`];
+  const name = learned === 'regret' || learned === 'learnability' ? 'The learned designer' : `The ${learned} designer`;
+  const head =
+    r.headroom && spec.headroom
+      ? effect(r.headroom) === 'helped'
+        ? `A scripted curriculum (${spec.headroom[0]}) helped: its agent gained ${signed(r.headroom.interval.mean)} more than with random levels on average. `
+        : `Even a scripted curriculum (${spec.headroom[0]}) did not clearly beat random levels (${signed(r.headroom.interval.mean)} on average). `
+      : '';
+  if (r.success)
+    return `${head}${name} helped: its agent improved by ${signed(g(learned))} on the probe, more than with ${spec.baselines.join(' or ')} levels on ${Math.round(Math.min(...spec.baselines.map((b) => r.comparisons[`${learned}-${b}`]!.positiveShare)) * n)} of ${n} seeds.`;
+  if (vsRandom && effect(vsRandom) === 'hurt')
+    return `${head}${name} did worse than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))}.`;
+  const all = spec.arms.map(g);
+  const tiny = Math.max(...all.map(Math.abs)) < 0.05;
+  return `${head}${name} did not help more than random levels: ${tiny ? 'no agent learned much at this budget' : 'every agent improved a little'} (${spec.arms.map((a) => `${a} ${signed(g(a))}`).join(', ')} on the probe, ${n} seed${n === 1 ? '' : 's'}).`;
+}
+
+function verdictText(r: Judged, spec: CompareSpec): string {
+  const n = r.seeds.length;
+  if (!n) return 'No seed has every designer yet.';
+  const pairs = Object.entries(r.comparisons)
     .map(
-      (k) =>
-        `${k} gain ${interval(c[k].interval)} (95% t-interval, ${Math.round(c[k].positiveShare * 100)}% of seeds positive)`,
+      ([k, c]) =>
+        `${k} gain ${interval(c.interval)} (95% t-interval, ${Math.round(c.positiveShare * 100)}% of seeds positive)`,
     )
     .join('; ');
+  const m = r.mechanism;
   const mech = `median regret per cycle ${f2(m.medianRegret)}, ${m.distinctLevels.toFixed(1)} distinct levels per cycle`;
-  if (success) return `Positive on ${n} seed${n === 1 ? '' : 's'}: ${gaps}; ${mech}.`;
+  if (r.success) return `Positive on ${n} seed${n === 1 ? '' : 's'}: ${pairs}; ${mech}.`;
   const failed = [
-    !c['regret-random'].pass && 'regret did not clearly beat random',
-    !c['regret-fixed'].pass && 'regret did not clearly beat fixed',
-    !m.regretPass && 'the hint did not help (median regret ≤ 0)',
-    !m.distinctPass && 'the designer collapsed (< 2 distinct levels per cycle)',
-  ].filter(Boolean);
-  return `Not detectable at this budget (${n} seed${n === 1 ? '' : 's'}): ${failed.join('; ')}. ${gaps}; ${mech}.`;
+    ...spec.baselines
+      .filter((b) => !r.comparisons[`${spec.spade}-${b}`]!.pass)
+      .map((b) => `${spec.spade} did not clearly beat ${b}`),
+    ...(spec.mechanismInSuccess && !m.regretPass ? ['the hint did not help (median regret ≤ 0)'] : []),
+    ...(spec.mechanismInSuccess && !m.distinctPass ? ['the designer collapsed (< 2 distinct levels per cycle)'] : []),
+  ];
+  return `Not detectable at this budget (${n} seed${n === 1 ? '' : 's'}): ${failed.join('; ')}. ${pairs}; ${mech}.`;
 }

@@ -70,15 +70,21 @@ export const TRAP_FAMILIES: readonly number[] = [3];
 /** The agent's vocabulary: the digits it can write (every alphabet's digits, and no more). */
 export const AGENT_DIGITS = '01234';
 
-/** Knob levels 0..3 → values. */
+/**
+ * Knob levels → values: 0..3 for every knob on the grid; the length knob goes on to 7 (lengths up to
+ * 9) for the long lock chain (spaces.ts), whose stages are the lengths.
+ */
 export const KNOB_VALUES = {
-  L: [2, 3, 4, 5],
+  L: [2, 3, 4, 5, 6, 7, 8, 9],
   A: [2, 3, 4, 5],
   D: [0, 1, 2, 3],
 } as const;
 
-/** The highest knob level (levels are 0..KNOB_MAX). */
+/** The highest knob level of the grid (levels are 0..KNOB_MAX; a designer's digits above it are clamped). */
 export const KNOB_MAX = 3;
+
+/** The highest length knob (lengths 2–9: the long lock chain). */
+export const L_MAX = 7;
 
 /** Replies allowed beyond the code's length (1: one slip is forgiven; luck alone rarely wins). */
 export const SPARE_TURNS = 1;
@@ -213,9 +219,9 @@ function familyParts(l: Level, A: number, L: number): { code: string; intro: str
 /** The environment program (seed contract) for a level. Throws a RangeError for a level off the grid. */
 export function levelCode(l: Level): string {
   const ok = (v: number, hi: number) => Number.isInteger(v) && v >= 0 && v <= hi;
-  if (!ok(l.family, FAMILIES.length - 1) || !ok(l.L, KNOB_MAX) || !ok(l.A, KNOB_MAX) || !ok(l.D, KNOB_MAX))
+  if (!ok(l.family, FAMILIES.length - 1) || !ok(l.L, L_MAX) || !ok(l.A, KNOB_MAX) || !ok(l.D, KNOB_MAX))
     throw new RangeError(
-      `Not a micro level: ${JSON.stringify(l)}; families 0-${FAMILIES.length - 1}, knobs 0-${KNOB_MAX}`,
+      `Not a micro level: ${JSON.stringify(l)}; families 0-${FAMILIES.length - 1}, L 0-${L_MAX}, A and D 0-${KNOB_MAX}`,
     );
   const v = levelValues(l);
   const p = familyParts(l, v.alphabet, v.length);

@@ -1,37 +1,49 @@
 /**
- * The micro self-play lab: SPADE's whole mechanism at toy scale. Per cycle:
- *   1. the cycle's skill is one family (the families rotate: cycle c has families[(c − 1) mod n]);
- *      the designer writes K level descriptions of it (levels.ts) — 'regret': a learned tiny model
- *      prompted with the family writes K − 1 and one slot is an untrained exploration move (the
- *      control's, below), scored with the others so a batch always has contrast; 'random': uniform
- *      levels of the family; 'fixed': one medium level, K times; 'control': the method's
- *      "no designer training" ablation — memory plus random edits (a level from memory whose win
- *      rate was in [0.15, 0.85], one knob moved by one; a uniform level when memory has none);
- *   2. each valid description becomes an environment program (families.ts) loaded in the sandbox;
+ * The Lab: SPADE's whole mechanism at toy scale. Per cycle:
+ *   1. the cycle's skill is one family of the level space (spaces.ts; the chain space has one, the
+ *      grid's rotate); the designer writes K levels of it:
+ *        learned   a tiny model prompted with the family writes K − 1 (its reply, read by the space);
+ *                  the last slot is an ACCEL-style edit — one knob up from a level the agent won at
+ *                  least half the time (a uniform level while there is none) — scored, centred and,
+ *                  by default, trained on like the model's own designs (its log-probs taken from the
+ *                  designer's policy), so the designer is pushed past levels the agent has mastered;
+ *        frontier  scripted, Sampling-For-Learnability style: the K − 2 levels played so far with the
+ *                  highest learnability p(1 − p) (their latest win rates), one edit as above, one
+ *                  uniform level; it never looks at the probe;
+ *        ladder    scripted: the space's levels easiest first, `ladderStep` cycles on each, K times;
+ *        random    uniform levels of the family;   fixed  the space's fixed level, K times;
+ *        control   the method's "no designer training" ablation: memory plus random edits (a level
+ *                  the agent won at least once and at most 85% of the time, one knob moved by one;
+ *                  uniform while there is none);
+ *   2. each valid level's program is loaded in the sandbox (once per run: loaded levels are kept);
  *   3. the agent plays it N times without the hint; the hinted arm plays it N times with the hint
  *      on the same seeds — by default the oracle (families.ts oracleReply: a scripted player that
  *      follows the hint exactly, standing in for the pretrained model's instruction following a
  *      fresh tiny model lacks), or the agent itself (`hinted: 'agent'`);
- *   4. the designer's raw reward is the chosen estimator (estimators.ts, paper_blend by default:
- *      plateau and regret) of those returns, 0 for an invalid description; designerAdvantages
- *      centres the K raw values of the cycle (one skill: the family) times a fixed role scale;
- *   5. the agent's unhinted plays are z-scored per level (groupAdvantages; hinted plays are not
- *      trained) and both roles are updated through trainRound (grpo_rounds.ts) — TokenSamples in
- *      minibatches to each role's PolicyTrainer, the engine's clipped-GRPO trainer;
- *   6. the agent plays a fixed probe set (PROBE_LEVELS, no hint, fixed environment and sampling
- *      seeds), the lab's measure of learning; its chance level is `probeChance`.
- * The probe set is also played once before the first cycle (cycle 0). Every designer gives the
- * agent the same compute: K levels × N plays and the same training settings per cycle.
+ *   4. the designer's raw reward is the chosen estimator of those returns (estimators.ts:
+ *      `learnability` 4p̂(1 − p̂) by default; `paper_blend`, `hint_regret` …), 0 for an invalid
+ *      description; designerAdvantages centres the K raw values of the cycle times a role scale;
+ *   5. the agent's unhinted plays are z-scored per level (groupAdvantages; a level whose plays all
+ *      scored the same gives no sample) and both roles are updated through trainRound (grpo_rounds.ts)
+ *      — TokenSamples in minibatches to each role's PolicyTrainer, the engine's clipped-GRPO trainer;
+ *   6. the agent plays the probe (the space's probe levels, no hint, fixed environment and sampling
+ *      seeds), the Lab's measure of learning: its mean, per stage and over the hardest half.
+ * The probe is also played once before the first cycle (cycle 0).
  *
- * Pure: the models and trainers come in as MicroPolicies (engine/micro_policy.ts builds them on
- * the engine: two tiny fresh models, one per role), the sandbox as an EnvRunner. Everything follows
- * from the settings: environment seeds and sampling seeds are hashes of (seed, cycle, design, play),
- * the designs and the minibatch order use Rngs forked from the seed.
+ * What is the same for every designer: K levels × N plays a cycle and the training settings. What is
+ * not: the optimiser steps — a level the agent loses (or wins) every time gives no agent sample, so a
+ * designer that plays where the agent sometimes wins gives it more steps. That is part of what a
+ * curriculum does; each cycle reports its steps per role so a comparison shows it.
  *
- * The agent's conversation here is not playEpisode's (core/spade/agent.ts): no system prompt (the
- * tiny model's cost grows with the prompt's bytes) and one reply token per turn; the hint is
- * appended to the first observation with the same HINT_PREFIX, returns are episodeReturn's and the
- * token trace is extendTrace's, so training is the loop's own.
+ * Pure: the models and trainers come in as MicroPolicies (engine/lab/micro_policy.ts builds them on
+ * the engine), the sandbox as an EnvRunner. Everything follows from the settings: environment seeds
+ * and sampling seeds are hashes of (seed, cycle, design, play); the designs and the minibatch order
+ * use Rngs forked from the seed.
+ *
+ * The agent's conversation is not playEpisode's (core/spade/agent.ts): no system prompt (the tiny
+ * model's cost grows with the prompt's bytes) and one reply token per turn; the hint is appended to
+ * the first observation with the same HINT_PREFIX, returns are episodeReturn's and the token trace is
+ * extendTrace's, so training is the loop's own.
  */
 import type { Estimator } from '../config.ts';
 import type { EnvRunner } from '../env/checker.ts';
@@ -50,96 +62,110 @@ import {
 import { HINT_PREFIX } from '../spade/prompts.ts';
 import { extendTrace, type TokenSample, type TokenTrace } from '../train/grpo.ts';
 import { trainRound, type PolicyTrainer, type UpdateStats } from '../train/grpo_rounds.ts';
-import {
-  chance,
-  describeLevel,
-  difficulty,
-  FAMILIES,
-  hintText,
-  KNOB_MAX,
-  levelCode,
-  levelValues,
-  MAIN_FAMILIES,
-  oracleReply,
-  type Level,
-} from './families.ts';
-import { parseLevel } from './levels.ts';
+import { describeLevel, FAMILIES, hintText, levelCode, levelValues, oracleReply, type Level } from './families.ts';
+import type { ParsedLevel } from './levels.ts';
+import { SPACE, SPACES, type LevelSpace, type SpaceName } from './spaces.ts';
 
-export const DESIGNERS = ['regret', 'random', 'fixed', 'control'] as const;
+export const DESIGNERS = ['learned', 'frontier', 'ladder', 'random', 'fixed', 'control'] as const;
 export type DesignerKind = (typeof DESIGNERS)[number];
+
+/** Earlier names still read (links, commands): 'regret' was the learned designer's name. */
+export const DESIGNER_ALIASES: Readonly<Record<string, DesignerKind>> = { regret: 'learned' };
+
+/** A designer by its name or an earlier one; null when it names none. */
+export function designerNamed(name: string): DesignerKind | null {
+  if ((DESIGNERS as readonly string[]).includes(name)) return name as DesignerKind;
+  return DESIGNER_ALIASES[name] ?? null;
+}
 
 export interface MicroSettings {
   seed: number;
   designer: DesignerKind;
-  /** Levels played per cycle, K (default 5: the regret designer writes K − 1, the last is the exploration slot). */
+  /** The level space (spaces.ts). */
+  space: SpaceName;
+  /** Levels played per cycle, K (the learned designer writes K − 1, the last is the edit slot). */
   levels: number;
-  /** Plays per level and arm, N (default 8). */
+  /** Plays per level and arm, N. */
   plays: number;
-  /** Designer reward (default paper_blend, the method's: plateau and regret). */
+  /** Designer reward of the learned designer (and the reward every cycle reports). */
   estimator: Estimator;
-  /** Plays per probe level (default 8, fixed seeds). */
+  /** Plays per probe level (fixed seeds). */
   probePlays: number;
-  /** Sampling temperature of both roles; the trainers are built with the same (engine/micro_policy.ts). */
+  /** Sampling temperature of both roles; the trainers are built with the same (engine/lab/micro_policy.ts). */
   temperature: number;
-  /** The designer's role scale on the centred reward (default 1: rewards are already in [0, 1]). */
+  /** The designer's role scale on the centred reward (1: rewards are already in [0, 1]). */
   designerScale: number;
   /** Trainer minibatch budget in tokens and passes per batch (the agent's steps per cycle follow from them). */
   minibatchTokens: number;
   trainEpochs: number;
-  /** The probe set (default PROBE_LEVELS; tests use fewer). */
-  probeLevels: Level[];
-  /** The families the cycles rotate over (default MAIN_FAMILIES; the trap ablation adds TRAP_FAMILIES). */
-  families: number[];
-  /** Who plays the hinted arm: the scripted 'oracle' (default) or the 'agent' itself. */
+  /** The probe levels; null: the space's probe (tests use fewer). */
+  probeLevels: Level[] | null;
+  /** The families the cycles rotate over; null: the space's (the grid's trap ablation adds the vault). */
+  families: number[] | null;
+  /** Who plays the hinted arm: the scripted 'oracle' or the 'agent' itself. */
   hinted: 'oracle' | 'agent';
-  /** The fixed designer's knob levels (default FIXED_KNOBS; the learning-curve check uses the easiest). */
-  fixedKnobs: { L: number; A: number; D: number };
+  /** The fixed designer's level; null: the space's fixed level (the learning-curve check uses the easiest). */
+  fixedLevel: Omit<Level, 'family'> | null;
+  /** The ladder's cycles per rung. */
+  ladderStep: number;
+  /** Train the learned designer on its edit slot too (false: scored and centred, never trained). */
+  trainEdit: boolean;
+  /**
+   * Probe after every this-many cycles (and, in a run of known length, after its last two: the
+   * gain's); 1: after every cycle. The probe is most of a cycle's cost (8 levels × 16 plays).
+   */
+  probeEvery: number;
 }
 
-/** The fixed designer's level: medium difficulty (L1 A1 D1 = 1/3), in the cycle's family. */
-export const FIXED_KNOBS = { L: 1, A: 1, D: 1 } as const;
-
-/** Probe levels: every main family at knob levels 0/0/0, 1/1/1 and 2/2/2 (buckets easy, medium, hard). */
-export const PROBE_LEVELS: Level[] = MAIN_FAMILIES.flatMap((family) =>
-  [0, 1, 2].map((k) => ({ family, L: k, A: k, D: k })),
-);
-
 /**
- * The settings `spade micro compare` and the Lab use, fixed on seeds 1–10 before any other seed was
- * run (docs/micro.md, "Pre-registered settings"): 4 levels × 8 plays per cycle (32 agent episodes),
- * 8 probe plays per probe level, the agent's minibatches of 600 tokens (4–6 optimiser steps a cycle).
+ * The Lab's defaults — one source for `spade micro`, `spade micro compare` and the Lab panel
+ * (settings.ts builds the panel's table from these). What each value is and why: docs/micro.md,
+ * "Pre-registration 3".
  */
 export const MICRO_DEFAULTS: MicroSettings = {
-  seed: 0,
-  designer: 'regret',
+  seed: 1,
+  designer: 'learned',
+  space: 'chain',
   levels: 4,
   plays: 8,
-  estimator: 'paper_blend',
-  probePlays: 8,
+  estimator: 'learnability',
+  probePlays: 16,
   temperature: 1,
   designerScale: 1,
   minibatchTokens: 600,
   trainEpochs: 1,
-  probeLevels: [], // PROBE_LEVELS, filled in by the constructor
-  families: [...MAIN_FAMILIES],
+  probeLevels: null,
+  families: null,
   hinted: 'oracle',
-  fixedKnobs: { ...FIXED_KNOBS },
+  fixedLevel: null,
+  ladderStep: 5,
+  trainEdit: true,
+  probeEvery: 1,
 };
+
+/** The cycles of a run by default (pre-registration 3, docs/micro.md). */
+export const PRE_REGISTERED_CYCLES = 40;
 
 /** One role's model and, when the role learns, its trainer (the engine's GRPO step). */
 export interface MicroPolicy {
   chat: ChatModel;
   trainer: PolicyTrainer | null;
+  /**
+   * The token record of `reply` as this policy would have written it after `messages`: its ids and
+   * log π under the current adapter (for training the learned designer on its edit slot). Absent:
+   * the edit slot is not trained.
+   */
+  score?(messages: ChatMessage[], reply: string): Promise<TokenTrace>;
 }
 
 export interface MicroDeps {
   runner: EnvRunner;
   agent: MicroPolicy;
-  /** Required for the 'regret' designer; ignored by the others. */
+  /** Required for the learned designer; ignored by the others. */
   designer?: MicroPolicy;
 }
 
-/** The designer's prompt for a family (a few bytes: its reply, three knob digits L A D, is what it learns). */
+/** The designer's prompt for a family (a few bytes: its reply, the level, is what it learns). */
 export const designerPrompt = (family: number): ChatMessage[] => [{ role: 'user', content: `F${family}:` }];
 
 /** The oracle as a ChatModel (the hinted arm by default): oracleReply on the conversation. */
@@ -155,15 +181,21 @@ export const ORACLE: ChatModel = {
   }),
 };
 
-/** The win rate that makes a level "in band" for memory edits (the method's positive-example band). */
-export const MEMORY_BAND = [0.15, 0.85] as const;
+/**
+ * The win rates that make a level "in band" for the control's edits: at least one win (1 of N counts)
+ * and at most 85% (the method's positive-example band, whose lower end 0.15 dropped levels won 1 of 8).
+ */
+export const MEMORY_BAND = { minWins: 1, max: 0.85 } as const;
 
-export const BUCKETS = ['easy', 'medium', 'hard'] as const;
-export type Bucket = (typeof BUCKETS)[number];
-export const bucketOf = (d: number): Bucket => (d < 1 / 3 ? 'easy' : d < 2 / 3 ? 'medium' : 'hard');
+/** The win rate from which the edit slot moves one knob up (ACCEL: edit what the agent can already do). */
+export const EDIT_FROM = 0.5;
 
-/** The probe's chance level: the mean of `chance` over its levels (a uniform random player's probe return). */
-export const probeChance = (levels: readonly Level[]) => mean(levels.map(chance));
+export const median = (xs: readonly number[]) => {
+  if (!xs.length) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
 
 export interface MicroEpisode {
   return: number;
@@ -174,12 +206,15 @@ export interface MicroEpisode {
 
 export interface DesignReport {
   index: number;
-  /** What the designer wrote (for the exploration slot and the baselines: the level's description). */
+  /** What the designer wrote (for scripted designs: the level as the space writes it). */
   text: string;
-  /** The untrained exploration slot of the regret designer (scored, never trained). */
+  /** The edit slot of the learned designer. */
   explore: boolean;
+  /** Whether this design trained the designer (the model's own, or the edit slot when trainEdit). */
+  trained: boolean;
   level: Level | null;
   description: string | null;
+  /** The level's place in the space, 0–1 (spaces.ts rank). */
   difficulty: number | null;
   /** Why the description is not a level (invalid design: raw reward 0, not played). */
   invalid?: string;
@@ -194,12 +229,12 @@ export interface DesignReport {
 }
 
 export interface ProbeReport {
-  /** Mean return per difficulty bucket. */
-  byBucket: Record<Bucket, number>;
-  /** Mean return per family (index order; NaN-free: families without probe levels are 0). */
-  byFamily: number[];
-  /** Mean return per probe level (the probe set's order). */
+  /** Mean return per probe level (the probe's order). */
   byLevel: number[];
+  /** Mean return per stage of the space (spaces.ts stages). */
+  byStage: number[];
+  /** Mean return over the hardest half of the probe. */
+  hardHalf: number;
   mean: number;
 }
 
@@ -210,27 +245,30 @@ export interface CycleReport {
   designs: DesignReport[];
   /** Distinct valid levels among the cycle's designs. */
   distinctLevels: number;
-  /** Mean difficulty of the valid designs (null when none was valid). */
+  /** Mean place in the space (0–1) of the valid designs (null when none was valid). */
   meanDifficulty: number | null;
   meanRegret: number;
   medianRegret: number;
   meanDesignerReward: number;
   /** Mean unhinted return over this cycle's designed levels. */
   meanReturn: number;
-  /** The optimiser steps of this cycle, per role. */
+  /** The optimiser steps of this cycle, each. */
   updates: UpdateStats[];
+  /** Optimiser steps per role (the updates, counted). */
+  steps: { agent: number; designer: number };
   samples: { agent: number; designer: number };
-  /** The probe set after this cycle's update. */
-  probe: ProbeReport;
+  /** The probe after this cycle's update (null: not probed this cycle, MicroSettings.probeEvery). */
+  probe: ProbeReport | null;
   ms: number;
 }
 
-export const median = (xs: readonly number[]) => {
-  if (!xs.length) return 0;
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
+/** A design as written: its text, and for a scripted one the level itself (it may lie outside the space: the fixed level). */
+interface Written {
+  text: string;
+  explore: boolean;
+  level?: Level;
+  tokens?: TokenTrace | null;
+}
 
 /** Play one episode of a loaded level: one reply token per turn, the hint on the first observation. */
 export async function playMicroEpisode(
@@ -259,54 +297,68 @@ export async function playMicroEpisode(
   return ep;
 }
 
-/** A level's hint for one seed: reset, then hintText (only the vault trap's reads solution()). */
+/** A level's hint for one seed: only the vault trap's reads solution() (after a reset); the others need no call. */
 async function hintFor(runner: EnvRunner, envId: string, level: Level, seed: number): Promise<string> {
+  if (!FAMILIES[level.family]?.trap) return hintText(level);
   await runner.reset(envId, seed);
   return hintText(level, await runner.solution(envId));
 }
 
-/** A uniform level of `family`. */
-const randomLevel = (r: Rng, family: number): Level => ({
-  family,
-  L: r.int(KNOB_MAX + 1),
-  A: r.int(KNOB_MAX + 1),
-  D: r.int(KNOB_MAX + 1),
-});
+/** Most levels kept loaded in the sandbox (the chain space's 8 always fit; the grid's are replaced oldest first). */
+const LOADED_LEVELS = 24;
 
-/** The micro lab: call cycle() repeatedly; the state (adapters, baselines, memory, rngs) lives inside. */
+/** The Lab: call cycle() repeatedly; the state (adapters, baselines, memory, rngs) lives inside. */
 export class MicroLab {
   readonly settings: MicroSettings;
+  readonly space: LevelSpace;
   readonly history: CycleReport[] = [];
   /** The probe before any training (cycle 0); set by start(). */
   initialProbe: ProbeReport | null = null;
   /** The samples the last cycle trained on, per role (for inspection and tests). */
   lastBatch: { agent: TokenSample[]; designer: TokenSample[] } = { agent: [], designer: [] };
-  /** Levels played and their unhinted win rates (the control's and the exploration slot's memory; newest last, ≤ 200). */
+  /** Levels played and their unhinted win rates (the scripted designers' memory; newest last, ≤ 200). */
   readonly memory: { level: Level; winRate: number }[] = [];
   private readonly designRng: Rng;
   private readonly trainRng: Rng;
   private baseline: Record<string, number> = {};
-  private probeEnvs: { level: Level; id: string }[] | null = null;
+  /** Loaded level programs (level code → env id), oldest first. */
+  private loaded = new Map<string, string>();
 
   constructor(
     settings: Partial<MicroSettings>,
     readonly deps: MicroDeps,
   ) {
-    this.settings = { ...MICRO_DEFAULTS, probeLevels: PROBE_LEVELS, ...settings };
+    this.settings = { ...MICRO_DEFAULTS, ...settings };
     const s = this.settings;
+    if (!SPACES.includes(s.space))
+      throw new RangeError(`space must be one of ${SPACES.join(', ')}; got ${String(s.space)}`);
+    this.space = SPACE[s.space];
     if (!DESIGNERS.includes(s.designer))
       throw new RangeError(`designer must be one of ${DESIGNERS.join(', ')}; got ${String(s.designer)}`);
-    if (s.designer === 'regret' && !deps.designer)
-      throw new RangeError('The regret designer needs a designer policy (a model and its trainer)');
-    for (const k of ['levels', 'plays', 'probePlays'] as const)
+    if (s.designer === 'learned' && !deps.designer)
+      throw new RangeError('The learned designer needs a designer policy (a model and its trainer)');
+    for (const k of ['levels', 'plays', 'probePlays', 'ladderStep', 'probeEvery'] as const)
       if (!Number.isInteger(s[k]) || s[k] < 1) throw new RangeError(`${k} must be a whole number ≥ 1; got ${s[k]}`);
-    if (s.designer === 'regret' && s.levels < 2)
-      throw new RangeError('The regret designer needs levels ≥ 2 (its designs and the exploration slot)');
-    if (!s.families.length || s.families.some((f) => !FAMILIES[f]))
-      throw new RangeError(`families must name families 0-${FAMILIES.length - 1}; got ${JSON.stringify(s.families)}`);
+    if (s.designer === 'learned' && s.levels < 2)
+      throw new RangeError('The learned designer needs levels ≥ 2 (its designs and the edit slot)');
+    if (s.designer === 'frontier' && s.levels < 3)
+      throw new RangeError('The frontier designer needs levels ≥ 3 (its replays, an edit and a uniform level)');
+    const families = this.families();
+    if (!families.length || families.some((f) => !FAMILIES[f]))
+      throw new RangeError(`families must name families 0-${FAMILIES.length - 1}; got ${JSON.stringify(families)}`);
     const root = createRng(s.seed);
     this.designRng = root.fork();
     this.trainRng = root.fork();
+  }
+
+  /** The families the cycles rotate over. */
+  families(): readonly number[] {
+    return this.settings.families ?? this.space.families;
+  }
+
+  /** The probe levels. */
+  probeLevels(): Level[] {
+    return this.settings.probeLevels ?? this.space.probe;
   }
 
   /** Load the probe levels and measure the untrained agent (cycle 0). Called by the first cycle() if not before. */
@@ -317,51 +369,122 @@ export class MicroLab {
 
   /** The family of cycle `cycle` (1-based): the families rotate. */
   familyOf(cycle: number): number {
-    const f = this.settings.families;
+    const f = this.families();
     return f[(cycle - 1) % f.length]!;
+  }
+
+  /** The family's designable levels (for the trap ablation's vault: the grid of that family). */
+  private levelsOf(family: number): Level[] {
+    const own = this.space.levelsOf(family);
+    return own.length ? own : SPACE.grid.levelsOf(family);
+  }
+
+  private uniform(family: number): Level {
+    return { ...this.designRng.pick(this.levelsOf(family)) };
+  }
+
+  /** The latest win rate of each level of the family the agent has played, newest first. */
+  private latest(family: number): { level: Level; winRate: number }[] {
+    const seen = new Map<string, { level: Level; winRate: number }>();
+    for (let i = this.memory.length - 1; i >= 0; i--) {
+      const m = this.memory[i]!;
+      const key = describeLevel(m.level);
+      if (m.level.family === family && !seen.has(key)) seen.set(key, m);
+    }
+    return [...seen.values()];
+  }
+
+  /** The edit: one knob up from a level won at least EDIT_FROM (its latest win rate), else a uniform level. */
+  private editLevel(family: number): Level {
+    const r = this.designRng;
+    const from = this.latest(family).filter((m) => m.winRate >= EDIT_FROM);
+    const ups = from.flatMap((m) => this.space.up(m.level));
+    return ups.length ? { ...r.pick(ups) } : this.uniform(family);
   }
 
   /** The control's move: an in-band level of the family from memory with one knob moved by one, else a uniform one. */
   private controlLevel(family: number): Level {
     const r = this.designRng;
+    const s = this.settings;
     const band = this.memory.filter(
-      (m) => m.level.family === family && m.winRate >= MEMORY_BAND[0] && m.winRate <= MEMORY_BAND[1],
+      (m) =>
+        m.level.family === family && m.winRate * s.plays >= MEMORY_BAND.minWins - 1e-9 && m.winRate <= MEMORY_BAND.max,
     );
-    if (!band.length) return randomLevel(r, family);
-    const l = { ...r.pick(band).level };
-    const knob = r.pick(['L', 'A', 'D'] as const);
-    const step = r.int(2) ? 1 : -1;
-    l[knob] = l[knob] + step < 0 || l[knob] + step > KNOB_MAX ? l[knob] - step : l[knob] + step;
-    return l;
+    if (!band.length) return this.uniform(family);
+    const l = r.pick(band).level;
+    const moves = [...this.space.up(l), ...this.space.down(l)];
+    return moves.length ? { ...r.pick(moves) } : { ...l };
   }
 
-  /** The designer's K descriptions for this cycle, with the token record of each a model wrote. */
-  private async design(
-    cycle: number,
-    family: number,
-  ): Promise<{ text: string; explore: boolean; tokens?: TokenTrace | null }[]> {
+  /** The frontier's replays: the levels played so far with the highest p(1 − p), at most n (ties: newest first). */
+  private frontierLevels(family: number, n: number): Level[] {
+    return this.latest(family)
+      .map((m) => ({ ...m, learn: m.winRate * (1 - m.winRate) }))
+      .filter((m) => m.learn > 0)
+      .sort((a, b) => b.learn - a.learn)
+      .slice(0, n)
+      .map((m) => ({ ...m.level }));
+  }
+
+  /** The ladder's rung at `cycle`: the family's levels easiest first, `ladderStep` cycles each. */
+  private ladderLevel(family: number, cycle: number): Level {
+    const levels = this.levelsOf(family);
+    return { ...levels[Math.min(levels.length - 1, Math.floor((cycle - 1) / this.settings.ladderStep))]! };
+  }
+
+  /** The designer's K descriptions for this cycle, with the token record of each it trains on. */
+  private async design(cycle: number, family: number): Promise<Written[]> {
     const s = this.settings;
-    const out: { text: string; explore: boolean; tokens?: TokenTrace | null }[] = [];
+    const sp = this.space;
+    const out: Written[] = [];
+    const level = (l: Level, explore = false) => out.push({ text: sp.reply(l), explore, level: l });
+    if (s.designer === 'frontier') {
+      const replays = this.frontierLevels(family, s.levels - 2);
+      for (let k = 0; k < s.levels - 2; k++) level(replays[k] ?? this.uniform(family));
+      level(this.editLevel(family));
+      level(this.uniform(family));
+      return out;
+    }
     for (let k = 0; k < s.levels; k++) {
-      const level = (l: Level, explore = false) => out.push({ text: describeLevel(l), explore });
-      if (s.designer === 'random') level(randomLevel(this.designRng, family));
-      else if (s.designer === 'fixed') level({ family, ...s.fixedKnobs });
-      else if (s.designer === 'control' || k === s.levels - 1)
-        level(this.controlLevel(family), s.designer === 'regret');
-      else {
+      if (s.designer === 'random') level(this.uniform(family));
+      else if (s.designer === 'fixed') level(s.fixedLevel ? { family, ...s.fixedLevel } : sp.fixed(family));
+      else if (s.designer === 'ladder') level(this.ladderLevel(family, cycle));
+      else if (s.designer === 'control') level(this.controlLevel(family));
+      else if (k === s.levels - 1) {
+        const l = this.editLevel(family);
+        const text = sp.reply(l);
+        const scorer = this.deps.designer?.score;
+        const tokens = s.trainEdit && scorer ? await scorer(designerPrompt(family), text) : null;
+        out.push({ text, explore: true, tokens, level: l });
+      } else {
         const reply = await this.deps.designer!.chat.chat(designerPrompt(family), {
           temperature: s.temperature,
-          max_tokens: 3,
+          max_tokens: sp.replyTokens,
           seed: hashSeed(`${s.seed}:design:${cycle}:${k}`),
         });
-        out.push({
-          text: `${family}${reply.text}`, // the short form: family, then the model's L A D digits
-          explore: false,
-          tokens: reply.tokens ? extendTrace(null, reply.tokens) : null,
-        });
+        out.push({ text: reply.text, explore: false, tokens: reply.tokens ? extendTrace(null, reply.tokens) : null });
       }
     }
     return out;
+  }
+
+  /** The env id of a level's program, loaded once and kept (oldest unloaded past LOADED_LEVELS). */
+  private async envFor(level: Level): Promise<string> {
+    const code = levelCode(level);
+    const have = this.loaded.get(code);
+    if (have) {
+      this.loaded.delete(code);
+      this.loaded.set(code, have); // most recently used last
+      return have;
+    }
+    const env = await this.deps.runner.load(code, levelValues(level).maxTurns);
+    this.loaded.set(code, env.id);
+    while (this.loaded.size > LOADED_LEVELS) {
+      const [oldCode, oldId] = this.loaded.entries().next().value!;
+      this.loaded.delete(oldCode);
+      await this.deps.runner.dispose(oldId);
+    }
+    return env.id;
   }
 
   /**
@@ -375,44 +498,43 @@ export class MicroLab {
     const hinted = s.hinted === 'oracle' ? ORACLE : agent.chat;
     const samples: TokenSample[] = [];
     const v = levelValues(level);
-    const env = await runner.load(levelCode(level), v.maxTurns);
-    try {
-      const unhinted: MicroEpisode[] = [];
-      for (let j = 0; j < s.plays; j++) {
-        const seed = hashSeed(`${s.seed}:env:${cycle}:${k}:${j}`);
-        const base = { seed, maxTurns: v.maxTurns, temperature: s.temperature };
-        const a = await playMicroEpisode(runner, env.id, agent.chat, {
-          ...base,
-          hint: null,
-          sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:0`),
-        });
-        const hint = await hintFor(runner, env.id, level, seed);
-        const b = await playMicroEpisode(runner, env.id, hinted, {
-          ...base,
-          hint,
-          sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:1`),
-        });
-        unhinted.push(a);
-        d.noHint.push(a.return);
-        d.withHint.push(b.return);
-      }
-      const stats = { noHint: d.noHint, withHint: d.withHint };
-      d.winRate = winRate(d.noHint);
-      d.regret = regret(stats);
-      d.raw = estimate(s.estimator, stats);
-      const adv = groupAdvantages(d.noHint);
-      unhinted.forEach((ep, j) => {
-        if (ep.trace && Math.abs(adv[j]!) > 1e-9)
-          samples.push({ role: 'agent', ...ep.trace, advantage: adv[j]!, key: `${cycle}:${k}:${j}` });
+    const env = await this.envFor(level);
+    const unhinted: MicroEpisode[] = [];
+    for (let j = 0; j < s.plays; j++) {
+      const seed = hashSeed(`${s.seed}:env:${cycle}:${k}:${j}`);
+      const base = { seed, maxTurns: v.maxTurns, temperature: s.temperature };
+      const a = await playMicroEpisode(runner, env, agent.chat, {
+        ...base,
+        hint: null,
+        sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:0`),
       });
-    } finally {
-      await runner.dispose(env.id);
+      const hint = await hintFor(runner, env, level, seed);
+      const b = await playMicroEpisode(runner, env, hinted, {
+        ...base,
+        hint,
+        sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:1`),
+      });
+      unhinted.push(a);
+      d.noHint.push(a.return);
+      d.withHint.push(b.return);
     }
+    const stats = { noHint: d.noHint, withHint: d.withHint };
+    d.winRate = winRate(d.noHint);
+    d.regret = regret(stats);
+    d.raw = estimate(s.estimator, stats);
+    const adv = groupAdvantages(d.noHint);
+    unhinted.forEach((ep, j) => {
+      if (ep.trace && Math.abs(adv[j]!) > 1e-9)
+        samples.push({ role: 'agent', ...ep.trace, advantage: adv[j]!, key: `${cycle}:${k}:${j}` });
+    });
     return samples;
   }
 
-  /** One cycle: design → play with and without hint → rewards → update both roles → probe. */
-  async cycle(): Promise<CycleReport> {
+  /**
+   * One cycle: design → play with and without hint → rewards → update both roles → probe (when
+   * `probe`, by default after every probeEvery-th cycle).
+   */
+  async cycle(o: { probe?: boolean } = {}): Promise<CycleReport> {
     const t0 = performance.now();
     await this.start();
     const s = this.settings;
@@ -423,14 +545,17 @@ export class MicroLab {
     const designs: DesignReport[] = [];
     const agentSamples: TokenSample[] = [];
     for (const [k, w] of written.entries()) {
-      const parsed = parseLevel(w.text);
+      const parsed: ParsedLevel = w.level
+        ? { ok: true, level: w.level, clamped: false }
+        : this.space.parse(family, w.text);
       const d: DesignReport = {
         index: k,
         text: w.text,
         explore: w.explore,
+        trained: false,
         level: parsed.ok ? parsed.level : null,
         description: parsed.ok ? describeLevel(parsed.level) : null,
-        difficulty: parsed.ok ? difficulty(parsed.level) : null,
+        difficulty: parsed.ok ? this.space.rank(parsed.level) : null,
         noHint: [],
         withHint: [],
         winRate: null,
@@ -456,11 +581,14 @@ export class MicroLab {
     designs.forEach((d, k) => {
       d.advantage = advantages[k] ?? 0;
       const tr = written[k]!.tokens;
-      if (tr && Math.abs(d.advantage) > 1e-9)
+      if (tr && Math.abs(d.advantage) > 1e-9) {
+        d.trained = true;
         designerSamples.push({ role: 'designer', ...tr, advantage: d.advantage, key: `${cycle}:${k}` });
+      }
     });
-    const designerTrainer = s.designer === 'regret' ? (this.deps.designer?.trainer ?? null) : null;
+    const designerTrainer = s.designer === 'learned' ? (this.deps.designer?.trainer ?? null) : null;
     const batch = { agent: agent.trainer ? agentSamples : [], designer: designerTrainer ? designerSamples : [] };
+    if (!designerTrainer) for (const d of designs) d.trained = false;
     this.lastBatch = batch;
     const dispatch: PolicyTrainer = {
       step: (mb) => (mb[0]!.role === 'agent' ? agent.trainer! : designerTrainer!).step(mb),
@@ -485,8 +613,12 @@ export class MicroLab {
       meanDesignerReward: mean(designs.map((d) => d.raw)),
       meanReturn: mean(valid.flatMap((d) => d.noHint)),
       updates,
+      steps: {
+        agent: updates.filter((u) => u.role === 'agent').length,
+        designer: updates.filter((u) => u.role === 'designer').length,
+      },
       samples: { agent: batch.agent.length, designer: batch.designer.length },
-      probe: await this.probe(),
+      probe: (o.probe ?? cycle % s.probeEvery === 0) ? await this.probe() : null,
       ms: performance.now() - t0,
     };
     this.history.push(report);
@@ -494,46 +626,94 @@ export class MicroLab {
   }
 
   /**
-   * The agent on the fixed probe set, no hint, fixed environment and sampling seeds (common random
-   * numbers: an unchanged policy scores exactly the same, so a change is the policy's, not the dice's).
+   * The agent on the probe, no hint, fixed environment and sampling seeds (common random numbers:
+   * an unchanged policy scores exactly the same, so a change is the policy's, not the dice's).
    */
   async probe(): Promise<ProbeReport> {
     const s = this.settings;
     const { runner, agent } = this.deps;
-    if (!this.probeEnvs) {
-      this.probeEnvs = [];
-      for (const level of this.settings.probeLevels) {
-        const env = await runner.load(levelCode(level), levelValues(level).maxTurns);
-        this.probeEnvs.push({ level, id: env.id });
-      }
-    }
-    const perLevel: { level: Level; ret: number }[] = [];
-    for (const [i, p] of this.probeEnvs.entries()) {
+    const levels = this.probeLevels();
+    const byLevel: number[] = [];
+    for (const [i, level] of levels.entries()) {
+      const env = await this.envFor(level);
       const rets: number[] = [];
       for (let j = 0; j < s.probePlays; j++) {
-        const ep = await playMicroEpisode(runner, p.id, agent.chat, {
+        const ep = await playMicroEpisode(runner, env, agent.chat, {
           seed: 1000 + j,
           hint: null,
-          maxTurns: levelValues(p.level).maxTurns,
+          maxTurns: levelValues(level).maxTurns,
           temperature: s.temperature,
           sampleSeed: hashSeed(`${s.seed}:probe:${i}:${j}`), // the same every cycle: only the policy changes the probe
         });
         rets.push(ep.return);
       }
-      perLevel.push({ level: p.level, ret: mean(rets) });
+      byLevel.push(mean(rets));
     }
-    const byBucket = Object.fromEntries(
-      BUCKETS.map((b) => [b, mean(perLevel.filter((x) => bucketOf(difficulty(x.level)) === b).map((x) => x.ret))]),
-    ) as Record<Bucket, number>;
-    const byFamily = FAMILIES.map((_, f) => mean(perLevel.filter((x) => x.level.family === f).map((x) => x.ret)));
-    return { byBucket, byFamily, byLevel: perLevel.map((x) => x.ret), mean: mean(perLevel.map((x) => x.ret)) };
+    return probeReport(this.space, levels, byLevel);
   }
 
-  /** Unload the probe environments. */
+  /** Unload the level programs (a later cycle loads them again). */
   async close(): Promise<void> {
-    for (const p of this.probeEnvs ?? []) await this.deps.runner.dispose(p.id);
-    this.probeEnvs = null;
+    const ids = [...this.loaded.values()];
+    this.loaded = new Map();
+    for (const id of ids) await this.deps.runner.dispose(id);
   }
+}
+
+/** The probe's figures from its per-level means. */
+export function probeReport(space: LevelSpace, levels: readonly Level[], byLevel: number[]): ProbeReport {
+  const byStage = space.stages.map((_, st) => mean(byLevel.filter((_, i) => space.stageOf(levels[i]!) === st)));
+  return {
+    byLevel,
+    byStage,
+    hardHalf: mean(byLevel.filter((_, i) => space.hardHalf(levels[i]!))),
+    mean: mean(byLevel),
+  };
+}
+
+export interface ScreenResult {
+  seed: number;
+  /** The level screened on (the space's easiest) and the fresh agent's wins there. */
+  level: string;
+  wins: number;
+  plays: number;
+  pass: boolean;
+}
+
+/** Plays of the dead-seed screen (pre-registered: docs/micro.md). */
+export const SCREEN_PLAYS = 64;
+
+/**
+ * The dead-seed screen, the same for every arm (it reads only the seed's fresh agent): the untrained
+ * agent plays the space's easiest level SCREEN_PLAYS times; a seed passes when it wins at least once.
+ * A seed that never wins gives every arm nothing to train on, so it cannot tell designers apart.
+ */
+export async function screenSeed(
+  seed: number,
+  space: LevelSpace,
+  runner: EnvRunner,
+  agent: ChatModel,
+  temperature = 1,
+  plays = SCREEN_PLAYS,
+): Promise<ScreenResult> {
+  const level = space.levelsOf(space.families[0]!)[0]!;
+  const env = await runner.load(levelCode(level), levelValues(level).maxTurns);
+  let wins = 0;
+  try {
+    for (let j = 0; j < plays; j++) {
+      const ep = await playMicroEpisode(runner, env.id, agent, {
+        seed: hashSeed(`${seed}:screen:${j}`),
+        hint: null,
+        maxTurns: levelValues(level).maxTurns,
+        temperature,
+        sampleSeed: hashSeed(`${seed}:screen-play:${j}`),
+      });
+      if (ep.return > 0) wins++;
+    }
+  } finally {
+    await runner.dispose(env.id);
+  }
+  return { seed, level: describeLevel(level), wins, plays, pass: wins >= 1 };
 }
 
 export interface MicroSummary {
@@ -544,12 +724,19 @@ export interface MicroSummary {
   cycles: number;
 }
 
-/** The CLI's headline numbers: the probe before training and after the last cycle; the first and last cycle's mean designed difficulty. */
+/** The last probe of a lab (the cycle-0 probe when no cycle was probed yet). */
+export const lastProbe = (lab: Pick<MicroLab, 'history' | 'initialProbe'>): ProbeReport | null =>
+  lab.history.findLast((c) => c.probe)?.probe ?? lab.initialProbe;
+
+/** Whether cycle `c` (1-based) of a run of `cycles` is probed: every probeEvery-th, and the last two (the gain's). */
+export const probedCycle = (c: number, cycles: number, probeEvery: number) => c % probeEvery === 0 || c >= cycles - 1;
+
+/** The CLI's headline numbers: the probe before training and the last one; the first and last cycle's mean designed level. */
 export function summarise(lab: Pick<MicroLab, 'history' | 'initialProbe'>): MicroSummary {
   const h = lab.history;
   return {
     probeReturnFirst: lab.initialProbe?.mean ?? 0,
-    probeReturnLast: h.at(-1)?.probe.mean ?? lab.initialProbe?.mean ?? 0,
+    probeReturnLast: lastProbe(lab)?.mean ?? 0,
     difficultyFirst: h[0]?.meanDifficulty ?? null,
     difficultyLast: h.at(-1)?.meanDifficulty ?? null,
     cycles: h.length,

@@ -1,16 +1,19 @@
 /**
- * The micro lab's settings as one schema table, the lab's twin of config.ts's CONFIG_SCHEMA: each
- * setting a person, a flag or a link chooses has its type, the range a link and the Lab's inputs
- * accept, its key in the link, its default and the reason for that default. The defaults are the
- * pre-registered settings (docs/micro.md), which `spade micro check` and `spade micro compare` use.
- * Two named presets say where the other two entry points start from, each value that differs from
- * the default with its reason: `cli` (`spade micro`, one run) and `browser` (the Lab panel).
+ * The Lab's settings as one schema table, the Lab's twin of config.ts's CONFIG_SCHEMA: each setting
+ * a person, a flag or a link chooses has its type, the range a link and the Lab's inputs accept, its
+ * key in the link, its default and the reason for that default. The defaults come from lab.ts's
+ * MICRO_DEFAULTS and PRE_REGISTERED_CYCLES — one source: `spade micro`, `spade micro compare` and
+ * the Lab panel start from the same values, so a Lab link and a command with the same settings print
+ * the same numbers. One preset, `browser`, sets what the Lab's live comparison runs by default (fewer
+ * seeds than the command: a tab is not a batch job), with its reason.
  *
  * Read by the link parser (core/url_state.ts), the Lab (state/lab.svelte.ts, ui/LabPanel.svelte)
- * and `spade micro` (cli/cmd_micro.ts). The lab's algorithm settings past these (temperature,
- * minibatches, the probe set) stay in lab.ts's MICRO_DEFAULTS, whose values the rows below reuse.
+ * and `spade micro` (cli/cmd_micro.ts). The Lab's algorithm settings past these (temperature,
+ * minibatches, the ladder's step) stay in lab.ts's MICRO_DEFAULTS.
  */
-import { DESIGNERS, MICRO_DEFAULTS, type DesignerKind } from './lab.ts';
+import { ESTIMATORS, type Estimator } from '../config.ts';
+import { DESIGNERS, designerNamed, MICRO_DEFAULTS, PRE_REGISTERED_CYCLES, type DesignerKind } from './lab.ts';
+import { SPACES, type SpaceName } from './spaces.ts';
 
 interface LabIntField {
   kind: 'int';
@@ -22,15 +25,15 @@ interface LabIntField {
   /** Its key in the link. */
   url: string;
 }
-interface LabEnumField {
+interface LabEnumField<T extends string> {
   kind: 'enum';
-  values: readonly DesignerKind[];
-  default: DesignerKind;
+  values: readonly T[];
+  default: T;
   why: string;
   /** Its key in the link. */
   url: string;
 }
-type LabField = LabIntField | LabEnumField;
+type LabField = LabIntField | LabEnumField<string>;
 
 /** The schema table, in the order the Lab shows its inputs. */
 export const LAB_SCHEMA = {
@@ -38,31 +41,45 @@ export const LAB_SCHEMA = {
     kind: 'int',
     min: 0,
     max: 2 ** 31 - 1,
-    default: 1,
-    why: 'the learning-curve checks and the first deciding seed are seed 1 (docs/micro.md); every random choice of a run derives from it, so a link replays the run',
+    default: MICRO_DEFAULTS.seed,
+    why: 'seed 1: the first deciding seed of every pre-registration (docs/micro.md); every random choice of a run derives from it, so a link replays the run',
     url: 'lab.seed',
   },
   cycles: {
     kind: 'int',
     min: 1,
-    max: 200,
-    default: 16,
-    why: 'pre-registered: 16 cycles, 8 per main family (docs/micro.md)',
+    max: 400,
+    default: PRE_REGISTERED_CYCLES,
+    why: 'pre-registered (docs/micro.md, pre-registration 3): the budget at which a scripted curriculum beat random levels on seeds 1–10',
     url: 'lab.cycles',
   },
   designer: {
     kind: 'enum',
     values: DESIGNERS,
     default: MICRO_DEFAULTS.designer,
-    why: "the method's own designer (a tiny model trained on the regret reward); the other three are its baselines",
+    why: "the method's own designer: a tiny model trained on the designer reward; the others are scripted references and baselines",
     url: 'lab.designer',
+  },
+  estimator: {
+    kind: 'enum',
+    values: ESTIMATORS,
+    default: MICRO_DEFAULTS.estimator,
+    why: 'learnability 4p(1 − p) sees a level the agent wins 1 time in 8 (0.44), which paper_blend scores like one it never wins (pre-registration 3)',
+    url: 'lab.est',
+  },
+  space: {
+    kind: 'enum',
+    values: SPACES,
+    default: MICRO_DEFAULTS.space,
+    why: 'the lock chain: each length learnable once the one before it is, and a probe that weighs every stage (pre-registration 3)',
+    url: 'lab.space',
   },
   levels: {
     kind: 'int',
     min: 1,
     max: 8,
     default: MICRO_DEFAULTS.levels,
-    why: 'pre-registered K = 4 levels a cycle: the regret designer writes 3 and one slot is an exploration move',
+    why: 'K = 4 levels a cycle: the learned designer writes 3 and one slot is an edit of a level the agent can already win',
     url: 'lab.K',
   },
   plays: {
@@ -70,15 +87,15 @@ export const LAB_SCHEMA = {
     min: 1,
     max: 16,
     default: MICRO_DEFAULTS.plays,
-    why: 'pre-registered N = 8 plays per level and arm (32 agent episodes a cycle at K = 4)',
+    why: 'N = 8 plays per level and arm: 32 agent episodes a cycle at K = 4',
     url: 'lab.N',
   },
   probePlays: {
     kind: 'int',
     min: 1,
-    max: 16,
+    max: 32,
     default: MICRO_DEFAULTS.probePlays,
-    why: 'pre-registered: 8 plays per probe level, on fixed seeds',
+    why: '16 plays per probe level, on fixed seeds (8 at temperature 1 differed from an independent probe by up to 0.08)',
     url: 'lab.P',
   },
   /** The seeds "Compare designers" runs, from `seed` up. */
@@ -87,47 +104,40 @@ export const LAB_SCHEMA = {
     min: 1,
     max: 20,
     default: 10,
-    why: 'pre-registered: seeds 1–10 decide (`spade micro compare --seeds 1-10` takes them as a range)',
+    why: 'pre-registered: ten seeds decide (`spade micro compare --seeds 1-10` takes them as a range)',
     url: 'lab.S',
   },
 } as const satisfies Record<string, LabField>;
 
 type Schema = typeof LAB_SCHEMA;
 export type LabKey = keyof Schema;
-/** The lab's settings: the worker's (seed, designer, K, N, probe plays), the cycle count, and the comparison's seeds. */
-export type LabChoices = { -readonly [K in LabKey]: Schema[K] extends LabEnumField ? DesignerKind : number };
+/** The Lab's settings: the worker's, the cycle count, and the comparison's seeds. */
+export type LabChoices = {
+  -readonly [K in LabKey]: K extends 'designer'
+    ? DesignerKind
+    : K extends 'estimator'
+      ? Estimator
+      : K extends 'space'
+        ? SpaceName
+        : number;
+};
 
 export const LAB_KEYS = Object.keys(LAB_SCHEMA) as LabKey[];
 
-export const LAB_PRESET_NAMES = ['cli', 'browser'] as const;
+export const LAB_PRESET_NAMES = ['browser'] as const;
 export type LabPresetName = (typeof LAB_PRESET_NAMES)[number];
 
-/**
- * Named presets: what an entry point sets over the defaults, each with its reason. Both keep the
- * pre-registered K, N and probe plays, so a Lab link and a `spade micro` command with the same
- * seed, designer and cycles print the same numbers.
- */
+/** Named presets: what an entry point sets over the defaults, each with its reason. */
 export const LAB_PRESETS: Record<LabPresetName, { [K in LabKey]?: { value: LabChoices[K]; why: string } }> = {
-  cli: {
-    seed: {
-      value: MICRO_DEFAULTS.seed,
-      why: "`spade micro`'s default since the command's first version; keeping it keeps earlier commands printing what they printed",
-    },
-    cycles: {
-      value: 10,
-      why: "one run's default since the command's first version: 5 cycles per main family, well under a minute on a laptop CPU (runs of 4 cycles took 9–14 s, docs/micro.md)",
-    },
-  },
   browser: {
-    cycles: {
-      value: 3,
-      why: "a demonstration: the default comparison (8 runs) stays under 2 minutes in Chromium (100 s on docs/micro.md's machine; 4 cycles took ~180 s); the pre-registered result is shown from MEASURED",
+    seeds: {
+      value: 1,
+      why: "a tab's live comparison: every arm on one seed (minutes); the ten-seed result is shown from the command's runs (docs/micro.md)",
     },
-    seeds: { value: 2, why: 'the fewest seeds that give an interval, so the default comparison is 8 runs' },
   },
 };
 
-/** The defaults (the pre-registered settings), with a preset's values over them when one is named. */
+/** The defaults, with a preset's values over them when one is named. */
 export function labDefaults(preset?: LabPresetName): LabChoices {
   const out = Object.fromEntries(LAB_KEYS.map((k) => [k, LAB_SCHEMA[k].default])) as LabChoices;
   if (preset) for (const [k, e] of Object.entries(LAB_PRESETS[preset])) (out as Record<string, unknown>)[k] = e.value;
@@ -135,8 +145,8 @@ export function labDefaults(preset?: LabPresetName): LabChoices {
 }
 
 /**
- * One setting's value from a link's text: the value, or a message saying what the
- * setting accepts (named by its link key).
+ * One setting's value from a link's text: the value, or a message saying what the setting accepts
+ * (named by its link key). A designer's earlier name (regret) is read as its current one.
  */
 export function parseLabField<K extends LabKey>(
   key: K,
@@ -144,8 +154,10 @@ export function parseLabField<K extends LabKey>(
 ): { ok: true; value: LabChoices[K] } | { ok: false; message: string } {
   const field: LabField = LAB_SCHEMA[key];
   if (field.kind === 'enum') {
-    return (field.values as readonly string[]).includes(text)
-      ? { ok: true, value: text as LabChoices[K] }
+    const v =
+      key === 'designer' ? designerNamed(text) : (field.values as readonly string[]).includes(text) ? text : null;
+    return v !== null
+      ? { ok: true, value: v as LabChoices[K] }
       : { ok: false, message: `${field.url} must be one of ${field.values.join(', ')}` };
   }
   const v = Number(text);
@@ -156,7 +168,7 @@ export function parseLabField<K extends LabKey>(
 
 /**
  * Typed-in settings made valid: numbers rounded and clamped into their range, anything that is no
- * number (or an unknown designer) replaced by `fallback`'s value.
+ * number (or an unknown name) replaced by `fallback`'s value.
  */
 export function clampLabChoices(s: LabChoices, fallback: LabChoices): LabChoices {
   const out = { ...s };

@@ -75,6 +75,9 @@ export function estimate(estimator: Estimator, s: PlayStats): number {
       return w > 0 && w < 1 ? 1 - w : 0;
     case 'paired':
       return s.withHint.length ? Math.max(...s.withHint) - mean(s.noHint) : 0;
+    case 'learnability':
+      // Sampling For Learnability (Rutherford et al. 2024): highest at p̂ = 1/2, and > 0 from the first win
+      return 4 * w * (1 - w);
   }
 }
 
@@ -87,6 +90,8 @@ export const ESTIMATOR_INFO: Record<Estimator, string> = {
   variance: 'exp(−(Var(R) − 0.25)² / 0.02): highest when outcomes split evenly',
   azr_learnability: 'AZR: 1 − p̂ when 0 < p̂ < 1, else 0',
   paired: 'PAIRED-style: max hinted return − mean unhinted return',
+  learnability:
+    'learnability 4·p̂(1 − p̂) of the unhinted win rate: 1 at p̂ = 1/2, 0.44 at 1 win in 8, 0 when never or always won',
 };
 
 /** Penalty for an environment whose step() timed out (it is also blacklisted). */

@@ -12,14 +12,21 @@ import type { EnvRunner } from '../../core/env/checker.ts';
 import type { SeedRun } from '../../core/micro/compare.ts';
 import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../../core/micro/families.ts';
 import {
+  MICRO_DEFAULTS,
   MicroLab,
   playMicroEpisode,
+  probedCycle,
+  screenSeed,
   type CycleReport,
   type DesignerKind,
   type MicroDeps,
   type MicroPolicy,
   type MicroSettings,
+  type ScreenResult,
 } from '../../core/micro/lab.ts';
+import { SPACE, type SpaceName } from '../../core/micro/spaces.ts';
+import type { ChatMessage } from '../../core/llm/chat_model.ts';
+import type { TokenTrace } from '../../core/train/grpo.ts';
 import { mean } from '../../core/spade/estimators.ts';
 import { hashSeed } from '../../core/rng.ts';
 import type { PolicyTrainer } from '../../core/train/grpo_rounds.ts';
@@ -39,10 +46,11 @@ export interface MicroEngineOptions {
   /** Designer learning rate (default 5e-3: slow enough that a few lucky batches do not collapse it onto one level). */
   designerLr?: number;
   /**
-   * Model size (default 2 layers, hidden 16: a third of the toy's 2 × 32 cost per token on the CPU
-   * references, which the lab's hundreds of replies per cycle need) and init std (default 0.4: the
-   * final RMSNorm fixes |h| = √C, so the logit gap LoRA can open is about std·C — 0.4 at C = 16
-   * allows > 6 nats, i.e. P ≥ 0.95 on one digit of ten).
+   * Model size (default 2 layers, hidden 16: a third of the toy's 2 × 32 cost per token, which the
+   * Lab's hundreds of replies per cycle need) and init std (default 0.2: the fresh policy starts
+   * near uniform — at 0.4 it started so peaked that 9 of seeds 1–30 never won the easiest chain level
+   * in 64 plays, at 0.2 one did (docs/micro.md) — while the logit gap the adapter can open, about
+   * std·|h|·√(2C) = 0.2·4·√32 ≈ 4.5 nats, still allows P ≥ 0.95 on one digit of five).
    */
   layers?: number;
   hidden?: number;
@@ -61,27 +69,32 @@ export const MODEL_PATHS = ['fast', 'reference'] as const;
 export type ModelPath = (typeof MODEL_PATHS)[number];
 
 export const AGENT_LR = 3e-3;
+/** The init std of both roles' fresh models (MicroEngineOptions.std). */
+export const MODEL_STD = 0.2;
 export const DESIGNER_LR = 5e-3;
 
-/** A role on a fresh tiny model: its chat model (vocabulary `allowed`) and a PolicyTrainer over its adapter. */
+/** A role on a fresh tiny model: its chat model (vocabulary `allowed`), a PolicyTrainer over its adapter and its scorer. */
 export async function enginePolicy(
   allowed: string,
   seed: number,
   lr: number,
   o: MicroEngineOptions = {},
 ): Promise<MicroPolicy> {
-  const m = await toyModel(allowed, { seed, layers: o.layers ?? 2, hidden: o.hidden ?? 16, std: o.std ?? 0.4 });
+  const m = await toyModel(allowed, { seed, layers: o.layers ?? 2, hidden: o.hidden ?? 16, std: o.std ?? MODEL_STD });
+  const temperature = o.temperature ?? 1;
   if ((o.path ?? 'fast') === 'fast') {
     const lm = new TinyLm(m.llm as unknown as LlamaModel<CpuTensor>, m.weights);
     const ids = [...m.allowed].sort((a, b) => a - b);
+    const chat = new TinyChat('toy', lm, m.tokenizer, ids);
     return {
-      chat: new TinyChat('toy', lm, m.tokenizer, ids),
-      trainer: tinyTrainer(lm, { lr, temperature: o.temperature ?? 1, allowed: ids, ...TINY_TRAIN_DEFAULTS }),
+      chat,
+      trainer: tinyTrainer(lm, { lr, temperature, allowed: ids, ...TINY_TRAIN_DEFAULTS }),
+      score: async (messages, reply) => chat.score(messages, reply, temperature),
     };
   }
   const lora = new LoraTrainer(m.llm, {
     lr,
-    temperature: o.temperature ?? 1,
+    temperature,
     allowedTokens: m.allowed,
     minibatchTokens: Number.MAX_SAFE_INTEGER, // the lab's trainRound already cut the minibatches
   });
@@ -101,21 +114,46 @@ export async function enginePolicy(
       };
     },
   };
-  return { chat: m.chat, trainer };
+  const score = async (messages: ChatMessage[], reply: string): Promise<TokenTrace> => {
+    const prompt = m.chat.promptIds(messages);
+    const ids = [...prompt, ...m.tokenizer.encode(reply, { addSpecialTokens: false })];
+    const spans: [number, number][] = [[prompt.length, ids.length]];
+    const [logprobs] = await lora.learnerLogprobs([{ ids, spans, advantage: 0 }]);
+    return { ids, spans, logprobs: logprobs! };
+  };
+  return { chat: m.chat, trainer, score };
 }
 
-/** The lab's dependencies: the agent (and, for the regret designer, the designer) on fresh tiny models. */
+/** The Lab's dependencies: the agent (and, for the learned designer, the designer) on fresh tiny models. */
 export async function engineMicroDeps(
   seed: number,
   designer: DesignerKind,
   runner: EnvRunner,
-  o: MicroEngineOptions = {},
+  o: MicroEngineOptions & { space?: SpaceName } = {},
 ): Promise<MicroDeps> {
   const agent = await enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), o.agentLr ?? AGENT_LR, o);
   const deps: MicroDeps = { runner, agent };
-  if (designer === 'regret')
-    deps.designer = await enginePolicy('0123', hashSeed(`micro-designer:${seed}`), o.designerLr ?? DESIGNER_LR, o);
+  if (designer === 'learned') {
+    const digits = SPACE[o.space ?? MICRO_DEFAULTS.space].designerDigits;
+    deps.designer = await enginePolicy(digits, hashSeed(`micro-designer:${seed}`), o.designerLr ?? DESIGNER_LR, o);
+  }
   return deps;
+}
+
+/** The fresh agent of a seed (the same for every arm: its model depends only on the seed). */
+export async function freshAgent(seed: number, o: MicroEngineOptions = {}): Promise<MicroPolicy> {
+  return enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), o.agentLr ?? AGENT_LR, o);
+}
+
+/** The dead-seed screen of a seed (lab.ts screenSeed) on its fresh agent. */
+export async function screenMicroSeed(
+  seed: number,
+  space: SpaceName,
+  runner: EnvRunner,
+  o: MicroEngineOptions = {},
+): Promise<ScreenResult> {
+  const agent = await freshAgent(seed, o);
+  return screenSeed(seed, SPACE[space], runner, agent.chat, o.temperature ?? MICRO_DEFAULTS.temperature);
 }
 
 /** Run one designer on one seed for `cycles` cycles (the lab built as `spade micro` builds it); onCycle sees each cycle. */
@@ -125,26 +163,38 @@ export async function runMicro(
   runner: EnvRunner,
   o: MicroEngineOptions = {},
   onCycle: (r: CycleReport, lab: MicroLab) => void = () => undefined,
+  arm: string = settings.designer,
 ): Promise<{ run: SeedRun; lab: MicroLab }> {
   const t0 = performance.now();
-  const temperature = settings.temperature ?? o.temperature ?? 1;
-  const deps = await engineMicroDeps(settings.seed, settings.designer, runner, { ...o, temperature });
+  const temperature = settings.temperature ?? o.temperature ?? MICRO_DEFAULTS.temperature;
+  const space = settings.space ?? MICRO_DEFAULTS.space;
+  const deps = await engineMicroDeps(settings.seed, settings.designer, runner, { ...o, temperature, space });
   const lab = new MicroLab({ ...settings, temperature }, deps);
   try {
     await lab.start();
-    for (let c = 0; c < cycles; c++) onCycle(await lab.cycle(), lab);
+    for (let c = 1; c <= cycles; c++)
+      onCycle(await lab.cycle({ probe: probedCycle(c, cycles, lab.settings.probeEvery) }), lab);
   } finally {
     await lab.close();
   }
-  const run: SeedRun = {
-    seed: settings.seed,
-    designer: settings.designer,
-    curve: [lab.initialProbe!.mean, ...lab.history.map((h) => h.probe.mean)],
-    medianRegret: lab.history.map((h) => h.medianRegret),
-    distinctLevels: lab.history.map((h) => h.distinctLevels),
-    seconds: (performance.now() - t0) / 1000,
+  return { run: seedRun(lab, arm, (performance.now() - t0) / 1000), lab };
+}
+
+/** A finished lab as the comparison reads it. */
+export function seedRun(lab: MicroLab, arm: string, seconds: number): SeedRun {
+  const h = lab.history;
+  return {
+    seed: lab.settings.seed,
+    designer: arm,
+    curve: [lab.initialProbe!.mean, ...h.map((c) => c.probe?.mean ?? null)],
+    hardCurve: [lab.initialProbe!.hardHalf, ...h.map((c) => c.probe?.hardHalf ?? null)],
+    stages: [lab.initialProbe!.byStage, ...h.map((c) => c.probe?.byStage ?? null)],
+    level: h.map((c) => c.meanDifficulty),
+    medianRegret: h.map((c) => c.medianRegret),
+    distinctLevels: h.map((c) => c.distinctLevels),
+    steps: { agent: h.reduce((a, c) => a + c.steps.agent, 0), designer: h.reduce((a, c) => a + c.steps.designer, 0) },
+    seconds,
   };
-  return { run, lab };
 }
 
 /** A family's learning-curve check: the fixed designer on its easiest level, every play of every cycle on it. */
@@ -186,7 +236,7 @@ export async function learningCheck(
       seed,
       designer: 'fixed',
       families: [family],
-      fixedKnobs: knobs,
+      fixedLevel: knobs,
       probeLevels: [{ family, ...knobs }],
     },
     cycles,

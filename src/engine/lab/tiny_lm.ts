@@ -658,6 +658,35 @@ export class TinyLm {
     };
   }
 
+  /**
+   * log π of ids[t + 1] at each of `positions` (indices into ids[1..]) under the current adapter:
+   * LoraTrainer.learnerLogprobs' arithmetic (a training forward, the head over the allowed ids,
+   * z = logits / T, rounded to f32).
+   */
+  policyLogprobs(ids: number[], positions: number[], allowed: readonly number[], temperature: number): number[] {
+    const lora = this.lora();
+    if (!lora) throw new Error('TinyLm.policyLogprobs: no LoRA adapter');
+    const input = ids.slice(0, -1);
+    const tape = this.forwardTape(input, new Int32Array(input.length), lora);
+    const t = temperature > 0 ? temperature : 1;
+    const C = this.C;
+    return positions.map((pos) => {
+      const z = allowed.map((id) => {
+        let s = 0;
+        for (let c = 0; c < C; c++) s += tape.hn[pos * C + c]! * this.head[id * C + c]!;
+        const l = f32(s);
+        return t !== 1 ? f32(l * (1 / t)) : l;
+      });
+      const ti = allowed.indexOf(ids[pos + 1]!);
+      if (ti < 0) throw new RangeError(`TinyLm: token ${ids[pos + 1]} is not one of the allowed ids`);
+      let m = -Infinity;
+      for (const x of z) m = Math.max(m, x);
+      let sum = 0;
+      for (const x of z) sum += Math.exp(x - m);
+      return f32(z[ti]! - (m + Math.log(sum)));
+    });
+  }
+
   private zeroGrads(lora: Lora): Map<string, Float32Array> {
     const out = new Map<string, Float32Array>();
     for (const key of this.llm.lora!.w.keys()) out.set(key, new Float32Array(this.llm.lora!.w.get(key)!.data.length));
@@ -1233,6 +1262,26 @@ export class TinyChat implements ChatModel {
       usage: { promptTokens: prompt.length, completionTokens: out.length },
       tokens: { prompt, completion: out, logprobs },
       ms: performance.now() - t0,
+    };
+  }
+
+  /**
+   * The token record of `reply` after `messages` as this policy would have written it: its ids and
+   * log π under the current adapter at `temperature` (the learned designer's trained edit slot).
+   */
+  score(
+    messages: ChatMessage[],
+    reply: string,
+    temperature: number,
+  ): { ids: number[]; spans: [number, number][]; logprobs: number[] } {
+    const prompt = this.promptIds(messages);
+    const tail = this.encode(reply);
+    const ids = [...prompt, ...tail];
+    const positions = tail.map((_, i) => prompt.length - 1 + i);
+    return {
+      ids,
+      spans: [[prompt.length, ids.length]],
+      logprobs: this.lm.policyLogprobs(ids, positions, this.allowed, temperature),
     };
   }
 
