@@ -17,7 +17,7 @@ import { EnvCatalog } from '../platform/node/serve/env_catalog.ts';
 import { defaultWorkers, sessionsPerWorker, SpadeServer } from '../platform/node/serve/server.ts';
 import { DEFAULT_LIMITS } from '../core/env/limits.ts';
 import { flag, intFlag, type Args, type Io } from './args.ts';
-import type { ClientPlan, ClientResult } from './bench_serve_client.ts';
+import { TIMED_MARK, type ClientPlan, type ClientResult } from './bench_serve_client.ts';
 
 const CLIENT = fileURLToPath(new URL('./bench_serve_client.ts', import.meta.url));
 
@@ -29,6 +29,12 @@ export interface ServeBenchResult {
   episodes: number;
   stepsPerSecond: number;
   stepsPerSecondPerWorker: number;
+  /**
+   * CPU time per step (µs) of the server's process (its thread and the sandbox workers) and of the
+   * clients' process: what a step costs whatever else the machine is doing.
+   */
+  serverCpuUsPerStep: number;
+  clientCpuUsPerStep: number;
   p50Ms: number;
   p99Ms: number;
   errors: number;
@@ -63,14 +69,25 @@ async function solutions(): Promise<string[][]> {
   }
 }
 
-/** Run the clients in a process of their own; resolves with what they measured. */
-function runClientProcess(plan: ClientPlan): Promise<ClientResult> {
+/**
+ * Run the clients in a process of their own; resolves with what they measured. `onTimed` is called
+ * when their timed window starts (every session connected and played one episode).
+ */
+function runClientProcess(plan: ClientPlan, onTimed: () => void): Promise<ClientResult> {
   const loader = process.env.SPADE_TS_LOADER;
   const child = spawn(process.execPath, [...(loader ? ['--import', loader] : []), CLIENT], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   let out = '';
-  child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  child.stdout.on('data', (c: Buffer) => {
+    const before = out.length;
+    out += c.toString('utf8');
+    if (
+      out.indexOf(TIMED_MARK, Math.max(0, before - TIMED_MARK.length)) >= 0 &&
+      !out.slice(0, before).includes(TIMED_MARK)
+    )
+      onTimed();
+  });
   child.stdin.end(JSON.stringify(plan));
   return new Promise((resolve, reject) => {
     child.once('error', reject);
@@ -105,16 +122,22 @@ export async function runServeBench(opts: {
     maxSessions: opts.sessions,
   });
   try {
-    const r = await runClientProcess({
-      url: server.url,
-      sessions: opts.sessions,
-      seconds: opts.seconds,
-      envs: SEED_ENVS.map((rec, i) => ({ id: rec.id, title: rec.title, actions: plans[i]! })),
-    });
+    let cpu0 = process.cpuUsage();
+    const r = await runClientProcess(
+      {
+        url: server.url,
+        sessions: opts.sessions,
+        seconds: opts.seconds,
+        envs: SEED_ENVS.map((rec, i) => ({ id: rec.id, title: rec.title, actions: plans[i]! })),
+      },
+      () => (cpu0 = process.cpuUsage()),
+    );
     // the server ends a session when its socket closes: give the last close frames a moment
     for (let i = 0; i < 50 && server.stats().sessions > 0; i++) await new Promise((res) => setTimeout(res, 20));
+    const cpu = process.cpuUsage(cpu0);
     const stats = server.stats();
     const sorted = [...r.latencies].sort((a, b) => a - b);
+    const perStep = (seconds: number) => Math.round((seconds * 1e6) / Math.max(1, r.latencies.length));
     const stepsPerSecond = r.latencies.length / r.seconds;
     return {
       sessions: opts.sessions,
@@ -124,6 +147,8 @@ export async function runServeBench(opts: {
       episodes: r.episodes,
       stepsPerSecond: Math.round(stepsPerSecond),
       stepsPerSecondPerWorker: Math.round(stepsPerSecond / stats.workers),
+      serverCpuUsPerStep: perStep((cpu.user + cpu.system) / 1e6),
+      clientCpuUsPerStep: perStep(r.cpuSeconds),
       p50Ms: Math.round(quantile(sorted, 0.5) * 100) / 100,
       p99Ms: Math.round(quantile(sorted, 0.99) * 100) / 100,
       errors: r.errors,
@@ -164,6 +189,9 @@ export async function benchServe(io: Io, args: Args, json: boolean): Promise<num
       `  ${r.steps} steps in ${r.episodes} episodes: ${r.stepsPerSecond} steps/s (${r.stepsPerSecondPerWorker} per worker)`,
     );
     io.out(`  step latency p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms`);
+    io.out(
+      `  CPU per step: server ${r.serverCpuUsPerStep} µs (its thread and workers), clients ${r.clientCpuUsPerStep} µs`,
+    );
     io.out(
       `  errors ${r.errors}; after disconnect: ${r.leakedSessions} sessions, ${r.leakedEnvs} environment instances left; ${r.workerReplacements} workers replaced; load average ${r.loadAverage[0]} -> ${r.loadAverage[1]}`,
     );

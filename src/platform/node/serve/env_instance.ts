@@ -52,7 +52,7 @@ export class EnvInstance {
   constructor(
     private readonly pool: SandboxPool,
     readonly record: EnvRecord,
-    readonly seed: number,
+    private seed: number,
     private readonly maxTurns: number,
     private readonly limits: SandboxLimits,
     private readonly counter: LiveCounter,
@@ -61,6 +61,22 @@ export class EnvInstance {
   /** Load and reset; the first observation and info. */
   async start(): Promise<ResetResult> {
     return this.withRebuild(() => this.loadAndReset());
+  }
+
+  /** Loaded, not disposed: a reset can start the next episode on it (restart). */
+  get alive(): boolean {
+    return !this.disposed && this.poolId !== null;
+  }
+
+  /**
+   * The next episode on this same instance, as OpenEnv resets a session's environment: reset with
+   * `seed` (no load; what was kept for replay starts again from here).
+   */
+  async restart(seed: number): Promise<ResetResult> {
+    this.seed = seed;
+    this.actions.length = 0;
+    this.keptChars = 0;
+    return this.withRebuild(() => this.pool.reset(this.id(), seed));
   }
 
   async step(action: string): Promise<StepResult> {

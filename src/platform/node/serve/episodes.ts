@@ -120,13 +120,22 @@ export class Episodes {
     return sampleEnv(this.o.catalog.list(), params.sample ?? 'uniform', drawFor(params.seed, params.episodeId));
   }
 
-  async start(params: ResetParams): Promise<StartedEpisode> {
+  /**
+   * Start an episode. `previous` is the session's last episode, if any: when it picked the same
+   * environment and its instance is alive, the new episode resets that instance (a load costs
+   * milliseconds, a reset a fraction of one); otherwise its instance is disposed first.
+   */
+  async start(params: ResetParams, previous: Episode | null = null): Promise<StartedEpisode> {
     const rec = this.pick(params);
     const seed = params.seed ?? Math.floor(Math.random() * 2 ** 31);
-    const env = new EnvInstance(this.o.pool, rec, seed, this.o.maxTurns, this.o.limits, this.counter);
+    const reuse = previous !== null && previous.env.alive && previous.env.record === rec;
+    if (previous && !reuse) await previous.env.dispose();
+    const env = reuse
+      ? previous.env
+      : new EnvInstance(this.o.pool, rec, seed, this.o.maxTurns, this.o.limits, this.counter);
     let first;
     try {
-      first = await env.start();
+      first = reuse ? await env.restart(seed) : await env.start();
     } catch (err) {
       await env.dispose();
       throw err;

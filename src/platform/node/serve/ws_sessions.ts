@@ -308,8 +308,7 @@ export class WsSessions {
           const params = parseResetParams(m.data ?? {}, ['data']);
           const old = s.episode;
           s.episode = null;
-          await old?.env.dispose();
-          const ep = await eps.start(params);
+          const ep = await eps.start(params, old);
           if (s.closed) {
             await ep.env.dispose();
             return;
