@@ -12,7 +12,7 @@
 import { UsageError } from '../core/errors.ts';
 import { loadCatalog } from '../platform/node/serve/env_catalog.ts';
 import { SpadeServer } from '../platform/node/serve/server.ts';
-import { flag, intFlag, parseArgs, type Io } from './args.ts';
+import { flag, intFlag, JSON_FLAG, parseCommand, type CommandSpec, type Io } from './args.ts';
 
 /** Resolves on the first SIGINT or SIGTERM. */
 function untilSignal(): Promise<string> {
@@ -27,19 +27,51 @@ function untilSignal(): Promise<string> {
   });
 }
 
+export const SERVE: CommandSpec = {
+  name: 'serve',
+  usage: '[SOURCE...] [flags]',
+  summary:
+    'Serve environments over OpenEnv (HTTP and /ws) to RL trainers until Ctrl-C. SOURCE: "seeds" (the\n' +
+    'default), an env-set .json, a share link, environment .js files or a run directory.',
+  positionals: true,
+  flags: {
+    watch: { value: 'DIR', help: "add a run directory's new valid environments as the loop writes them" },
+    host: { value: 'H', help: 'the address to listen on; any but loopback needs --token', default: '127.0.0.1' },
+    port: { value: 'P', help: 'the port to listen on', default: 8000 },
+    workers: { value: 'N', help: 'sandbox worker threads (default: one per CPU core)' },
+    'max-sessions': { value: 'N', help: "concurrent sessions at most (default: what the workers' memory holds)" },
+    'idle-timeout': { value: 'S', help: 'seconds before an idle session is closed', default: 300 },
+    'max-turns': { value: 'N', help: 'steps per episode at most', default: 12 },
+    token: { value: 'T', help: 'bearer token clients must send (or SPADE_SERVE_TOKEN)' },
+    'allow-origin': {
+      value: 'URL',
+      help: 'a web page origin (http://host:port) allowed to call the server besides its own; others are refused',
+      repeat: true,
+    },
+    'allow-host': {
+      value: 'NAME',
+      help: 'a host name clients may reach the server by, besides loopback names and IP addresses',
+      repeat: true,
+    },
+    json: JSON_FLAG,
+  },
+  example: 'spade serve seeds --port 8000',
+};
+
 export async function serve(argv: string[], io: Io): Promise<number> {
-  const args = parseArgs(argv, ['json']);
+  const args = parseCommand(SERVE, argv, io);
+  if (!args) return 0;
   const watch = flag(args, 'watch');
-  const positive = (name: string, fallback: number) => {
-    const n = intFlag(args, name, fallback);
+  const positive = (name: string) => {
+    const n = intFlag(args, name);
     if (n < 1) throw new UsageError(`--${name} must be at least 1; got ${n}`);
     return n;
   };
-  const workers = args.flags.has('workers') ? positive('workers', 1) : undefined;
-  const maxSessions = args.flags.has('max-sessions') ? positive('max-sessions', 1) : undefined;
-  const idleS = positive('idle-timeout', 300);
-  const maxTurns = positive('max-turns', 12);
-  const port = intFlag(args, 'port', 8000);
+  const workers = args.flags.has('workers') ? positive('workers') : undefined;
+  const maxSessions = args.flags.has('max-sessions') ? positive('max-sessions') : undefined;
+  const idleS = positive('idle-timeout');
+  const maxTurns = positive('max-turns');
+  const port = intFlag(args, 'port');
   const token = flag(args, 'token') ?? process.env.SPADE_SERVE_TOKEN ?? null;
   const log = (line: string) => io.err(`spade serve: ${line}`);
   // --watch alone serves only that run's environments; with no source at all, the seed library
@@ -54,7 +86,7 @@ export async function serve(argv: string[], io: Io): Promise<number> {
   }
   const server = await SpadeServer.start({
     catalog,
-    host: flag(args, 'host') ?? '127.0.0.1',
+    host: flag(args, 'host')!,
     port,
     workers,
     maxSessions,
