@@ -27,7 +27,9 @@ import {
   UrlModelFiles,
   huggingFaceFiles,
   isNotFound,
+  readStream,
   type ModelFileCache,
+  type ModelFiles,
 } from '../../src/engine/io/model_files.ts';
 import {
   exportPeft,
@@ -976,6 +978,48 @@ describe('tiny checkpoints from a directory', () => {
     const back = await loadPeftAdapter(new DirModelFiles(dir), { model: tinyConfig('llama') });
     expect(back.config).toEqual(adapter.config);
     expect(bits32(back.tensors.get('1.down_proj.B')!.data)).toEqual(bits32(adapter.tensors.get('1.down_proj.B')!.data));
+  });
+});
+
+describe('sources that cannot list their files, and transfers that end short', () => {
+  it.each([true, false])(
+    'sharded=%s: every name probed, the ones absent (model.safetensors or the index) leave the plan: the totals are exact',
+    async (sharded) => {
+      const ck = tinyCheckpointFiles('qwen3', 'bf16', 5, { sharded });
+      const mem = new MemoryModelFiles(ck.files);
+      const unlisted: ModelFiles = {
+        label: 'unlisted',
+        list: () => Promise.reject(new Error('this source has no listing')),
+        read: (name, onProgress) => mem.read(name, onProgress),
+      };
+      const events: LoadProgress[] = [];
+      const loaded = await loadCheckpoint(unlisted, { onProgress: (p) => events.push({ ...p }) });
+      expectSameTensors(loaded.weights, ck.tensors);
+      expect(ck.files.has(sharded ? 'model.safetensors' : INDEX_FILE)).toBe(false);
+      const all = [...ck.files.values()].reduce((a, b) => a + b.length, 0);
+      expect(events.at(-1)).toMatchObject({
+        loaded: all,
+        total: all,
+        filesDone: ck.files.size,
+        filesTotal: ck.files.size,
+      });
+    },
+  );
+
+  it('a transfer that ends before its announced length is a ModelLoadError, never a short file', async () => {
+    const body = (n: number) =>
+      new ReadableStream<Uint8Array>({
+        start(c) {
+          c.enqueue(new Uint8Array(n).fill(7));
+          c.close();
+        },
+      });
+    const e = await readStream(body(5), 10, 'model.safetensors').catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(ModelLoadError);
+    expect((e as ModelLoadError).data).toMatchObject({ code: 'truncated', loaded: 5, total: 10 });
+    expect((e as Error).message).toMatch(/model\.safetensors: the transfer ended after 5 of 10 bytes/);
+    expect(Array.from(await readStream(body(10), 10, 'x'))).toEqual(new Array(10).fill(7));
+    expect((await readStream(body(70_000), null, 'x')).length).toBe(70_000); // unknown length: grows
   });
 });
 
