@@ -188,6 +188,7 @@ describe('the SPADE loop', () => {
     await s.writeCycle(1, cycleRecords(1, 1));
     expect((await s.readArchive()).map((a) => a.cycle)).toEqual([0, 1]);
     expect(await s.readMetrics()).toHaveLength(2);
+    expect(s.warnings).toEqual([]); // no line on disk twice (a read skips a repeat, with a warning)
   });
 
   it('with the LLM validator on, a rejected design is repaired or ends invalid with the reason', async () => {

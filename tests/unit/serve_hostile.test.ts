@@ -382,6 +382,7 @@ describe('Origin and Host allow-lists on every route', () => {
       'evil.example',
       `evil.example:${port}`,
       'localhost.evil.example',
+      'evillocalhost',
       '127.0.0.1.nip.io',
       'x y',
       `[::1`,
