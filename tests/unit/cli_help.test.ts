@@ -100,7 +100,7 @@ describe('spade --help', { timeout: 60_000 }, () => {
     expect(serve.text).toMatch(/--port P\s+the port to listen on \(default: 8000\)/);
   });
 
-  it('an undeclared flag, a value given to a switch, a missing value or a stray argument exit 2', async () => {
+  it('an undeclared flag, a value given to a switch, a missing value, a stray argument or a bad value exit 2', async () => {
     const cases: [string[], string][] = [
       [['validate', 'x.js', '--nope'], 'spade validate: unknown flag --nope (spade validate --help lists its flags)'],
       [['micro', '--cycles'], '--cycles needs a value'],
@@ -108,6 +108,11 @@ describe('spade --help', { timeout: 60_000 }, () => {
       [['gpu', 'extra'], 'spade gpu takes no argument "extra"'],
       [['bench', 'nope'], 'spade bench: unknown subcommand "nope"'],
       [['micro', 'nope'], 'spade micro takes no argument "nope"'],
+      [['validate', 'x.js', '--max-turns', '2.5'], '--max-turns must be a whole number; got "2.5"'],
+      [
+        ['engine', 'generate', '--model', 'm', '--tokens', '1', '--device', 'tpu'],
+        '--device must be gpu or cpu; got "tpu"',
+      ],
     ];
     for (const [argv, message] of cases) {
       const r = await spade(...argv, '--json');
