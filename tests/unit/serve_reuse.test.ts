@@ -113,4 +113,37 @@ describe('a session that resets to the same environment resets its instance in p
     await victim.close();
     bad.terminate();
   });
+
+  it('an environment that keeps state between episodes is not replayed into a state the client never saw', async () => {
+    // its observation counts the resets this instance has had: a fresh load cannot replay the second episode
+    const counting = recordFromCode(
+      `// @title Counting\nlet resets = 0;\nclass CountingEnv { reset(s){ resets++; return ['episode ' + resets, {}]; } step(a){ return ['still ' + resets, 0, false, false, {}]; } solution(){ return ['\\\\boxed{1}']; } }`,
+    );
+    server = await SpadeServer.start({
+      catalog: new EnvCatalog('s', [counting, trap]),
+      port: 0,
+      workers: 1,
+      graceMs: 300,
+      limits: { ...DEFAULT_LIMITS, stepMs: 200 },
+    });
+    const victim = await OpenEnvWsClient.connect(server.url);
+    expect((await victim.reset({ env_id: counting.id, seed: 1 })).data.observation).toMatchObject({
+      text: 'episode 1',
+    });
+    expect((await victim.reset({ env_id: counting.id, seed: 1 })).data.observation).toMatchObject({
+      text: 'episode 2',
+    });
+    expect((await victim.step({ text: 'a' })).data.observation).toMatchObject({ text: 'still 2' });
+    const bad = await OpenEnvWsClient.connect(server.url);
+    expect((await bad.reset({ env_id: trap.id })).type).toBe('observation');
+    const [hit, next] = await Promise.all([bad.step({ text: 'spring' }), victim.step({ text: 'b' })]);
+    expect(hit.type).toBe('error');
+    // the replay (a fresh load: "episode 1") differs from what the client saw: the episode ends, said plainly
+    expect(next.type).toBe('error');
+    expect(JSON.stringify(next.data)).toContain('did not replay to the same state');
+    // the session goes on: a reset starts a new episode
+    expect((await victim.reset({ env_id: counting.id, seed: 2 })).type).toBe('observation');
+    await victim.close();
+    bad.terminate();
+  });
 });

@@ -6,6 +6,11 @@
  * only its own session. Its own time-out or crash is not replayed; the caller gets that error
  * (and `ownKill` says whether the watchdog killed the worker for it).
  *
+ * A replay must reach the same state: each answer's digest (observation, reward, end) is kept, and
+ * a replay whose reset or steps answer differently ends the episode with an EnvContractError — an
+ * environment that keeps state between episodes (or is not deterministic for its seed) cannot be
+ * rebuilt, and the session is told so rather than played on in a state the client never saw.
+ *
  * The rebuild budget is per call, not per instance: a neighbour that kills the worker again and
  * again costs this instance one replay each time, never its episode (the server closes a session
  * that keeps tripping the watchdog). The actions kept for replay are counted (`keptChars`), so the
@@ -13,7 +18,8 @@
  */
 import type { EnvRecord } from '../../../core/env/envset.ts';
 import type { ResetResult, StepResult, ToolSchema } from '../../../core/env/contract.ts';
-import { SpadeError, WorkerCrashedError } from '../../../core/errors.ts';
+import { EnvContractError, SpadeError, WorkerCrashedError } from '../../../core/errors.ts';
+import { hashSeed } from '../../../core/rng.ts';
 import type { SandboxPool } from '../../../core/sandbox/pool.ts';
 import type { SandboxLimits } from '../../../core/env/limits.ts';
 
@@ -44,6 +50,8 @@ export interface LiveCounter {
 export class EnvInstance {
   private poolId: string | null = null;
   private readonly actions: string[] = [];
+  /** Digests of the reset's answer and of each step's (replays are checked against them). */
+  private readonly digests: number[] = [];
   private disposed = false;
   /** Characters of the actions kept for replay. */
   keptChars = 0;
@@ -60,7 +68,7 @@ export class EnvInstance {
 
   /** Load and reset; the first observation and info. */
   async start(): Promise<ResetResult> {
-    return this.withRebuild(() => this.loadAndReset());
+    return this.keep(0, await this.withRebuild(() => this.loadAndReset()));
   }
 
   /** Loaded, not disposed: a reset can start the next episode on it (restart). */
@@ -75,15 +83,16 @@ export class EnvInstance {
   async restart(seed: number): Promise<ResetResult> {
     this.seed = seed;
     this.actions.length = 0;
+    this.digests.length = 0;
     this.keptChars = 0;
-    return this.withRebuild(() => this.pool.reset(this.id(), seed));
+    return this.keep(0, await this.withRebuild(() => this.pool.reset(this.id(), seed)));
   }
 
   async step(action: string): Promise<StepResult> {
     const r = await this.withRebuild(() => this.pool.step(this.id(), action));
     this.actions.push(action);
     this.keptChars += action.length;
-    return r;
+    return this.keep(this.actions.length, r);
   }
 
   /** Free the sandbox instance; never throws (a close() that fails is the environment's own business). */
@@ -91,6 +100,21 @@ export class EnvInstance {
     if (this.disposed) return;
     this.disposed = true;
     await this.release();
+  }
+
+  /** Keep the digest of answer `i` (0: the reset) and pass the answer on. */
+  private keep<T extends ResetResult | StepResult>(i: number, r: T): T {
+    this.digests[i] = digest(r);
+    return r;
+  }
+
+  /** A replayed answer must be the one the client saw. */
+  private check(i: number, r: ResetResult | StepResult): void {
+    if (this.digests[i] === undefined || digest(r) === this.digests[i]) return;
+    throw new EnvContractError(
+      `After its sandbox worker was replaced for another session's sake, this environment did not replay to the same state (${i === 0 ? 'its reset' : `step ${i}`} answered differently): it keeps state between episodes or is not deterministic for its seed. This episode cannot go on; reset to start a new one.`,
+      { replayDiverged: true, at: i },
+    );
   }
 
   private id(): string {
@@ -138,8 +162,8 @@ export class EnvInstance {
       rebuilds++;
       this.counter.replays++;
       try {
-        await this.loadAndReset();
-        for (const a of this.actions) await this.pool.step(this.id(), a);
+        this.check(0, await this.loadAndReset());
+        for (const [i, a] of this.actions.entries()) this.check(i + 1, await this.pool.step(this.id(), a));
         lost = null;
       } catch (again) {
         if (!lostToNeighbour(again) || this.disposed) throw again;
@@ -147,4 +171,9 @@ export class EnvInstance {
       }
     }
   }
+}
+
+/** A 32-bit digest of an answer's observation, reward and end (info is left out: it may hold anything). */
+function digest(r: ResetResult | StepResult): number {
+  return hashSeed(r.length === 2 ? `r\u0000${r[0]}` : `s\u0000${r[0]}\u0000${r[1]}\u0000${r[2]}\u0000${r[3]}`);
 }
