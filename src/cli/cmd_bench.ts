@@ -4,18 +4,8 @@
  * `spade bench loop [--json]` — the loop's own cost: one cycle replayed instantly (so the time is all
  * outside model calls) vs the same cycle's model time if its replies streamed at 20 tokens/s.
  *
- * `spade bench sandbox [--json]` — sandbox speed, all measured in one run:
- *   - host-driven steps/s of a trivial environment in QuickJS (what one worker sustains);
- *   - the same environment's steps/s run natively in V8 (benchmark only; never done with generated code);
- *   - the bare quickjs-emscripten call floor (a no-op guest function, string in and out);
- *   - steps/s through the worker pool (message round trips included);
- *   - checker time per seed environment (median and max).
+ * `spade bench sandbox` — see bench_sandbox.ts.
  */
-import { newQuickJSWASMModuleFromVariant } from 'quickjs-emscripten-core';
-import variant from '@jitl/quickjs-wasmfile-release-sync';
-import { SEED_ENVS } from '../core/env/seeds/index.ts';
-import { checkEnv } from '../core/env/checker.ts';
-import { SandboxHost } from '../core/sandbox/host.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
 import { JSON_FLAG, parseCommand, pickSubcommand, type CommandGroup, type CommandSpec, type Io } from './args.ts';
 import { DEFAULTS } from '../core/config.ts';
@@ -27,43 +17,7 @@ import { StoreRunStore, type RunSpec } from '../core/spade/run_store.ts';
 import { MemoryStore } from '../core/store.ts';
 import { MeteredChatModel } from '../core/llm/chat_model.ts';
 import { BENCH_LAB, benchLab } from './bench_lab.ts';
-
-/** A trivial counter environment: the cost of a step is almost all call overhead. */
-export const TRIVIAL_ENV = `class CounterEnv {
-  constructor(maxTurns = 1e9) { this.maxTurns = maxTurns; }
-  reset(seed) { this.n = 0; return ['count', {}]; }
-  step(action) { this.n++; return ['n=' + this.n, 0, false, false, {}]; }
-  solution() { return ['\\\\boxed{1}']; }
-}`;
-
-function rate(n: number, ms: number): number {
-  return Math.round((n / ms) * 1000);
-}
-
-function timeLoop(fn: () => void, minMs = 400): { n: number; ms: number } {
-  for (let i = 0; i < 200; i++) fn(); // warm up
-  let n = 0;
-  const t0 = performance.now();
-  let ms = 0;
-  while (ms < minMs) {
-    for (let i = 0; i < 500; i++) fn();
-    n += 500;
-    ms = performance.now() - t0;
-  }
-  return { n, ms };
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
-const BENCH_SANDBOX: CommandSpec = {
-  name: 'bench sandbox',
-  usage: '[--json]',
-  summary:
-    'Sandbox speed in one run: QuickJS steps/s vs native V8 vs the bare call floor, through the worker\n' +
-    'pool, and the checker time per seed environment.',
-  flags: { json: JSON_FLAG },
-  example: 'spade bench sandbox --json',
-};
+import { BENCH_SANDBOX, benchSandbox } from './bench_sandbox.ts';
 
 const BENCH_LOOP: CommandSpec = {
   name: 'bench loop',
@@ -99,10 +53,11 @@ const BENCH_SERVE: CommandSpec = {
   name: 'bench serve',
   usage: '[flags]',
   summary:
-    '`spade serve` load test on loopback: concurrent WebSocket sessions play seed environments;\n' +
-    'steps/s, p50/p99 step latency, errors and leaks after disconnect.',
+    '`spade serve` load test on loopback: concurrent WebSocket sessions (clients in a process of their\n' +
+    'own) play seed environments; steps/s (and per worker), p50/p99 step latency, CPU per step, errors\n' +
+    'and leaks after disconnect.',
   flags: {
-    sessions: { value: 'N', help: 'concurrent sessions', default: 64 },
+    sessions: { value: 'N[,N...]', help: 'concurrent sessions, one run per count', default: '64,256' },
     seconds: { value: 'S', help: 'how long to play', default: 5 },
     workers: { value: 'N', help: 'sandbox workers (default: one per CPU core)' },
     json: JSON_FLAG,
@@ -128,83 +83,7 @@ export async function bench(argv: string[], io: Io): Promise<number> {
   if (picked.spec === BENCH_SERVE) return (await import('./bench_serve.ts')).benchServe(io, args, json);
   if (picked.spec === BENCH_LAB) return benchLab(io, args);
 
-  // 1. sandbox, host-driven, in this thread (= one worker's view)
-  const host = await SandboxHost.create();
-  const env = await host.load(TRIVIAL_ENV);
-  host.reset(env.id, 0);
-  const sb = timeLoop(() => host.step(env.id, '\\boxed{1}'));
-  host.dispose(env.id);
-
-  // 2. native V8
-  const Native = new Function(`${TRIVIAL_ENV}\nreturn CounterEnv;`)() as new () => {
-    reset(s: number): unknown;
-    step(a: string): unknown;
-  };
-  const native = new Native();
-  native.reset(0);
-  const nv = timeLoop(() => JSON.parse(JSON.stringify(native.step('\\boxed{1}'))), 300);
-
-  // 3. call floor: a no-op guest function, one string in and one out
-  const mod = await newQuickJSWASMModuleFromVariant(variant);
-  const ctx = mod.newContext();
-  const noop = ctx.unwrapResult(ctx.evalCode('(s) => s'));
-  const floor = timeLoop(() => {
-    const arg = ctx.newString('\\boxed{1}');
-    const r = ctx.unwrapResult(ctx.callFunction(noop, ctx.undefined, arg));
-    ctx.getString(r);
-    r.dispose();
-    arg.dispose();
-  });
-  noop.dispose();
-  ctx.dispose();
-
-  // 4. through the worker pool
-  const pool = createNodeSandboxPool({ size: 1 });
-  const penv = await pool.load(TRIVIAL_ENV);
-  await pool.reset(penv.id, 0);
-  let pn = 0;
-  const p0 = performance.now();
-  while (performance.now() - p0 < 400) {
-    await pool.step(penv.id, '\\boxed{1}');
-    pn++;
-  }
-  const poolMs = performance.now() - p0;
-
-  // 5. checker time per seed environment (in-process host; the pool adds one message)
-  const checks: { title: string; ms: number; ok: boolean }[] = [];
-  for (const seed of SEED_ENVS) {
-    const r = await checkEnv(host, seed.code);
-    checks.push({ title: seed.title, ms: r.ms, ok: r.ok });
-  }
-  await pool.terminate();
-
-  const result = {
-    sandboxStepsPerSec: rate(sb.n, sb.ms),
-    nativeStepsPerSec: rate(nv.n, nv.ms),
-    callFloorPerSec: rate(floor.n, floor.ms),
-    poolStepsPerSec: rate(pn, poolMs),
-    nativeOverSandbox: +(rate(nv.n, nv.ms) / rate(sb.n, sb.ms)).toFixed(1),
-    sandboxOverFloor: +(rate(sb.n, sb.ms) / rate(floor.n, floor.ms)).toFixed(3),
-    checkMedianMs: +median(checks.map((c) => c.ms)).toFixed(1),
-    checkMaxMs: +Math.max(...checks.map((c) => c.ms)).toFixed(1),
-    seedEnvs: checks.length,
-    seedEnvsPassing: checks.filter((c) => c.ok).length,
-  };
-  if (json) io.out(JSON.stringify({ ok: true, ...result, checks }));
-  else {
-    io.out(`sandbox steps/s (host-driven, 1 thread)  ${result.sandboxStepsPerSec.toLocaleString('en')}`);
-    io.out(
-      `native V8 steps/s (same env)             ${result.nativeStepsPerSec.toLocaleString('en')}  (${result.nativeOverSandbox}× the sandbox)`,
-    );
-    io.out(
-      `quickjs call floor calls/s               ${result.callFloorPerSec.toLocaleString('en')}  (sandbox step = ${result.sandboxOverFloor}× floor rate)`,
-    );
-    io.out(`worker-pool steps/s (with messaging)     ${result.poolStepsPerSec.toLocaleString('en')}`);
-    io.out(
-      `checker per seed env                     median ${result.checkMedianMs} ms, max ${result.checkMaxMs} ms over ${result.seedEnvs} (${result.seedEnvsPassing} pass)`,
-    );
-  }
-  return 0;
+  return benchSandbox(io, args);
 }
 
 async function benchLoop(io: Io, json: boolean): Promise<number> {
