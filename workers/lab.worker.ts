@@ -32,7 +32,7 @@ import { exposeApi } from '../src/platform/rpc.ts';
 /** The settings a lab is made from (what the panel's link carries, minus the cycle count). */
 export type LabSettings = Pick<
   MicroSettings,
-  'seed' | 'designer' | 'space' | 'estimator' | 'levels' | 'plays' | 'probePlays'
+  'seed' | 'designer' | 'space' | 'estimator' | 'levels' | 'plays' | 'probePlays' | 'plannedCycles'
 >;
 
 export type LabEvent =

@@ -26,7 +26,11 @@ export const BENCH_LAB: CommandSpec = {
     "The Lab's fast path vs the reference path, alternately in one run: cycles per second of each,\n" +
     'their ratio, and whether every number is the same (docs/benchmarks.md).',
   flags: {
-    cycles: { value: 'N', help: 'timed cycles per path and round', default: 2 },
+    cycles: {
+      value: 'N',
+      help: 'timed cycles per path and round (a run of N: probed every probeEvery-th cycle and the last two)',
+      default: 5,
+    },
     rounds: { value: 'R', help: 'rounds (each runs both paths)', default: 2 },
     seed: { value: 'S', help: 'the Lab seed of every run', default: MICRO_DEFAULTS.seed },
     json: JSON_FLAG,
@@ -60,7 +64,7 @@ export async function benchLab(io: Io, args: Args): Promise<number> {
       temperature: settings.temperature,
       space: settings.space,
     });
-    const lab = new MicroLab(settings, deps);
+    const lab = new MicroLab({ ...settings, plannedCycles: n }, deps); // probes as a run of n cycles probes
     await lab.start(); // the cycle-0 probe is not part of a cycle
     const c0 = process.cpuUsage();
     const t0 = performance.now();

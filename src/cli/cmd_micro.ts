@@ -23,7 +23,6 @@ import {
   ARMS,
   compareRuns,
   PRE_REGISTERED_ARMS,
-  PRE_REGISTERED_PROBE_EVERY,
   PRE_REGISTERED_SPEC,
   type CompareSpec,
   type SeedRun,
@@ -69,7 +68,7 @@ const LAB_FLAGS: Flags = {
   'probe-plays': { value: 'P', help: 'plays per probe level', default: DEFAULTS.probePlays },
   'probe-every': {
     value: 'C',
-    help: 'probe after every C-th cycle (and the last two)',
+    help: 'probe after every C-th cycle and the last two (the gain reads cycle 0 and those)',
     default: MICRO_DEFAULTS.probeEvery,
   },
   temperature: { value: 'T', help: 'both roles’ sampling temperature (> 0)', default: MICRO_DEFAULTS.temperature },
@@ -125,11 +124,6 @@ export const MICRO_COMPARE: CommandSpec = {
     },
     spade: { value: 'ARM', help: "the arm judged as SPADE's designer", default: PRE_REGISTERED_SPEC.spade },
     ...LAB_FLAGS,
-    'probe-every': {
-      value: 'C',
-      help: 'probe after every C-th cycle (and the last two: the gain reads cycle 0 and those)',
-      default: PRE_REGISTERED_PROBE_EVERY,
-    },
     combine: {
       value: 'FILE',
       many: true,

@@ -46,10 +46,10 @@ export interface CompareRow {
   seed: number;
   /** The arm (compare.ts ARMS). */
   designer: string;
-  /** Probe mean return, cycle 0 (before training) then one per cycle. */
-  curve: number[];
-  hardCurve: number[];
-  stages: number[][];
+  /** Probe mean return, cycle 0 (before training) then one per cycle (null: not probed that cycle). */
+  curve: (number | null)[];
+  hardCurve: (number | null)[];
+  stages: (number[] | null)[];
   level: (number | null)[];
   /** Per cycle: the median regret of its designs, and its distinct levels. */
   medianRegret: number[];
@@ -226,10 +226,10 @@ export class LabState {
       row.hardCurve = [e.probe.hardHalf];
       row.stages = [e.probe.byStage];
     } else if (e.type === 'cycle') {
-      const p = e.report.probe!;
-      row.curve = [...row.curve, p.mean];
-      row.hardCurve = [...row.hardCurve, p.hardHalf];
-      row.stages = [...row.stages, p.byStage];
+      const p = e.report.probe;
+      row.curve = [...row.curve, p?.mean ?? null];
+      row.hardCurve = [...row.hardCurve, p?.hardHalf ?? null];
+      row.stages = [...row.stages, p?.byStage ?? null];
       row.level = [...row.level, e.report.meanDifficulty];
       row.medianRegret = [...row.medianRegret, e.report.medianRegret];
       row.distinctLevels = [...row.distinctLevels, e.report.distinctLevels];
@@ -403,5 +403,6 @@ function lab(s: LabChoices): LabSettings {
     levels: s.levels,
     plays: s.plays,
     probePlays: s.probePlays,
+    plannedCycles: s.cycles, // the ladder spreads its rungs over the run (not part of madeKey: more cycles continue it)
   };
 }

@@ -285,6 +285,34 @@ describe('the Lab, scripted models', () => {
     await lab.close();
   });
 
+  it('probes after every probeEvery-th cycle and the last two of a planned run; the ladder spreads its rungs over it', async () => {
+    const lab = new MicroLab(
+      {
+        seed: 1,
+        designer: 'ladder',
+        space: 'chain',
+        levels: 1,
+        plays: 1,
+        probePlays: 1,
+        probeEvery: 5,
+        plannedCycles: 16,
+      },
+      { runner, agent: { chat: never, trainer: null } },
+    );
+    const probed: boolean[] = [];
+    const rungs: string[] = [];
+    for (let c = 0; c < 16; c++) {
+      const r = await lab.cycle();
+      probed.push(r.probe !== null);
+      rungs.push(r.designs[0]!.description!);
+    }
+    expect(probed.flatMap((p, i) => (p ? [i + 1] : []))).toEqual([5, 10, 15, 16]);
+    expect(summarise(lab).probeReturnLast).toBe(0); // the last probe (never won)
+    const chain = CHAIN_SPACE.levelsOf(2).map(describeLevel);
+    expect(rungs).toEqual(chain.flatMap((l) => [l, l])); // 16 cycles over 8 levels: 2 cycles a rung
+    await lab.close();
+  });
+
   it('the dead-seed screen: a fresh agent that never wins the easiest level in 64 plays is screened out', async () => {
     const dead = await screenSeed(7, CHAIN_SPACE, runner, never);
     expect(dead).toMatchObject({ level: 'F2 L0 A0 D0', wins: 0, plays: 64, pass: false });
@@ -295,7 +323,7 @@ describe('the Lab, scripted models', () => {
   it('continues after close(): the level programs are reloaded on demand (the worker closes labs between runs)', async () => {
     const probeLevels = [{ family: 2, L: 0, A: 0, D: 0 }];
     const lab = new MicroLab(
-      { seed: 1, designer: 'fixed', space: 'chain', levels: 1, plays: 1, probePlays: 2, probeLevels },
+      { seed: 1, designer: 'fixed', space: 'chain', levels: 1, plays: 1, probePlays: 2, probeEvery: 1, probeLevels },
       { runner, agent: { chat: lockOfTwo, trainer: null } },
     );
     const first = await lab.cycle();

@@ -92,6 +92,7 @@ describe('the fast path gives the references’ numbers', () => {
       levels: 2,
       plays: 4,
       probePlays: 2,
+      probeEvery: 1,
       probeLevels: [
         { family: 2, L: 0, A: 0, D: 0 },
         { family: 2, L: 1, A: 0, D: 3 },

@@ -83,9 +83,6 @@ export const SPEC_1: CompareSpec = {
   mechanismInSuccess: true,
 };
 
-/** The third pre-registration's probe schedule: after every 5th cycle and the last two (the probe is most of a cycle's cost). */
-export const PRE_REGISTERED_PROBE_EVERY = 5;
-
 /** The third pre-registration's comparison (the chain space; docs/micro.md). */
 export const PRE_REGISTERED_ARMS = ['learnability', 'regret', 'frontier', 'ladder', 'random', 'fixed', 'control'];
 export const PRE_REGISTERED_SPEC: CompareSpec = {

@@ -106,8 +106,10 @@ export interface MicroSettings {
   hinted: 'oracle' | 'agent';
   /** The fixed designer's level; null: the space's fixed level (the learning-curve check uses the easiest). */
   fixedLevel: Omit<Level, 'family'> | null;
-  /** The ladder's cycles per rung. */
-  ladderStep: number;
+  /** The ladder's cycles per rung; null: the run's planned cycles spread over the family's levels (else 5). */
+  ladderStep: number | null;
+  /** The run's length when known (runMicro, the Lab's worker): the ladder's rungs and the last two probes follow it. */
+  plannedCycles: number | null;
   /** Train the learned designer on its edit slot too (false: scored and centred, never trained). */
   trainEdit: boolean;
   /**
@@ -138,9 +140,10 @@ export const MICRO_DEFAULTS: MicroSettings = {
   families: null,
   hinted: 'oracle',
   fixedLevel: null,
-  ladderStep: 5,
+  ladderStep: null,
+  plannedCycles: null,
   trainEdit: true,
-  probeEvery: 1,
+  probeEvery: 5,
 };
 
 /** The cycles of a run by default (pre-registration 3, docs/micro.md). */
@@ -337,8 +340,11 @@ export class MicroLab {
       throw new RangeError(`designer must be one of ${DESIGNERS.join(', ')}; got ${String(s.designer)}`);
     if (s.designer === 'learned' && !deps.designer)
       throw new RangeError('The learned designer needs a designer policy (a model and its trainer)');
-    for (const k of ['levels', 'plays', 'probePlays', 'ladderStep', 'probeEvery'] as const)
+    for (const k of ['levels', 'plays', 'probePlays', 'probeEvery'] as const)
       if (!Number.isInteger(s[k]) || s[k] < 1) throw new RangeError(`${k} must be a whole number ≥ 1; got ${s[k]}`);
+    for (const k of ['ladderStep', 'plannedCycles'] as const)
+      if (s[k] !== null && !(Number.isInteger(s[k]) && s[k]! >= 1))
+        throw new RangeError(`${k} must be a whole number ≥ 1 or null; got ${s[k]}`);
     if (s.designer === 'learned' && s.levels < 2)
       throw new RangeError('The learned designer needs levels ≥ 2 (its designs and the edit slot)');
     if (s.designer === 'frontier' && s.levels < 3)
@@ -429,7 +435,9 @@ export class MicroLab {
   /** The ladder's rung at `cycle`: the family's levels easiest first, `ladderStep` cycles each. */
   private ladderLevel(family: number, cycle: number): Level {
     const levels = this.levelsOf(family);
-    return { ...levels[Math.min(levels.length - 1, Math.floor((cycle - 1) / this.settings.ladderStep))]! };
+    const s = this.settings;
+    const step = s.ladderStep ?? (s.plannedCycles ? Math.max(1, Math.floor(s.plannedCycles / levels.length)) : 5);
+    return { ...levels[Math.min(levels.length - 1, Math.floor((cycle - 1) / step))]! };
   }
 
   /** The designer's K descriptions for this cycle, with the token record of each it trains on. */
@@ -618,7 +626,10 @@ export class MicroLab {
         designer: updates.filter((u) => u.role === 'designer').length,
       },
       samples: { agent: batch.agent.length, designer: batch.designer.length },
-      probe: (o.probe ?? cycle % s.probeEvery === 0) ? await this.probe() : null,
+      probe:
+        (o.probe ?? (s.plannedCycles ? probedCycle(cycle, s.plannedCycles, s.probeEvery) : cycle % s.probeEvery === 0))
+          ? await this.probe()
+          : null,
       ms: performance.now() - t0,
     };
     this.history.push(report);

@@ -15,7 +15,6 @@ import {
   MICRO_DEFAULTS,
   MicroLab,
   playMicroEpisode,
-  probedCycle,
   screenSeed,
   type CycleReport,
   type DesignerKind,
@@ -169,11 +168,10 @@ export async function runMicro(
   const temperature = settings.temperature ?? o.temperature ?? MICRO_DEFAULTS.temperature;
   const space = settings.space ?? MICRO_DEFAULTS.space;
   const deps = await engineMicroDeps(settings.seed, settings.designer, runner, { ...o, temperature, space });
-  const lab = new MicroLab({ ...settings, temperature }, deps);
+  const lab = new MicroLab({ ...settings, temperature, plannedCycles: cycles }, deps);
   try {
     await lab.start();
-    for (let c = 1; c <= cycles; c++)
-      onCycle(await lab.cycle({ probe: probedCycle(c, cycles, lab.settings.probeEvery) }), lab);
+    for (let c = 1; c <= cycles; c++) onCycle(await lab.cycle(), lab);
   } finally {
     await lab.close();
   }

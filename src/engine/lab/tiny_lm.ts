@@ -423,7 +423,6 @@ export class TinyLm {
     const xa = new Float32Array(N * Math.max(1, r));
     const half = D / 2;
     const sc = 1 / Math.sqrt(D);
-    const acc = new Float64Array(D);
     let e = new Float64Array(64);
     /** out += scale·(x·Aᵀ)·Bᵀ (the adapter's delta, as LlamaModel adds it). */
     const delta = (
@@ -461,19 +460,28 @@ export class TinyLm {
       const L = this.layers[li]!;
       const top = li === this.layers.length - 1;
       rmsnorm(h, L.inNorm, a, N, C, eps);
-      mmNT(a, L.w.q_proj, q, N, qd, C);
       mmNT(a, L.w.k_proj, k, N, kvd, C);
       mmNT(a, L.w.v_proj, v, N, kvd, C);
       if (lora) {
-        delta(a, lora.A[li]!.q_proj, lora.B[li]!.q_proj, q, qd, C);
         delta(a, lora.A[li]!.k_proj, lora.B[li]!.k_proj, k, kvd, C);
         delta(a, lora.A[li]!.v_proj, lora.B[li]!.v_proj, v, kvd, C);
       }
+      // q only for the rows that attend here (the top layer: the read rows, compacted in `aq`)
+      const qRows = top ? lastRows : all;
+      const aq = top ? a.subarray(0, qRows.length * C) : a;
+      if (top) {
+        const src = a.slice(0, N * C);
+        qRows.forEach((row, i) => aq.set(src.subarray(row * C, (row + 1) * C), i * C));
+      }
+      mmNT(aq, L.w.q_proj, q, qRows.length, qd, C);
+      if (lora) delta(aq, lora.A[li]!.q_proj, lora.B[li]!.q_proj, q, qd, C, qRows.length);
+      qRows.forEach((row, i) => {
+        for (let hh = 0; hh < Hq; hh++) rope(q, (i * Hq + hh) * D, qr, (row * Hq + hh) * D, rowPos[row]!);
+      });
       // rope, then k and v into each row's sequence (ropeAppendCpu)
       for (let row = 0; row < N; row++) {
         const pos = rowPos[row]!;
         const seq = rowSeq[row]!;
-        for (let hh = 0; hh < Hq; hh++) rope(q, (row * Hq + hh) * D, qr, (row * Hq + hh) * D, pos);
         const ks = seq.k[li]!;
         const vs = seq.v[li]!;
         for (let hh = 0; hh < Hkv; hh++) {
@@ -493,8 +501,40 @@ export class TinyLm {
         for (let hh = 0; hh < Hq; hh++) {
           const kvh = Math.floor(hh / (Hq / Hkv));
           const qo = (row * Hq + hh) * D;
+          const stride = Hkv * D;
           let m = -Infinity;
-          for (let j = 0; j < nKeys; j++) {
+          // scores, four keys per pass over q (each key's dot product still summed over d in order)
+          let j = 0;
+          for (; j + 4 <= nKeys; j += 4) {
+            const k0 = (j * Hkv + kvh) * D;
+            const k1 = k0 + stride;
+            const k2 = k1 + stride;
+            const k3 = k2 + stride;
+            let d0 = 0;
+            let d1 = 0;
+            let d2 = 0;
+            let d3 = 0;
+            for (let d = 0; d < D; d++) {
+              const qv = qr[qo + d]!;
+              d0 += qv * ks[k0 + d]!;
+              d1 += qv * ks[k1 + d]!;
+              d2 += qv * ks[k2 + d]!;
+              d3 += qv * ks[k3 + d]!;
+            }
+            const x0 = d0 * sc;
+            const x1 = d1 * sc;
+            const x2 = d2 * sc;
+            const x3 = d3 * sc;
+            e[j] = x0;
+            e[j + 1] = x1;
+            e[j + 2] = x2;
+            e[j + 3] = x3;
+            m = Math.max(m, x0);
+            m = Math.max(m, x1);
+            m = Math.max(m, x2);
+            m = Math.max(m, x3);
+          }
+          for (; j < nKeys; j++) {
             const ko = (j * Hkv + kvh) * D;
             let dot = 0;
             for (let d = 0; d < D; d++) dot += qr[qo + d]! * ks[ko + d]!;
@@ -503,18 +543,36 @@ export class TinyLm {
             m = Math.max(m, x);
           }
           let sum = 0;
-          for (let j = 0; j < nKeys; j++) {
-            const x = Math.exp(e[j]! - m);
-            e[j] = x;
+          for (let jj = 0; jj < nKeys; jj++) {
+            const x = Math.exp(e[jj]! - m);
+            e[jj] = x;
             sum += x;
           }
-          acc.fill(0);
-          for (let j = 0; j < nKeys; j++) {
-            const ej = e[j]!;
-            const vo = (j * Hkv + kvh) * D;
-            for (let d = 0; d < D; d++) acc[d]! += ej * vs[vo + d]!;
+          // Σ_j e_j·v_j, four channels per pass over the keys (each channel summed over j in order)
+          let d = 0;
+          for (; d + 4 <= D; d += 4) {
+            let a0 = 0;
+            let a1 = 0;
+            let a2 = 0;
+            let a3 = 0;
+            let vo = kvh * D + d;
+            for (let jj = 0; jj < nKeys; jj++, vo += stride) {
+              const ej = e[jj]!;
+              a0 += ej * vs[vo]!;
+              a1 += ej * vs[vo + 1]!;
+              a2 += ej * vs[vo + 2]!;
+              a3 += ej * vs[vo + 3]!;
+            }
+            att[qo + d] = a0 / sum;
+            att[qo + d + 1] = a1 / sum;
+            att[qo + d + 2] = a2 / sum;
+            att[qo + d + 3] = a3 / sum;
           }
-          for (let d = 0; d < D; d++) att[qo + d] = acc[d]! / sum;
+          for (; d < D; d++) {
+            let a = 0;
+            for (let jj = 0; jj < nKeys; jj++) a += e[jj]! * vs[(jj * Hkv + kvh) * D + d]!;
+            att[qo + d] = a / sum;
+          }
         }
       }
       if (top) {
