@@ -37,8 +37,9 @@ async function countSandboxCalls(context: BrowserContext): Promise<void> {
         super(url, opts);
         if (opts?.name !== 'spade-sandbox') return;
         const post = this.postMessage.bind(this) as (m: unknown, t?: Transferable[]) => void;
-        this.postMessage = ((msg: { type?: string; path?: string[] }, transfer?: Transferable[]) => {
-          if (msg?.type === 'APPLY' && Array.isArray(msg.path)) calls.push(msg.path.join('.'));
+        this.postMessage = ((msg: { calls?: { op?: string }[] }, transfer?: Transferable[]) => {
+          // the pool's batch protocol (src/core/sandbox/worker_api.ts): calls in order, by op
+          if (Array.isArray(msg?.calls)) for (const c of msg.calls) calls.push(String(c?.op));
           post(msg, transfer);
         }) as Worker['postMessage'];
       }
