@@ -188,14 +188,14 @@ describe('phases: a program is not blamed for a neighbour that broke their share
   const pool = createNodeSandboxPool({ size: 1, graceMs: 700, checkMs: 15_000 });
   afterAll(() => pool.terminate());
   it('checks a good program again when its environment was lost with the worker; the breaker alone fails', async () => {
-    const thrash = HOSTILE.find((h) => h.needsKill)!;
-    // one worker: the good program's calls queue behind the thrash's, and are lost when it is killed
+    const nativeLoop = HOSTILE.find((h) => h.needsKill)!;
+    // one worker: the good program's calls queue behind the native loop's, and are lost when it is killed
     const [bad, good] = await Promise.all([
-      checkDesign(ctx({ runner: pool, cfg: { checks: 'paper' } }), thrash.code),
+      checkDesign(ctx({ runner: pool, cfg: { checks: 'paper' } }), nativeLoop.code),
       checkDesign(ctx({ runner: pool, cfg: { checks: 'paper' } }), LOCK_ENV),
     ]);
     expect(pool.kills).toBeGreaterThanOrEqual(1);
-    expect(bad.crashed, thrash.name).not.toBeNull();
+    expect(bad.crashed, nativeLoop.name).not.toBeNull();
     expect(good.failures).toEqual([]);
     expect(good.crashed).toBeNull();
   }, 60_000);

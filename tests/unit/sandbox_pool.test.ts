@@ -8,7 +8,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { SandboxMemoryError, SandboxTimeoutError, WorkerCrashedError } from '../../src/core/errors.ts';
 import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { SandboxPool, type WorkerHandle } from '../../src/core/sandbox/pool.ts';
-import type { ReplyBatch, SandboxCall } from '../../src/core/sandbox/worker_api.ts';
+import type { SandboxCall, SandboxReply } from '../../src/core/sandbox/worker_api.ts';
 import { CHECK_NAMES, type CheckReport } from '../../src/core/env/checker.ts';
 import { validate } from '../../src/cli/cmd_env.ts';
 import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
@@ -27,12 +27,12 @@ describe('sandbox pool (Node workers)', () => {
     await pool.dispose(env.id);
   });
 
-  it('kills and replaces a worker stuck in a GC thrash; environments elsewhere keep working', async () => {
-    const thrash = HOSTILE.find((h) => h.needsKill)!;
+  it('kills and replaces a worker stuck in a native loop; environments elsewhere keep working', async () => {
+    const nativeLoop = HOSTILE.find((h) => h.needsKill)!;
     const limits = { ...DEFAULT_LIMITS, resetMs: 300 };
     // two loads land on the two workers (least busy first)
     const good = await pool.load(FAKE_ENV);
-    const bad = await pool.load(thrash.code, 12, limits);
+    const bad = await pool.load(nativeLoop.code, 12, limits);
     await pool.reset(good.id, 3);
     const t0 = performance.now();
     const err = await pool.reset(bad.id, 0).catch((e: unknown) => e);
@@ -72,7 +72,7 @@ function fakeWorkers(opts: { ping?: 'hang'; hang?: string[]; takes?: Record<stri
   const made: { die(err: Error): void; terminated: boolean; posts: number }[] = [];
   const factory = (): WorkerHandle => {
     let death: ((err: Error) => void) | undefined;
-    let reply: ((msg: ReplyBatch) => void) | undefined;
+    let reply: ((msg: SandboxReply) => void) | undefined;
     const w = { die: (err: Error) => death?.(err), terminated: false, posts: 0 };
     made.push(w);
     let n = 0;
@@ -90,14 +90,14 @@ function fakeWorkers(opts: { ping?: 'hang'; hang?: string[]; takes?: Record<stri
       post: (batch) => {
         w.posts++;
         running = running.then(async () => {
-          for (const c of batch.calls) {
+          for (const c of batch) {
             if (stuck || (c.op === 'ping' ? opts.ping === 'hang' : opts.hang?.includes(c.op))) {
               stuck = true;
               return;
             }
             const ms = opts.takes?.[c.op] ?? 0;
             if (ms > 0) await new Promise((r) => setTimeout(r, ms));
-            reply?.({ replies: [{ seq: c.seq, ok: true, value: answer(c) }] });
+            reply?.([c.seq, true, answer(c)]);
           }
         });
       },
