@@ -5,10 +5,10 @@
  * It speaks the pool's batch protocol (src/core/sandbox/worker_api.ts: batches of calls in,
  * one reply per call out, as each finishes).
  */
-import { serveSandbox, type CallBatch, type ReplyBatch } from '../src/core/sandbox/worker_api.ts';
+import { serveSandbox, type CallBatch, type SandboxReply } from '../src/core/sandbox/worker_api.ts';
 
 interface Port {
-  postMessage(msg: ReplyBatch): void;
+  postMessage(msg: SandboxReply): void;
 }
 const g = globalThis as {
   WorkerGlobalScope?: unknown;

@@ -37,9 +37,9 @@ async function countSandboxCalls(context: BrowserContext): Promise<void> {
         super(url, opts);
         if (opts?.name !== 'spade-sandbox') return;
         const post = this.postMessage.bind(this) as (m: unknown, t?: Transferable[]) => void;
-        this.postMessage = ((msg: { calls?: { op?: string }[] }, transfer?: Transferable[]) => {
-          // the pool's batch protocol (src/core/sandbox/worker_api.ts): calls in order, by op
-          if (Array.isArray(msg?.calls)) for (const c of msg.calls) calls.push(String(c?.op));
+        this.postMessage = ((msg: { op?: string }[], transfer?: Transferable[]) => {
+          // the pool's batch protocol (src/core/sandbox/worker_api.ts): an array of calls, by op
+          if (Array.isArray(msg)) for (const c of msg) calls.push(String(c?.op));
           post(msg, transfer);
         }) as Worker['postMessage'];
       }

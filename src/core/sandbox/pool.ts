@@ -19,11 +19,12 @@ import {
   WorkerCrashedError,
   deserializeError,
   serializeError,
+  type SerializedError,
 } from '../errors.ts';
 import { checkEnv, type CheckOptions, type CheckReport, type EnvRunner } from '../env/checker.ts';
 import type { LoadedEnv, ResetResult, StepResult } from '../env/contract.ts';
 import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from '../env/limits.ts';
-import type { CallBatch, ReplyBatch, SandboxCall } from './worker_api.ts';
+import type { CallBatch, SandboxCall, SandboxReply } from './worker_api.ts';
 
 /** A call without its sequence number (the pool numbers them per worker). */
 type Call = SandboxCall extends infer C ? (C extends SandboxCall ? Omit<C, 'seq'> : never) : never;
@@ -35,10 +36,10 @@ type Call = SandboxCall extends infer C ? (C extends SandboxCall ? Omit<C, 'seq'
 const BATCH_MAX = 64;
 
 export interface WorkerHandle {
-  /** Send calls; the worker runs them in order and answers each with a ReplyBatch as it finishes. */
+  /** Send calls; the worker runs them in order and answers each with a SandboxReply as it finishes. */
   post(batch: CallBatch): void;
   /** Set the listener for the worker's replies (once, before the first post). */
-  onReplies(listener: (msg: ReplyBatch) => void): void;
+  onReplies(listener: (msg: SandboxReply) => void): void;
   terminate(): unknown;
   /** Calls `listener` once if the worker dies on its own (a crash, an error at start-up). */
   onDeath?(listener: (err: Error) => void): void;
@@ -449,7 +450,7 @@ export class SandboxPool implements EnvRunner {
     for (const p of batch) slot.inflight.push(p);
     if (idle) this.started(slot);
     try {
-      slot.handle.post({ calls: batch.map((p) => p.call) });
+      slot.handle.post(batch.map((p) => p.call));
     } catch (err) {
       // a worker that cannot take a message is as good as dead
       this.replace(this.slots.indexOf(slot), slot.generation, `it refused a message (${(err as Error).message})`);
@@ -497,19 +498,17 @@ export class SandboxPool implements EnvRunner {
     this.replace(this.slots.indexOf(slot), generation, `${head.what} did not return within ${head.budgetMs} ms`);
   }
 
-  private onReplies(slotIndex: number, msg: ReplyBatch): void {
+  private onReplies(slotIndex: number, [seq, ok, value]: SandboxReply): void {
     const slot = this.slots[slotIndex]!;
-    for (const r of msg.replies) {
-      const p = slot.inflight.shift();
-      if (!p || p.call.seq !== r.seq) {
-        if (p) slot.inflight.unshift(p);
-        this.replace(slotIndex, slot.generation, `it answered call ${r.seq} out of order`);
-        return;
-      }
-      if (r.ok) p.resolve(r.value);
-      else p.reject(deserializeError(r.error));
-      this.started(slot); // the next call, if any, starts now
+    const p = slot.inflight[0];
+    if (!p || p.call.seq !== seq) {
+      this.replace(slotIndex, slot.generation, `it answered call ${seq} out of order`);
+      return;
     }
+    slot.inflight.shift();
+    if (ok) p.resolve(value);
+    else p.reject(deserializeError(value as SerializedError));
+    this.started(slot); // the next call, if any, starts now
     this.flush(slot);
   }
 

@@ -4,8 +4,9 @@
  * The pool sends batches of calls (several sessions' steps in one message); the worker runs them
  * in order, one at a time, and posts each call's reply as soon as that call has finished, so a
  * reply never waits for the rest of its batch and the pool knows when the next call started
- * (its watchdog times a call from then). Errors cross as {name, message, data} and are rebuilt
- * as their own class on the pool's side. The worker starts listening at once and each batch waits
+ * (its watchdog times a call from then). A reply is a flat [seq, ok, value or error] (nested
+ * records cost ~20% more to clone); errors cross as {name, message, data} and are rebuilt as their
+ * own class on the pool's side. The worker starts listening at once and each batch waits
  * for QuickJS to be ready: a message sent to a module worker while it is still awaiting at top
  * level can be dropped.
  *
@@ -25,17 +26,11 @@ export type SandboxCall = { seq: number } & (
   | { op: 'dispose'; id: string }
 );
 
-export type SandboxReply = { seq: number } & ({ ok: true; value: unknown } | { ok: false; error: SerializedError });
+/** What the worker posts, one message per finished call, in call order. */
+export type SandboxReply = [seq: number, ok: true, value: unknown] | [seq: number, ok: false, error: SerializedError];
 
 /** What the pool posts: calls to run in order. */
-export interface CallBatch {
-  calls: SandboxCall[];
-}
-
-/** What the worker posts: the replies of calls that have finished, in call order. */
-export interface ReplyBatch {
-  replies: SandboxReply[];
-}
+export type CallBatch = SandboxCall[];
 
 function run(host: SandboxHost, c: SandboxCall): unknown {
   switch (c.op) {
@@ -59,21 +54,20 @@ function run(host: SandboxHost, c: SandboxCall): unknown {
  * `ready` is the worker's host (created once, at start).
  */
 export function serveSandbox(
-  post: (msg: ReplyBatch) => void,
+  post: (msg: SandboxReply) => void,
   ready: Promise<SandboxHost> = SandboxHost.create(),
 ): (batch: CallBatch) => void {
   let chain: Promise<void> = Promise.resolve();
-  const fail = (c: SandboxCall, err: unknown) =>
-    post({ replies: [{ seq: c.seq, ok: false, error: serializeError(err) }] });
+  const fail = (c: SandboxCall, err: unknown) => post([c.seq, false, serializeError(err)]);
   const runBatch = async (batch: CallBatch) => {
     let host: SandboxHost;
     try {
       host = await ready;
     } catch (err) {
-      for (const c of batch.calls) fail(c, err); // QuickJS did not load: every call says why
+      for (const c of batch) fail(c, err); // QuickJS did not load: every call says why
       return;
     }
-    for (const c of batch.calls) {
+    for (const c of batch) {
       let value: unknown;
       try {
         value = run(host, c);
@@ -83,7 +77,7 @@ export function serveSandbox(
         continue;
       }
       try {
-        post({ replies: [{ seq: c.seq, ok: true, value }] });
+        post([c.seq, true, value]);
       } catch (err) {
         fail(c, err); // a value that cannot be cloned (never expected: replies are parsed JSON)
       }

@@ -1,6 +1,6 @@
 /** A SandboxPool of Web Workers running workers/sandbox.worker.ts. */
 import { SandboxPool, type PoolOptions } from '../../core/sandbox/pool.ts';
-import type { ReplyBatch } from '../../core/sandbox/worker_api.ts';
+import type { SandboxReply } from '../../core/sandbox/worker_api.ts';
 
 export function createBrowserSandboxPool(opts: PoolOptions = {}): SandboxPool {
   return new SandboxPool(() => {
@@ -10,7 +10,8 @@ export function createBrowserSandboxPool(opts: PoolOptions = {}): SandboxPool {
     });
     return {
       post: (batch) => worker.postMessage(batch),
-      onReplies: (listener) => worker.addEventListener('message', (ev: MessageEvent<ReplyBatch>) => listener(ev.data)),
+      onReplies: (listener) =>
+        worker.addEventListener('message', (ev: MessageEvent<SandboxReply>) => listener(ev.data)),
       terminate: () => worker.terminate(),
       onDeath(listener) {
         // a script that fails to load or throws at top level: fail the waiting calls now, not at the time-out

@@ -1,6 +1,6 @@
 /** A SandboxPool of Node worker_threads running workers/sandbox.worker.ts. */
 import { SandboxPool, type PoolOptions } from '../../core/sandbox/pool.ts';
-import type { ReplyBatch } from '../../core/sandbox/worker_api.ts';
+import type { SandboxReply } from '../../core/sandbox/worker_api.ts';
 import { spawnNodeWorker } from './workers.ts';
 
 const ENTRY = new URL('../../../workers/sandbox.worker.ts', import.meta.url);
@@ -11,7 +11,7 @@ export function createNodeSandboxPool(opts: PoolOptions = {}): SandboxPool {
     let terminating = false;
     return {
       post: (batch) => worker.postMessage(batch),
-      onReplies: (listener) => worker.on('message', (msg: ReplyBatch) => listener(msg)),
+      onReplies: (listener) => worker.on('message', (msg: SandboxReply) => listener(msg)),
       terminate: () => {
         terminating = true;
         return worker.terminate();
