@@ -235,6 +235,38 @@ export const MUTANTS = [
     test: 'tests/unit/sandbox_limits.test.ts',
     why: 'an action longer than maxActionKiB is refused on the host',
   },
+  {
+    id: 'sandbox-heap-growth-unbounded',
+    file: 'src/core/sandbox/host.ts',
+    find: 'env.grownThisRun + (to - from) <= env.limits.memoryBytes + overgrowth(from)',
+    replace: 'env.grownThisRun + (to - from) <= 2 ** 31',
+    test: 'tests/unit/sandbox_hardening.test.ts',
+    why: "a heap growth past the running environment's limit is refused inside the allocation (a hog stops on memory, not on time)",
+  },
+  {
+    id: 'sandbox-nul-action-raw',
+    file: 'src/core/sandbox/host.ts',
+    find: 'const RAW_SAFE = /^[^\\0\\ud800-\\udfff]*$/;',
+    replace: 'const RAW_SAFE = /^[^\\ud800-\\udfff]*$/;',
+    test: 'tests/unit/sandbox.test.ts',
+    why: 'an action holding a NUL goes to the guest as JSON text (a raw string ends at its first NUL)',
+  },
+  {
+    id: 'sandbox-pool-watchdog-from-send',
+    file: 'src/core/sandbox/pool.ts',
+    find: 'this.started(slot); // the next call, if any, starts now',
+    replace: 'if (slot.inflight.length === 0) this.started(slot);',
+    test: 'tests/unit/sandbox_pool.test.ts',
+    why: 'a call in a batch is timed from when the worker starts it, not from when its batch was sent',
+  },
+  {
+    id: 'serve-restart-keeps-old-seed',
+    file: 'src/platform/node/serve/env_instance.ts',
+    find: '    this.seed = seed;',
+    replace: '    void seed;',
+    test: 'tests/unit/serve_reuse.test.ts',
+    why: "a reset in place replays, after a neighbour's kill, the new episode (its new seed)",
+  },
   // --- context budget and concurrency (src/core/llm/budget.ts, src/core/limiter.ts) ---
   {
     id: 'budget-no-safety-margin',
