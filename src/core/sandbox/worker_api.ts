@@ -92,14 +92,10 @@ export function serveSandbox(
 export function createSandboxWorkerApi() {
   const ready = SandboxHost.create();
   return {
-    ping: async () => (await ready).ping(),
     load: async (code: string, maxTurns?: number, limits?: SandboxLimits) => (await ready).load(code, maxTurns, limits),
     reset: async (id: string, seed: number) => (await ready).reset(id, seed),
     step: async (id: string, action: string) => (await ready).step(id, action),
     solution: async (id: string) => (await ready).solution(id),
     dispose: async (id: string) => (await ready).dispose(id),
-    liveCount: async () => (await ready).liveCount(),
   };
 }
-
-export type SandboxWorkerApi = ReturnType<typeof createSandboxWorkerApi>;
