@@ -25,9 +25,10 @@
  * long run. A module (one WASM heap, 2 GiB at most) takes environments only while their limits fit
  * MODULE_BUDGET_BYTES in all, so none can starve its neighbours.
  *
- * A step is one guest call: the action goes in as one JSON string (so every character, NUL
- * included, arrives as sent: screen.ts), the 5-tuple comes back as one JSON string built in the
- * guest, and the host validates it.
+ * A step is one guest call with one string in and one out (ffi_call.ts: the FFI with buffers reused
+ * per context): the action as is, or as JSON text when it holds a NUL or a surrogate (so every
+ * character arrives as sent: screen.ts); the 5-tuple back as one JSON array built in the guest, which
+ * the host parses and validates in one pass.
  *
  * Hangs that QuickJS's interrupt handler cannot stop (some allocation patterns
  * thrash the GC for seconds; a long native loop) are the pool's job: it terminates the worker.
