@@ -57,7 +57,11 @@ const DEFAULTS = labDefaults();
 
 /** The lab settings every form takes (settingsOf). */
 const LAB_FLAGS: Flags = {
-  space: { value: SPACES.join('|'), help: 'the level space (the chain: lock lengths 2-5)', default: DEFAULTS.space },
+  space: {
+    value: SPACES.join('|'),
+    help: 'the level space (chain: the lock at alphabet 5, lengths 2-9)',
+    default: DEFAULTS.space,
+  },
   estimator: { value: 'E', help: "the learned designer's reward", default: DEFAULTS.estimator },
   levels: {
     value: 'K',

@@ -5,7 +5,7 @@
 // deterministic: the same seed gives the same numbers.
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage, ChatModel, ChatResult } from '../../src/core/llm/chat_model.ts';
-import { describeLevel, lockDigit, type Level } from '../../src/core/micro/families.ts';
+import { describeLevel, levelValues, lockDigit, type Level } from '../../src/core/micro/families.ts';
 import {
   EDIT_FROM,
   MicroLab,
@@ -14,7 +14,7 @@ import {
   type CycleReport,
   type MicroPolicy,
 } from '../../src/core/micro/lab.ts';
-import { CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
+import { CHAIN2_SPACE, CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { engineMicroDeps } from '../../src/engine/lab/micro_policy.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
@@ -107,7 +107,7 @@ describe('the Lab, scripted models', () => {
       {
         seed: 1,
         designer: 'fixed',
-        space: 'chain',
+        space: 'chain2',
         levels: 1,
         plays: 8,
         probePlays: 1,
@@ -124,7 +124,7 @@ describe('the Lab, scripted models', () => {
       {
         seed: 1,
         designer: 'fixed',
-        space: 'chain',
+        space: 'chain2',
         levels: 1,
         plays: 8,
         probePlays: 1,
@@ -150,7 +150,7 @@ describe('the Lab, scripted models', () => {
       },
     };
     const lab = new MicroLab(
-      { seed: 4, designer: 'learned', space: 'chain', levels: 2, plays: 2, probePlays: 1 },
+      { seed: 4, designer: 'learned', space: 'chain2', levels: 2, plays: 2, probePlays: 1 },
       { runner, agent: { chat: lockUpTo(3), trainer: null }, designer },
     );
     await lab.cycle(); // memory is empty: the edit slot is a uniform level
@@ -161,14 +161,14 @@ describe('the Lab, scripted models', () => {
     expect(edit.explore).toBe(true);
     // one knob up from length 2 / no distractors: length 3, or 3 distractors
     expect(['F2 L1 A0 D0', 'F2 L0 A0 D3']).toContain(edit.description);
-    expect(scored.at(-1)).toBe(CHAIN_SPACE.reply(edit.level!));
+    expect(scored.at(-1)).toBe(CHAIN2_SPACE.reply(edit.level!));
     if (Math.abs(edit.advantage) > 1e-9) {
       expect(edit.trained).toBe(true);
       expect(lab.lastBatch.designer.some((s) => s.key === `${r.cycle}:1`)).toBe(true);
     }
     // with trainEdit off the slot is scored and centred but never trained
     const off = new MicroLab(
-      { seed: 4, designer: 'learned', space: 'chain', levels: 2, plays: 2, probePlays: 1, trainEdit: false },
+      { seed: 4, designer: 'learned', space: 'chain2', levels: 2, plays: 2, probePlays: 1, trainEdit: false },
       { runner, agent: { chat: lockUpTo(3), trainer: null }, designer },
     );
     const before = scored.length;
@@ -181,7 +181,7 @@ describe('the Lab, scripted models', () => {
 
   it('frontier replays the most learnable levels seen, edits one knob up from a won level and adds a uniform one', async () => {
     const lab = new MicroLab(
-      { seed: 5, designer: 'frontier', space: 'chain', levels: 4, plays: 2, probePlays: 1 },
+      { seed: 5, designer: 'frontier', space: 'chain2', levels: 4, plays: 2, probePlays: 1 },
       { runner, agent: { chat: never, trainer: null } },
     );
     const L = (l: number, d: number): Level => ({ family: 2, L: l, A: 0, D: d });
@@ -195,30 +195,30 @@ describe('the Lab, scripted models', () => {
     expect(r.designs.slice(0, 2).map((d) => d.description)).toEqual(['F2 L1 A0 D0', 'F2 L2 A0 D0']);
     // the edit: one knob up from a level won at least EDIT_FROM (L0 D0 at 1, L1 D0 at 0.5)
     expect(EDIT_FROM).toBe(0.5);
-    const ups = [...CHAIN_SPACE.up(L(0, 0)), ...CHAIN_SPACE.up(L(1, 0))].map(describeLevel);
+    const ups = [...CHAIN2_SPACE.up(L(0, 0)), ...CHAIN2_SPACE.up(L(1, 0))].map(describeLevel);
     expect(ups).toContain(r.designs[2]!.description);
-    expect(CHAIN_SPACE.levelsOf(2).map(describeLevel)).toContain(r.designs[3]!.description);
+    expect(CHAIN2_SPACE.levelsOf(2).map(describeLevel)).toContain(r.designs[3]!.description);
     await lab.close();
   });
 
   it('ladder climbs the space easiest first, ladderStep cycles a rung; fixed is off the probe; random is seeded and uniform', async () => {
     const agent = { chat: never, trainer: null };
     const ladder = new MicroLab(
-      { seed: 1, designer: 'ladder', space: 'chain', levels: 2, plays: 1, probePlays: 1, ladderStep: 2 },
+      { seed: 1, designer: 'ladder', space: 'chain2', levels: 2, plays: 1, probePlays: 1, ladderStep: 2 },
       { runner, agent },
     );
     const rungs: (string | null)[] = [];
     for (let c = 0; c < 5; c++) rungs.push(name((await ladder.cycle()).designs[0]!.level));
-    const chain = CHAIN_SPACE.levelsOf(2).map(describeLevel);
+    const chain = CHAIN2_SPACE.levelsOf(2).map(describeLevel);
     expect(rungs).toEqual([chain[0], chain[0], chain[1], chain[1], chain[2]]);
     await ladder.close();
     const fixed = new MicroLab(
-      { seed: 1, designer: 'fixed', space: 'chain', levels: 2, plays: 1, probePlays: 1 },
+      { seed: 1, designer: 'fixed', space: 'chain2', levels: 2, plays: 1, probePlays: 1 },
       { runner, agent },
     );
     const f = (await fixed.cycle()).designs.map((d) => d.description);
     expect(f).toEqual(['F2 L1 A0 D1', 'F2 L1 A0 D1']);
-    expect(CHAIN_SPACE.probe.map(describeLevel)).not.toContain(f[0]); // the probe is the space: length 3 with 1 distractor is not in it
+    expect(CHAIN2_SPACE.probe.map(describeLevel)).not.toContain(f[0]); // the probe is the space: length 3 with 1 distractor is not in it
     await fixed.close();
     const designs = async (seed: number) => {
       const lab = new MicroLab(
@@ -249,7 +249,7 @@ describe('the Lab, scripted models', () => {
       {
         seed: 9,
         designer: 'control',
-        space: 'chain',
+        space: 'chain2',
         levels: 6,
         plays: 8,
         probePlays: 1,
@@ -264,14 +264,14 @@ describe('the Lab, scripted models', () => {
       { level: { family: 2, L: 0, A: 0, D: 3 }, winRate: 1 }, // always won: out
     );
     const r = await lab.cycle();
-    const near = [...CHAIN_SPACE.up(seen), ...CHAIN_SPACE.down(seen)].map(describeLevel);
+    const near = [...CHAIN2_SPACE.up(seen), ...CHAIN2_SPACE.down(seen)].map(describeLevel);
     for (const d of r.designs) expect(near, d.description!).toContain(d.description);
     await lab.close();
   });
 
   it('probes per stage and the hardest half; the chain probe is the whole space; the chance line is a uniform player’s', async () => {
     const lab = new MicroLab(
-      { seed: 1, designer: 'fixed', space: 'chain', levels: 1, plays: 1, probePlays: 2 },
+      { seed: 1, designer: 'fixed', space: 'chain2', levels: 1, plays: 1, probePlays: 2 },
       { runner, agent: { chat: lockUpTo(3), trainer: null } },
     );
     const p = await lab.start();
@@ -280,8 +280,8 @@ describe('the Lab, scripted models', () => {
     expect(p.byStage).toEqual([1, 1, 0, 0]);
     expect(p.hardHalf).toBe(0);
     expect(p.mean).toBe(0.5);
-    expect(CHAIN_SPACE.stages).toHaveLength(4);
-    expect(spaceChance(CHAIN_SPACE)).toBeCloseTo((0.104 + 0.0272 + 0.00672 + 0.0016) / 4, 3);
+    expect(CHAIN2_SPACE.stages).toHaveLength(4);
+    expect(spaceChance(CHAIN2_SPACE)).toBeCloseTo((0.104 + 0.0272 + 0.00672 + 0.0016) / 4, 3);
     await lab.close();
   });
 
@@ -290,7 +290,7 @@ describe('the Lab, scripted models', () => {
       {
         seed: 1,
         designer: 'ladder',
-        space: 'chain',
+        space: 'chain2',
         levels: 1,
         plays: 1,
         probePlays: 1,
@@ -308,22 +308,41 @@ describe('the Lab, scripted models', () => {
     }
     expect(probed.flatMap((p, i) => (p ? [i + 1] : []))).toEqual([5, 10, 15, 16]);
     expect(summarise(lab).probeReturnLast).toBe(0); // the last probe (never won)
-    const chain = CHAIN_SPACE.levelsOf(2).map(describeLevel);
+    const chain = CHAIN2_SPACE.levelsOf(2).map(describeLevel);
     expect(rungs).toEqual(chain.flatMap((l) => [l, l])); // 16 cycles over 8 levels: 2 cycles a rung
     await lab.close();
   });
 
+  it('the chain (pre-registration 3): the lock at alphabet 5, lengths 2–9, a level a stage; fixed off the probe; one digit a design', () => {
+    const levels = CHAIN_SPACE.levelsOf(2);
+    expect(levels.map((l) => levelValues(l).length)).toEqual([2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(new Set(levels.map((l) => `${levelValues(l).alphabet}/${levelValues(l).distractors}`))).toEqual(
+      new Set(['5/0']),
+    );
+    expect(CHAIN_SPACE.probe).toEqual(levels);
+    expect(CHAIN_SPACE.stages).toHaveLength(8);
+    expect(levels.filter((l) => CHAIN_SPACE.hardHalf(l)).map((l) => levelValues(l).length)).toEqual([6, 7, 8, 9]);
+    const fixed = CHAIN_SPACE.fixed(2);
+    expect(levelValues(fixed)).toMatchObject({ length: 5, distractors: 1 });
+    expect(CHAIN_SPACE.probe.map(describeLevel)).not.toContain(describeLevel(fixed));
+    expect(CHAIN_SPACE.parse(2, '7')).toMatchObject({ ok: true, level: levels[7] });
+    expect(CHAIN_SPACE.parse(2, '8').ok).toBe(false);
+    expect(CHAIN_SPACE.up(levels[0]!)).toEqual([levels[1]]); // one knob up: the next length (no distractor knob here)
+    expect(CHAIN_SPACE.down(levels[0]!)).toEqual([]);
+    expect(spaceChance(CHAIN_SPACE)).toBeLessThan(0.02); // a random player: 0.104 at length 2, ~0 beyond 4
+  });
+
   it('the dead-seed screen: a fresh agent that never wins the easiest level in 64 plays is screened out', async () => {
-    const dead = await screenSeed(7, CHAIN_SPACE, runner, never);
+    const dead = await screenSeed(7, CHAIN2_SPACE, runner, never);
     expect(dead).toMatchObject({ level: 'F2 L0 A0 D0', wins: 0, plays: 64, pass: false });
-    const alive = await screenSeed(7, CHAIN_SPACE, runner, lockOfTwo, 1, 8);
+    const alive = await screenSeed(7, CHAIN2_SPACE, runner, lockOfTwo, 1, 8);
     expect(alive).toMatchObject({ wins: 8, plays: 8, pass: true });
   });
 
   it('continues after close(): the level programs are reloaded on demand (the worker closes labs between runs)', async () => {
     const probeLevels = [{ family: 2, L: 0, A: 0, D: 0 }];
     const lab = new MicroLab(
-      { seed: 1, designer: 'fixed', space: 'chain', levels: 1, plays: 1, probePlays: 2, probeEvery: 1, probeLevels },
+      { seed: 1, designer: 'fixed', space: 'chain2', levels: 1, plays: 1, probePlays: 2, probeEvery: 1, probeLevels },
       { runner, agent: { chat: lockOfTwo, trainer: null } },
     );
     const first = await lab.cycle();
@@ -354,7 +373,7 @@ const numbers = (h: CycleReport[]) => JSON.parse(JSON.stringify(h, (k, v) => (k 
 describe('the Lab on two tiny engine models', () => {
   const settings = {
     designer: 'learned' as const,
-    space: 'chain' as const,
+    space: 'chain2' as const,
     levels: 4,
     plays: 4,
     probePlays: 1,
@@ -364,7 +383,7 @@ describe('the Lab on two tiny engine models', () => {
     ],
   };
   const oneCycle = async (seed: number) => {
-    const deps = await engineMicroDeps(seed, 'learned', runner, { layers: 1, hidden: 16, space: 'chain' });
+    const deps = await engineMicroDeps(seed, 'learned', runner, { layers: 1, hidden: 16, space: 'chain2' });
     const lab = new MicroLab({ ...settings, seed }, deps);
     const r = await lab.cycle();
     await lab.close();

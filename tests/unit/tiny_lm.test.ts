@@ -88,7 +88,7 @@ describe('the fast path gives the references’ numbers', () => {
     const settings = {
       seed: 2,
       designer: 'learned' as const,
-      space: 'chain' as const,
+      space: 'chain2' as const,
       levels: 2,
       plays: 4,
       probePlays: 2,
@@ -101,7 +101,7 @@ describe('the fast path gives the references’ numbers', () => {
     const run = async (path: 'fast' | 'reference') => {
       const lab = new MicroLab(
         settings,
-        await engineMicroDeps(2, 'learned', runner, { path, temperature: 1, space: 'chain' }),
+        await engineMicroDeps(2, 'learned', runner, { path, temperature: 1, space: 'chain2' }),
       );
       const r = await lab.cycle();
       await lab.close();

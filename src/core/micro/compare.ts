@@ -275,8 +275,12 @@ const interval = (i: Interval) => `${f2(i.mean)} [${f2(i.lo)}, ${f2(i.hi)}]`;
 
 type Judged = Omit<CompareResult, 'sentence' | 'verdict'>;
 
-/** "helped": the pre-registered margin met; "hurt": the whole interval below 0; else about the same. */
-const effect = (p: PairComparison) => (p.pass ? 'helped' : p.interval.hi < 0 ? 'hurt' : 'same');
+/**
+ * "helped": the pre-registered margin met; "a little": the interval above 0 but the margin not met;
+ * "hurt": the whole interval below 0; else about the same.
+ */
+const effect = (p: PairComparison) =>
+  p.pass ? 'helped' : p.interval.lo > 0 ? 'a little' : p.interval.hi < 0 ? 'hurt' : 'same';
 
 /** What happened in one plain sentence (the Lab shows it before any interval). */
 function sentenceOf(r: Judged, spec: CompareSpec): string {
@@ -286,16 +290,24 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
   const learned = spec.spade;
   const vsRandom = r.comparisons[`${learned}-random`];
   const name = learned === 'regret' || learned === 'learnability' ? 'The learned designer' : `The ${learned} designer`;
-  const head =
-    r.headroom && spec.headroom
-      ? effect(r.headroom) === 'helped'
-        ? `A scripted curriculum (${spec.headroom[0]}) helped: its agent gained ${signed(r.headroom.interval.mean)} more than with random levels on average. `
-        : `Even a scripted curriculum (${spec.headroom[0]}) did not clearly beat random levels (${signed(r.headroom.interval.mean)} on average). `
-      : '';
+  const margin = `the pre-registered margin of ${CRITERIA.minGainDiff.toFixed(2)}`;
+  let head = '';
+  if (r.headroom && spec.headroom) {
+    const d = signed(r.headroom.interval.mean);
+    const e = effect(r.headroom);
+    head =
+      e === 'helped'
+        ? `A scripted curriculum (${spec.headroom[0]}) helped: its agent gained ${d} more than with random levels. `
+        : e === 'a little'
+          ? `A scripted curriculum (${spec.headroom[0]}) helped a little: its agent gained ${d} more than with random levels, short of ${margin}. `
+          : `Even a scripted curriculum (${spec.headroom[0]}) did not beat random levels (${d}). `;
+  }
   if (r.success)
     return `${head}${name} helped: its agent improved by ${signed(g(learned))} on the probe, more than with ${spec.baselines.join(' or ')} levels on ${Math.round(Math.min(...spec.baselines.map((b) => r.comparisons[`${learned}-${b}`]!.positiveShare)) * n)} of ${n} seeds.`;
   if (vsRandom && effect(vsRandom) === 'hurt')
     return `${head}${name} did worse than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))}.`;
+  if (vsRandom && effect(vsRandom) === 'a little')
+    return `${head}${name} helped a little more than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))} — ${signed(vsRandom.interval.mean)}, short of ${margin} (${n} seeds).`;
   const all = spec.arms.map(g);
   const tiny = Math.max(...all.map(Math.abs)) < 0.05;
   return `${head}${name} did not help more than random levels: ${tiny ? 'no agent learned much at this budget' : 'every agent improved a little'} (${spec.arms.map((a) => `${a} ${signed(g(a))}`).join(', ')} on the probe, ${n} seed${n === 1 ? '' : 's'}).`;

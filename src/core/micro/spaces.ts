@@ -1,16 +1,18 @@
 /**
  * Level spaces: which levels a Lab run designs and probes, and how its designer writes one.
  *
- *   chain  the lock family at alphabet 2 (code 1 0 1 0 1), lengths 2–5 and 0 or 3 distractors:
- *          8 levels whose stages are the lengths — the code of length L is the first L digits of
- *          the longest one, so a length is learnable once the one before it is, and a random player
- *          wins a length-5 lock about 2 times in 1,000. The probe is every level of the space, so it
- *          weighs every stage; the designer writes one digit, the level's index (0–7, easiest first).
- *          The default since the third pre-registration (docs/micro.md).
- *   grid   the first two pre-registrations' space: families mirror and lock (rotating per cycle),
+ *   chain   the lock family at alphabet 5 (code 1 0 4 3 2 1 0 4 3), lengths 2–9, no distractors:
+ *           8 levels whose stages are the lengths — the code of length L is the first L digits of
+ *           the longest one, so a length is learnable once the one before it is (one new digit, a
+ *           try in five), while a random level is mostly far past what the agent can do. The probe
+ *           is every level, so it weighs every stage; the designer writes one digit, the level's
+ *           index (0–7, easiest first). The default since the third pre-registration (docs/micro.md).
+ *   chain2  the audit's suggestion: alphabet 2 (code 1 0 1 0 1), lengths 2–5, 0 or 3 distractors;
+ *           the periodic code makes every length learnable at once, so random levels do as well as
+ *           a curriculum (no headroom, docs/micro.md). chain5: alphabet 5 at those lengths, a pilot.
+ *   grid    the first two pre-registrations' space: families mirror and lock (rotating per cycle),
  *          every knob 0–3 (64 levels each), a 6-level probe (each family at knobs 0/0/0, 1/1/1,
- *          2/2/2); the designer writes three digits (L A D). Kept so their recorded commands still
- *          reproduce their numbers.
+ *          2/2/2); the designer writes three digits (L A D).
  *
  * Pure data and small functions; the Lab (lab.ts) reads a space, never the other way round.
  */
@@ -18,7 +20,7 @@ import { chance, describeLevel, difficulty, KNOB_MAX, MAIN_FAMILIES, type Level 
 import { parseLevel, type ParsedLevel } from './levels.ts';
 import { mean } from '../spade/estimators.ts';
 
-export const SPACES = ['chain', 'grid', 'chain3', 'chain5', 'long5'] as const;
+export const SPACES = ['chain', 'chain2', 'chain5', 'grid'] as const;
 export type SpaceName = (typeof SPACES)[number];
 
 export interface LevelSpace {
@@ -106,7 +108,15 @@ function chainSpace(name: SpaceName, A: number, Ls = [0, 1, 2, 3], Ds = [0, 3]):
   };
 }
 
-export const CHAIN_SPACE: LevelSpace = chainSpace('chain', 0);
+/**
+ * The chain (pre-registration 3): the lock at alphabet 5 (code 1 0 4 3 2 1 0 4 3), lengths 2–9, no
+ * distractors — eight stages, each learnable once the one before it is (a new digit to find, one try
+ * in five), and random levels mostly far past what the agent can do. Developed as `long5` (docs/micro.md).
+ */
+export const CHAIN_SPACE: LevelSpace = chainSpace('chain', 3, [0, 1, 2, 3, 4, 5, 6, 7], [0]);
+
+/** The audit's suggestion (#31): alphabet 2 (code 1 0 1 0 1), lengths 2–5, 0 or 3 distractors; no headroom (docs/micro.md). */
+export const CHAIN2_SPACE: LevelSpace = chainSpace('chain2', 0);
 
 /** The grid's probe: every main family at knob levels 0/0/0, 1/1/1 and 2/2/2 (buckets easy, medium, hard). */
 export const GRID_PROBE: Level[] = MAIN_FAMILIES.flatMap((family) =>
@@ -143,10 +153,10 @@ export const GRID_SPACE: LevelSpace = {
 
 export const SPACE: Record<SpaceName, LevelSpace> = {
   chain: CHAIN_SPACE,
-  grid: GRID_SPACE,
-  chain3: chainSpace('chain3', 1),
+  chain2: CHAIN2_SPACE,
+  // alphabet 5 at lengths 2–5 with 0 or 3 distractors: a pilot of the headroom search
   chain5: chainSpace('chain5', 3),
-  long5: chainSpace('long5', 3, [0, 1, 2, 3, 4, 5, 6, 7], [0]),
+  grid: GRID_SPACE,
 };
 
 /** The probe's chance level: a uniform random player's mean return over its levels. */
