@@ -9,6 +9,7 @@
  * other origins and requests naming other hosts are refused unless --allow-origin / --allow-host
  * name them (docs/scale-out.md, "What the server refuses").
  */
+import { SERVE_DEFAULTS } from '../core/defaults.ts';
 import { UsageError } from '../core/errors.ts';
 import { loadCatalog } from '../platform/node/serve/env_catalog.ts';
 import { SpadeServer } from '../platform/node/serve/server.ts';
@@ -36,12 +37,20 @@ export const SERVE: CommandSpec = {
   positionals: true,
   flags: {
     watch: { value: 'DIR', help: "add a run directory's new valid environments as the loop writes them" },
-    host: { value: 'H', help: 'the address to listen on; any but loopback needs --token', default: '127.0.0.1' },
-    port: { value: 'P', help: 'the port to listen on', default: 8000 },
+    host: {
+      value: 'H',
+      help: 'the address to listen on; any but loopback needs --token',
+      default: SERVE_DEFAULTS.host,
+    },
+    port: { value: 'P', help: 'the port to listen on', default: SERVE_DEFAULTS.port },
     workers: { value: 'N', help: 'sandbox worker threads (default: one per CPU core)' },
     'max-sessions': { value: 'N', help: "concurrent sessions at most (default: what the workers' memory holds)" },
-    'idle-timeout': { value: 'S', help: 'seconds before an idle session is closed', default: 300 },
-    'max-turns': { value: 'N', help: 'steps per episode at most', default: 12 },
+    'idle-timeout': {
+      value: 'S',
+      help: 'seconds before an idle session is closed',
+      default: SERVE_DEFAULTS.idleTimeoutS,
+    },
+    'max-turns': { value: 'N', help: 'steps per episode at most', default: SERVE_DEFAULTS.maxTurns },
     token: { value: 'T', help: 'bearer token clients must send (or SPADE_SERVE_TOKEN)' },
     'allow-origin': {
       value: 'URL',

@@ -20,17 +20,12 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { appendFile, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from '../core/config.ts';
+import { LORA_DEFAULTS } from '../core/defaults.ts';
 import { StorageError, UsageError } from '../core/errors.ts';
 import type { ChatModel } from '../core/llm/chat_model.ts';
 import type { CheckingRunner } from '../core/spade/phases.ts';
 import type { ArchiveRecord, MetricsRecord, RolloutRecord } from '../core/spade/run_store.ts';
-import {
-  ClosedLoop,
-  DEFAULT_LORA,
-  type LoopProgress,
-  type RoundSummary,
-  type TrainStore,
-} from '../core/train/closed_loop.ts';
+import { ClosedLoop, type LoopProgress, type RoundSummary, type TrainStore } from '../core/train/closed_loop.ts';
 import { closedLoopProblems, trainerOptions } from '../core/train/grpo_rounds.ts';
 import { EngineChatModel, type EngineApi, type LoraModule } from '../engine/engine_api.ts';
 import type { Io } from './args.ts';
@@ -74,7 +69,7 @@ async function openTrainer(engine: EngineApi, cfg: Config, file: (f: string) => 
       await readFile(file('adapter_model.safetensors')),
     );
   else if (!(await engine.summary())?.adapter)
-    await engine.initLora(DEFAULT_LORA.r, DEFAULT_LORA.alpha, [...DEFAULT_LORA.targets] as LoraModule[], cfg.seed);
+    await engine.initLora(LORA_DEFAULTS.r, LORA_DEFAULTS.alpha, [...LORA_DEFAULTS.targets] as LoraModule[], cfg.seed);
   if (existsSync(file('optimizer.safetensors')))
     await engine.importState(await readFile(file('optimizer.safetensors')), trainOptions(cfg));
 }

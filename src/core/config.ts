@@ -1,12 +1,14 @@
 /**
  * The playground's typed configuration: one schema table gives every knob its
- * type, range, default and the reason for that default. DEFAULTS and
- * validateConfig() derive from the table, and so does the URL state (url_state.ts).
+ * type, range, default and the reason for that default, as Fields (schema.ts: the one vocabulary
+ * of settings, link keys and records). DEFAULTS and validateConfig() derive from the table, and
+ * so do the URL state (url_state.ts: a Field's `url` is its key in a link) and the Settings panel.
  *
  * "paper" numbers are the public recipe of SPADE (arXiv 2608.19197; docs/loop.md); where the
  * paper's setting is too big for a browser the playground default is smaller and says so.
  */
 import { ConfigError } from './errors.ts';
+import { defaultsOf, field, fieldProblem, int, num, oneOf, type Field, type Infer } from './schema.ts';
 
 export const SETTINGS = ['games', 'tool_use'] as const;
 export type Setting = (typeof SETTINGS)[number];
@@ -27,323 +29,169 @@ export type Estimator = (typeof ESTIMATORS)[number];
 export const PRESET_NAMES = ['laptop', 'paper'] as const;
 export type PresetName = (typeof PRESET_NAMES)[number];
 
-interface NumberField {
-  kind: 'int' | 'number';
-  min: number;
-  max: number;
-  default: number;
-  why: string;
-  /** Listed in the URL hash (url_state.ts), so a link carries it. */
-  url?: boolean;
-}
-interface EnumField<T extends string = string> {
-  kind: 'enum';
-  values: readonly T[];
-  default: T;
-  why: string;
-  /** Listed in the URL hash (url_state.ts), so a link carries it. */
-  url?: boolean;
-}
-type Field = NumberField | EnumField;
-
 /** The schema table. Order here is the order shown in Settings. */
 export const CONFIG_SCHEMA = {
-  preset: {
-    kind: 'enum',
-    values: PRESET_NAMES,
+  preset: field(oneOf(PRESET_NAMES), {
     default: 'laptop',
     why: 'the named set of values the others start from (PRESETS below): laptop keeps a browser cycle short, paper is the reference recipe; every key stays overridable',
-    url: true,
-  },
-  seed: {
-    kind: 'int',
-    min: 0,
-    max: 2 ** 32 - 1,
+    url: 'preset',
+  }),
+  seed: field(int(0, 2 ** 32 - 1), {
     default: 1,
     why: 'every random choice derives from it, so a run replays exactly',
-    url: true,
-  },
-  setting: {
-    kind: 'enum',
-    values: SETTINGS,
+    url: 'seed',
+  }),
+  setting: field(oneOf(SETTINGS), {
     default: 'games',
     why: 'the cognitive (games) setting needs no tool schemas, easiest for small models',
-    url: true,
-  },
-  difficulty: {
-    kind: 'enum',
-    values: DIFFICULTIES,
+    url: 'setting',
+  }),
+  difficulty: field(oneOf(DIFFICULTIES), {
     default: 'medium',
     why: 'medium asks for 3+ steps of hidden state, the method default',
-    url: true,
-  },
-  skillsPerCycle: { kind: 'int', min: 1, max: 6, default: 3, why: 'paper: 3 of 6 skills per cycle, rotated' },
-  playsPerEnv: {
-    kind: 'int',
-    min: 1,
-    max: 16,
+    url: 'difficulty',
+  }),
+  skillsPerCycle: field(int(1, 6), { default: 3, why: 'paper: 3 of 6 skills per cycle, rotated' }),
+  playsPerEnv: field(int(1, 16), {
     default: 4,
     why: 'paper uses 16 plays each with and without hint; 4 keeps a browser cycle short',
-    url: true,
-  },
-  maxTurns: {
-    kind: 'int',
-    min: 1,
-    max: 50,
-    default: 12,
-    why: 'paper allows 25 turns; small models rarely use more than 12',
-  },
-  envsPerSkill: {
-    kind: 'int',
-    min: 1,
-    max: 16,
+    url: 'playsPerEnv',
+  }),
+  maxTurns: field(int(1, 50), { default: 12, why: 'paper allows 25 turns; small models rarely use more than 12' }),
+  envsPerSkill: field(int(1, 16), {
     default: 2,
     why: 'paper: 8 per skill; the designer reward is centred within a skill, so 2 is the fewest that gives a signal in every cycle',
-  },
-  envRewardScaleMode: {
-    kind: 'enum',
-    values: ['fixed', 'computed'],
+  }),
+  envRewardScaleMode: field(oneOf(['fixed', 'computed']), {
     default: 'fixed',
     why: "fixed: envRewardScale; computed: the reference's min(cap, agent plays per step ÷ designs × envReuse), which gives the designer's few samples the weight of the agent plays they cost",
-  },
-  envRewardScale: {
-    kind: 'number',
-    min: 0,
-    max: 10,
+  }),
+  envRewardScale: field(num(0, 10), {
     default: 1,
     why: "scale of the centred designer reward when envRewardScaleMode is fixed; 1 keeps it on the agent's return scale",
-  },
-  envRewardScaleCap: {
-    kind: 'number',
-    min: 1,
-    max: 1000,
+  }),
+  envRewardScaleCap: field(num(1, 1000), {
     default: 50,
     why: "the reference's cap on the computed scale (about 50 at paper settings): larger weights destabilise training",
-  },
-  checks: {
-    kind: 'enum',
-    values: ['paper', 'strict'],
+  }),
+  checks: field(oneOf(['paper', 'strict']), {
     default: 'paper',
     why: "paper: SPADE's validator (loads, shapes, probe and garbage actions, determinism), solvability left to regret; strict adds the solution replay and four more",
-  },
-  maxConsecutiveErrors: {
-    kind: 'int',
-    min: 1,
-    max: 100,
+  }),
+  maxConsecutiveErrors: field(int(1, 100), {
     default: 3,
     why: 'one bad reply ends one task; three failed tasks in a row mean the model or server is down',
-  },
-  repairTurns: {
-    kind: 'int',
-    min: 0,
-    max: 5,
+  }),
+  repairTurns: field(int(0, 5), {
     default: 1,
     why: 'one repair turn fixes most checker failures; only the first attempt is trained on',
-  },
-  estimator: {
-    kind: 'enum',
-    values: ESTIMATORS,
+  }),
+  estimator: field(oneOf(ESTIMATORS), {
     default: 'paper_blend',
     why: 'paper recipe: 0.6 plateau(win rate) + 0.4 clip(regret/0.15)',
-    url: true,
-  },
-  designerTemperature: { kind: 'number', min: 0, max: 2, default: 0.6, why: 'paper: 0.6 for both roles' },
-  hintTemperature: { kind: 'number', min: 0, max: 2, default: 0.3, why: 'hints should be focused, not creative' },
-  agentTemperature: { kind: 'number', min: 0, max: 2, default: 0.6, why: 'paper: 0.6 for both roles' },
-  agentTokenBudget: {
-    kind: 'int',
-    min: 100,
-    max: 16000,
+    url: 'estimator',
+  }),
+  designerTemperature: field(num(0, 2), { default: 0.6, why: 'paper: 0.6 for both roles' }),
+  hintTemperature: field(num(0, 2), { default: 0.3, why: 'hints should be focused, not creative' }),
+  agentTemperature: field(num(0, 2), { default: 0.6, why: 'paper: 0.6 for both roles' }),
+  agentTokenBudget: field(int(100, 16000), {
     default: 2000,
     why: 'paper: 8k tokens per episode; small models need far less',
-  },
-  designerMaxTokens: {
-    kind: 'int',
-    min: 500,
-    max: 32768,
-    default: 3000,
-    why: 'paper: 16k; a seed environment is ~1.5k tokens',
-  },
-  concurrency: {
-    kind: 'int',
-    min: 1,
-    max: 64,
+  }),
+  designerMaxTokens: field(int(500, 32768), { default: 3000, why: 'paper: 16k; a seed environment is ~1.5k tokens' }),
+  concurrency: field(int(1, 64), {
     default: 8,
     why: "the run's one budget of model chats in flight: a designer, validator or hint call holds a slot for the call, a play one for its episode (its agent turns come one at a time); the local engine decodes them together in one step and servers batch them, WebLLM answers one at a time. The engine's batch and the sandbox pools follow it (CONCURRENCY_SIZES)",
-  },
-  llmValidator: {
-    kind: 'enum',
-    values: ['off', 'on'],
+  }),
+  llmValidator: field(oneOf(['off', 'on']), {
     default: 'off',
     why: 'an extra model call per environment; the checker catches most problems',
-  },
-  thinking: {
-    kind: 'enum',
-    values: ['off', 'on'],
+  }),
+  thinking: field(oneOf(['off', 'on']), {
     default: 'off',
     why: "Qwen3's <think> block spends a small model's window and max_tokens before the answer; off sends enable_thinking: false (chat template, server, WebLLM) for every role",
-  },
-  excerptWords: {
-    kind: 'int',
-    min: 50,
-    max: 6000,
+  }),
+  excerptWords: field(int(50, 6000), {
     default: 200,
     why: 'paper cuts to 6,000 words; 200 words (~270 tokens) leave a 4k-token window room for the contract, one example and the reply',
-  },
-  memoryCapacity: { kind: 'int', min: 1, max: 1000, default: 200, why: 'paper: 200 records, oldest evicted first' },
-  sandboxMemoryMiB: {
-    kind: 'int',
-    min: 4,
-    max: 512,
-    default: 32,
-    why: 'plenty for a text game; stops allocation bombs early',
-  },
-  sandboxStackKiB: {
-    kind: 'int',
-    min: 32,
-    max: 256,
+  }),
+  memoryCapacity: field(int(1, 1000), { default: 200, why: 'paper: 200 records, oldest evicted first' }),
+  sandboxMemoryMiB: field(int(4, 512), { default: 32, why: 'plenty for a text game; stops allocation bombs early' }),
+  sandboxStackKiB: field(int(32, 256), {
     default: 256,
     why: 'above 256 KiB deep recursion can overflow the host stack',
-  },
-  resetTimeoutMs: {
-    kind: 'int',
-    min: 10,
-    max: 60000,
-    default: 1000,
-    why: 'reset may build a puzzle; one second is generous',
-  },
-  stepTimeoutMs: {
-    kind: 'int',
-    min: 5,
-    max: 60000,
-    default: 250,
-    why: 'a step is a state update; longer means a hang',
-  },
-  maxCodeKiB: {
-    kind: 'int',
-    min: 1,
-    max: 1024,
-    default: 64,
-    why: 'a designer budget of 16k tokens is ~64 KiB of code',
-  },
-  maxObservationKiB: {
-    kind: 'int',
-    min: 1,
-    max: 1024,
-    default: 16,
-    why: 'observations go into a small context window',
-  },
-  maxActionKiB: {
-    kind: 'int',
-    min: 1,
-    max: 1024,
+  }),
+  resetTimeoutMs: field(int(10, 60000), { default: 1000, why: 'reset may build a puzzle; one second is generous' }),
+  stepTimeoutMs: field(int(5, 60000), { default: 250, why: 'a step is a state update; longer means a hang' }),
+  maxCodeKiB: field(int(1, 1024), { default: 64, why: 'a designer budget of 16k tokens is ~64 KiB of code' }),
+  maxObservationKiB: field(int(1, 1024), { default: 16, why: 'observations go into a small context window' }),
+  maxActionKiB: field(int(1, 1024), {
     default: 64,
     why: 'a 16k-token reply is ~64 KiB; a longer action is a runaway model, refused before the sandbox sees it',
-  },
-  modelCallTimeoutS: {
-    kind: 'int',
-    min: 1,
-    max: 7200,
+  }),
+  modelCallTimeoutS: field(int(1, 7200), {
     default: 600,
     why: 'a 16k-token designer reply at ~30 tokens/s takes ~9 min; longer means a stuck server',
-  },
-  modelIdleTimeoutS: {
-    kind: 'int',
-    min: 1,
-    max: 3600,
+  }),
+  modelIdleTimeoutS: field(int(1, 3600), {
     default: 60,
     why: 'a live server sends a token every few ms; a minute of silence (first token included) means a hang',
-  },
-  maxReplyChars: {
-    kind: 'int',
-    min: 1000,
-    max: 10_000_000,
+  }),
+  maxReplyChars: field(int(1000, 10_000_000), {
     default: 200_000,
     why: 'the longest budget (16k tokens) is ~64k characters; 3x that leaves room, far below a 10 MB flood',
-  },
-  trainLr: {
-    kind: 'number',
-    min: 0,
-    max: 0.1,
+  }),
+  trainLr: field(num(0, 0.1), {
     default: 1e-4,
     why: 'paper: 1e-6 for full fine-tuning; a LoRA adapter of rank 8 needs ~100x more to move in a few updates',
-  },
-  clipLow: { kind: 'number', min: 0, max: 1, default: 0.2, why: 'paper: ratio clipped below at 1 − 0.2' },
-  clipHigh: {
-    kind: 'number',
-    min: 0,
-    max: 1,
+  }),
+  clipLow: field(num(0, 1), { default: 0.2, why: 'paper: ratio clipped below at 1 − 0.2' }),
+  clipHigh: field(num(0, 1), {
     default: 0.28,
     why: 'paper: clipped above at 1 + 0.28 (a looser upper clip keeps rare good tokens rising)',
-  },
-  klCoef: {
-    kind: 'number',
-    min: 0,
-    max: 1,
+  }),
+  klCoef: field(num(0, 1), {
     default: 0,
     why: 'paper: 0 for games (the default setting); use 0.005 for tool use, as the paper does',
-  },
-  tisCap: {
-    kind: 'number',
-    min: 0,
-    max: 100,
+  }),
+  tisCap: field(num(0, 100), {
     default: 2,
     why: "reference: truncated importance sampling, each token weighted by min(π_learner / π_sampler, 2) (slime's --tis-clip default); 0 turns it off (ratio against the sampler's log-probs)",
-  },
-  trainSteps: {
-    kind: 'enum',
-    values: ['minibatches', 'batch'],
+  }),
+  trainSteps: field(oneOf(['minibatches', 'batch']), {
     default: 'minibatches',
     why: 'minibatches: one optimiser step per minibatch of minibatchTokens per epoch; batch: one step per role per rollout batch, as the reference does (trainEpochs and minibatchTokens then unused)',
-  },
-  trainEpochs: {
-    kind: 'int',
-    min: 1,
-    max: 16,
+  }),
+  trainEpochs: field(int(1, 16), {
     default: 2,
     why: "passes over a cycle's samples; the clipped ratio keeps a second pass safe and doubles what a slow cycle teaches",
-  },
-  minibatchTokens: {
-    kind: 'int',
-    min: 64,
-    max: 65536,
+  }),
+  minibatchTokens: field(int(64, 65536), {
     default: 4096,
     why: "tokens per optimiser step: one forward/backward's activations must fit the GPU (≈ 7 MB per token on a 0.5B layout)",
-  },
-  maxGradNorm: { kind: 'number', min: 0.01, max: 100, default: 1, why: 'global gradient-norm clip, the usual 1.0' },
-  envReuse: {
-    kind: 'int',
-    min: 1,
-    max: 8,
+  }),
+  maxGradNorm: field(num(0.01, 100), { default: 1, why: 'global gradient-norm clip, the usual 1.0' }),
+  envReuse: field(int(1, 8), {
     default: 1,
     why: "paper: a generation of games serves 4 agent updates; each extra round replays the cycle's environments (unhinted), so 1 keeps a browser cycle short",
-  },
-  designerLag: {
-    kind: 'int',
-    min: 0,
-    max: 8,
+  }),
+  designerLag: field(int(0, 8), {
     default: 1,
     why: "cycles (regenerations) the designer's update waits: its designs then earn a reward recomputed over every play of the window (envReuse rounds included), as the reference's delay of one regeneration interval does; 0 trains on the cycle's own plays at once",
-  },
-  probeEvery: {
-    kind: 'int',
-    min: 0,
-    max: 100,
+  }),
+  probeEvery: field(int(0, 100), {
     default: 1,
     why: 'evaluate the fixed probe set every K updates (0: never); one cycle of a small model is the natural unit',
-  },
+  }),
 } as const satisfies Record<string, Field>;
 
 type Schema = typeof CONFIG_SCHEMA;
-type ValueOf<F> = F extends { kind: 'enum'; values: readonly (infer V)[] } ? V : number;
-export type Config = { -readonly [K in keyof Schema]: ValueOf<Schema[K]> };
+export type Config = { -readonly [K in keyof Schema]: Infer<Schema[K]> };
 export type ConfigKey = keyof Config;
 
 export const CONFIG_KEYS = Object.keys(CONFIG_SCHEMA) as ConfigKey[];
 
-export const DEFAULTS: Readonly<Config> = Object.freeze(
-  Object.fromEntries(CONFIG_KEYS.map((k) => [k, CONFIG_SCHEMA[k].default])) as Config,
-);
+export const DEFAULTS: Readonly<Config> = Object.freeze(defaultsOf(CONFIG_SCHEMA) as Config);
 
 /** A size that follows `concurrency`: the knob clamped to [min, max], with the reason for the bounds. */
 interface DerivedSize {
@@ -389,31 +237,11 @@ export function concurrencySizes(concurrency: number): Record<keyof typeof CONCU
   };
 }
 
-/** Render a value in a message: numbers as written (NaN, Infinity), the rest as JSON. */
-function show(value: unknown): string {
-  return typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? String(value));
-}
-
 /** Check one field; returns a message a user can act on, or null when valid. */
 export function checkField(key: string, value: unknown): string | null {
-  const field = (CONFIG_SCHEMA as Record<string, Field>)[key];
-  if (!field) return `unknown setting "${key}"; known settings: ${CONFIG_KEYS.join(', ')}`;
-  if (field.kind === 'enum') {
-    if (typeof value !== 'string' || !field.values.includes(value)) {
-      return `${key} must be one of ${field.values.join(', ')}; got ${show(value)}`;
-    }
-    return null;
-  }
-  if (typeof value !== 'number' || !Number.isFinite(value)) {
-    return `${key} must be a number; got ${show(value)}`;
-  }
-  if (field.kind === 'int' && !Number.isInteger(value)) {
-    return `${key} must be a whole number; got ${value}`;
-  }
-  if (value < field.min || value > field.max) {
-    return `${key} must be between ${field.min} and ${field.max}; got ${value}`;
-  }
-  return null;
+  const f = (CONFIG_SCHEMA as Record<string, Field>)[key];
+  if (!f) return `unknown setting "${key}"; known settings: ${CONFIG_KEYS.join(', ')}`;
+  return fieldProblem(key, f, value);
 }
 
 export type ValidationResult = { ok: true; config: Config } | { ok: false; issues: string[] };

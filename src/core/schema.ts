@@ -3,6 +3,13 @@
  * field, type and range, and build a fresh value of only the known fields) and a TypeScript type
  * (`Infer<typeof S>`), so a record's type and its validator are one table and cannot drift.
  *
+ * The one vocabulary for everything the project describes: run records, stored records, and every
+ * setting a person, a flag or a link chooses. A setting is a `Field`: a scalar schema (`int`, `num`,
+ * `oneOf`, `text`: each says its kind, range or values, so a form, a help text and a link parser can
+ * read them) with its default, the reason for that default and, when a link carries it, its key in
+ * the link. The config (config.ts), the Lab's settings (micro/settings.ts), the link keys
+ * (url_state.ts) and the defaults outside those tables (defaults.ts) are tables of Fields.
+ *
  * A failure names the path of the bad value (`archive[3].stats.regret must be a number from -2 to
  * 2.`) and is thrown as the error the caller's `Reader` builds. Fields of an object:
  *   - `opt(s)`: may be absent (undefined, or null where `s` has no null); absent stays absent, or
@@ -59,32 +66,73 @@ function scalar<T>(what: string, plural: string, test: (v: unknown) => boolean):
   };
 }
 
+/** A whole number, or any number, in [min, max]: a setting's kind and range, readable by a form. */
+export interface RangeSchema extends Schema<number> {
+  readonly kind: 'int' | 'number';
+  readonly min: number;
+  readonly max: number;
+}
+/** One of a fixed set of strings. */
+export interface EnumSchema<T extends string> extends Schema<T> {
+  readonly kind: 'enum';
+  readonly values: readonly T[];
+}
+/** A string of at most `maxLength` characters (a link's payload, a name). */
+export interface TextSchema extends Schema<string> {
+  readonly kind: 'text';
+  readonly maxLength: number;
+}
+/** The schemas a setting can have. */
+export type ScalarSchema = RangeSchema | EnumSchema<string> | TextSchema;
+
 export const str = (): Schema<string> => scalar('a string', 'strings', (v) => typeof v === 'string');
+
+/** A string of at most `maxLength` characters. */
+export const text = (maxLength: number): TextSchema => ({
+  ...scalar<string>(
+    `a string of at most ${maxLength} characters`,
+    `strings of at most ${maxLength} characters`,
+    (v) => typeof v === 'string' && v.length <= maxLength,
+  ),
+  kind: 'text',
+  maxLength,
+});
 
 export const bool = (): Schema<boolean> =>
   scalar('true or false', 'true or false values', (v) => typeof v === 'boolean');
 
 /** A number in [lo, hi] (JSON has no NaN; Infinity, from 1e999, is out of every range). */
-export const num = (lo: number, hi: number): Schema<number> =>
-  scalar(
+export const num = (lo: number, hi: number): RangeSchema => ({
+  ...scalar<number>(
     `a number from ${lo} to ${hi}`,
     `numbers from ${lo} to ${hi}`,
     (v) => typeof v === 'number' && v >= lo && v <= hi,
-  );
+  ),
+  kind: 'number',
+  min: lo,
+  max: hi,
+});
 
 /** A whole number in [lo, hi]: counts, indices and cycles (lo is 0 for every count). */
-export const int = (lo: number, hi: number): Schema<number> =>
-  scalar(
+export const int = (lo: number, hi: number): RangeSchema => ({
+  ...scalar<number>(
     `a whole number from ${lo} to ${hi}`,
     `whole numbers from ${lo} to ${hi}`,
     (v) => typeof v === 'number' && Number.isInteger(v) && v >= lo && v <= hi,
-  );
+  ),
+  kind: 'int',
+  min: lo,
+  max: hi,
+});
 
 /** One of a fixed set of strings. */
-export const oneOf = <const T extends string>(options: readonly T[]): Schema<T> =>
-  scalar(`one of ${options.join(', ')}`, `values among ${options.join(', ')}`, (v) =>
+export const oneOf = <const T extends string>(options: readonly T[]): EnumSchema<T> => ({
+  ...scalar<T>(`one of ${options.join(', ')}`, `values among ${options.join(', ')}`, (v) =>
     (options as readonly unknown[]).includes(v),
-  );
+  ),
+  kind: 'enum',
+  values: options,
+});
 
 /** Exactly this value (a format tag or version). */
 export const literal = <const T extends string | number>(value: T): Schema<T> =>
@@ -195,8 +243,8 @@ export function dflt<T>(s: Schema<T>, value: T): Schema<T> {
 
 export const transient = <T>(): Transient<T> => ({ [TRANSIENT]: undefined });
 
-type Field = Schema<unknown> | Opt<unknown> | Transient<unknown>;
-export type Shape = Record<string, Field>;
+type ShapeField = Schema<unknown> | Opt<unknown> | Transient<unknown>;
+export type Shape = Record<string, ShapeField>;
 
 type OptionalKeys<S extends Shape> = {
   [K in keyof S]: S[K] extends Opt<unknown> | Transient<unknown> ? K : never;
@@ -239,3 +287,79 @@ export function decode<T>(s: Schema<T>, data: unknown, r: Reader, at: Path = '')
 
 /** True when A and B are the same type (compile-time; for assertions that two types cannot drift). */
 export type Equal<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
+
+// --- settings ---------------------------------------------------------------------------------
+
+/**
+ * A setting: its schema, its default, the reason for that default and, when a link carries it, its
+ * key in the link. The schema's kind (`int`, `number`, `enum`, `text`) and range or values are the
+ * Field's own properties too, so `CONFIG_SCHEMA.seed.max` reads as before.
+ */
+export type Field<S extends Schema<unknown> = ScalarSchema> = S & {
+  readonly default: Infer<S>;
+  readonly why: string;
+  /** Its key in a link (the location hash); absent: no link carries it. */
+  readonly url?: string;
+};
+
+/** A Field from a schema and what a table says of it. */
+export function field<const S extends Schema<unknown>, const U extends string | undefined = undefined>(
+  schema: S,
+  meta: { default: Infer<S>; why: string; url?: U },
+): S & { readonly default: Infer<S>; readonly why: string; readonly url: U } {
+  return { ...schema, default: meta.default, why: meta.why, url: meta.url as U };
+}
+
+/** A value in words for a message: numbers as written (NaN, Infinity), strings and the rest as JSON. */
+export function showValue(value: unknown): string {
+  return typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? String(value));
+}
+
+/**
+ * What is wrong with `value` for the setting `name` (null when it is good), in the words forms,
+ * flags and links show: "seed must be between 0 and 4294967295; got -3".
+ */
+export function fieldProblem(name: string, f: ScalarSchema, value: unknown): string | null {
+  if (f.kind === 'enum') {
+    if (typeof value !== 'string' || !f.values.includes(value))
+      return `${name} must be one of ${f.values.join(', ')}; got ${showValue(value)}`;
+    return null;
+  }
+  if (f.kind === 'text') {
+    if (typeof value !== 'string') return `${name} must be text; got ${showValue(value)}`;
+    if (value.length > f.maxLength)
+      return `${name} is ${value.length.toLocaleString('en')} characters long; it may be at most ${f.maxLength.toLocaleString('en')}`;
+    return null;
+  }
+  if (typeof value !== 'number' || !Number.isFinite(value)) return `${name} must be a number; got ${showValue(value)}`;
+  if (f.kind === 'int' && !Number.isInteger(value)) return `${name} must be a whole number; got ${value}`;
+  if (value < f.min || value > f.max) return `${name} must be between ${f.min} and ${f.max}; got ${value}`;
+  return null;
+}
+
+/** A setting's value from the text of a link or a flag: a number for a range, the text itself otherwise. */
+export function fromText(f: ScalarSchema, raw: string): unknown {
+  if (f.kind !== 'int' && f.kind !== 'number') return raw;
+  const n = Number(raw);
+  return raw.trim() === '' || Number.isNaN(n) ? raw : n;
+}
+
+/** Parse a setting from text: its value, or the problem in words. */
+export function parseField<T>(
+  name: string,
+  f: ScalarSchema & Schema<T>,
+  raw: string,
+): { ok: true; value: T } | { ok: false; message: string } {
+  const value = fromText(f, raw);
+  const problem = fieldProblem(name, f, value);
+  return problem ? { ok: false, message: problem } : { ok: true, value: value as T };
+}
+
+/** The defaults of a table of Fields, by key. */
+export function defaultsOf<const T extends Record<string, { readonly default: unknown }>>(
+  table: T,
+): { -readonly [K in keyof T]: T[K]['default'] } {
+  return Object.fromEntries(Object.entries(table).map(([k, f]) => [k, f.default])) as {
+    -readonly [K in keyof T]: T[K]['default'];
+  };
+}

@@ -1,18 +1,20 @@
 /**
- * URL state, TF-Playground style, and the app's one link parser. A location hash carries the open
- * panel, the theme, the config fields whose schema entry says `url: true` (config.ts), the micro
- * lab's settings (`lab.*`, micro/settings.ts's LAB_SCHEMA), a compressed env set under "set" and a
+ * URL state, TF-Playground style: the app's one link parser (parseUrlState) and its one formatter
+ * (formatUrlState), over one table of every key a link may carry (LINK_KEYS). Each key is a Field
+ * (schema.ts): the open panel, the theme, the config fields whose Field has a `url` (config.ts), the
+ * Lab's settings (`lab.*`, micro/settings.ts's LAB_SCHEMA), a compressed env set under "set" and a
  * run file's address under "run". Parsing returns only the fields that are present AND valid (the
  * Playground's `hasKey`): a bad value is dropped with a LinkProblem and never replaces what the app
  * already holds (a saved seed stays when a link says `seed=abc`). Hostile links are bounded: a hash
- * past MAX_HASH_CHARS or MAX_LINK_KEYS is refused whole, a value past its length limit is dropped,
+ * past MAX_HASH_CHARS or MAX_LINK_KEYS is refused whole, a value past its Field's length is dropped,
  * unknown and repeated keys are reported; it never throws. Pure: the browser side
  * (state/app.svelte.ts, state/lab.svelte.ts, ui/App.svelte) applies the fields and writes the hash
  * with history.replaceState only when its text changes.
  */
-import { applyPreset, CONFIG_KEYS, CONFIG_SCHEMA, checkField, DEFAULTS, type Config } from './config.ts';
+import { applyPreset, CONFIG_KEYS, CONFIG_SCHEMA, DEFAULTS, type Config } from './config.ts';
 import { MAX_LINK_CHARS } from './env/envset.ts';
-import { LAB_KEYS, LAB_SCHEMA, parseLabField, type LabChoices } from './micro/settings.ts';
+import { LAB_KEYS, LAB_SCHEMA, parseLabField, type LabChoices, type LabKey } from './micro/settings.ts';
+import { field, fieldProblem, fromText, oneOf, text, type Field } from './schema.ts';
 
 export const PANELS = ['run', 'environments', 'memory', 'training', 'lab', 'models', 'settings'] as const;
 export type Panel = (typeof PANELS)[number];
@@ -20,12 +22,12 @@ export const THEMES = ['system', 'light', 'dark'] as const;
 export type Theme = (typeof THEMES)[number];
 
 type Schema = typeof CONFIG_SCHEMA;
-/** The config keys whose schema entry has `url: true`. */
-export type UrlConfigKey = { [K in keyof Schema]: Schema[K] extends { url: true } ? K : never }[keyof Schema];
+/** The config keys a link carries: those whose Field has a `url`. */
+export type UrlConfigKey = { [K in keyof Schema]: Schema[K]['url'] extends string ? K : never }[keyof Schema];
 
-/** Config fields that are shareable through the URL: the schema's `url` column, in schema order. */
+/** Config fields that are shareable through the URL: those with a `url`, in schema order. */
 export const URL_CONFIG_KEYS: readonly UrlConfigKey[] = CONFIG_KEYS.filter(
-  (k): k is UrlConfigKey => (CONFIG_SCHEMA[k] as { url?: boolean }).url === true,
+  (k): k is UrlConfigKey => typeof CONFIG_SCHEMA[k].url === 'string',
 );
 
 export type UrlConfig = Pick<Config, UrlConfigKey>;
@@ -40,12 +42,57 @@ export const MAX_LINK_KEYS = 64;
 /** The longest value of a setting (panel, theme, config, lab): the longest valid one is under 20 characters. */
 export const MAX_SETTING_CHARS = 100;
 
+/** The app's own link keys, beside the config's and the Lab's. */
+export const APP_LINK_FIELDS = {
+  panel: field(oneOf(PANELS), {
+    default: 'run',
+    why: 'the self-play run is what the app is for; a link names another panel to open it',
+    url: 'panel',
+  }),
+  theme: field(oneOf(THEMES), { default: 'system', why: "follow the system's light or dark setting", url: 'theme' }),
+  set: field(text(MAX_LINK_CHARS), {
+    default: '',
+    why: 'no shared set unless a link brings one (its payload: a compressed env set, envset.ts)',
+    url: 'set',
+  }),
+  run: field(text(MAX_HASH_CHARS), {
+    default: '',
+    why: "no run file unless a link names one (its address, checked before it is fetched); bounded by the hash's own limit, since a data: run file is long",
+    url: 'run',
+  }),
+} as const;
+
+/** Where a link key's value goes, and the Field that reads it. */
+type LinkKey =
+  | { to: 'panel' | 'theme' | 'set' | 'run'; scope: 'app'; field: Field }
+  | { to: 'config'; name: UrlConfigKey; scope: 'app'; field: Field }
+  | { to: 'lab'; name: LabKey; scope: 'lab'; field: Field };
+
+/**
+ * Every key a link may carry, in the order a link is written: panel, theme, the config's, set, run,
+ * then the Lab's (so a link the app wrote before reads the same).
+ */
+export const LINK_KEYS: readonly LinkKey[] = [
+  { to: 'panel', scope: 'app', field: APP_LINK_FIELDS.panel },
+  { to: 'theme', scope: 'app', field: APP_LINK_FIELDS.theme },
+  ...URL_CONFIG_KEYS.map((name): LinkKey => ({ to: 'config', name, scope: 'app', field: CONFIG_SCHEMA[name] })),
+  { to: 'set', scope: 'app', field: APP_LINK_FIELDS.set },
+  { to: 'run', scope: 'app', field: APP_LINK_FIELDS.run },
+  ...LAB_KEYS.map((name): LinkKey => ({ to: 'lab', name, scope: 'lab', field: LAB_SCHEMA[name] })),
+];
+const BY_URL = new Map(LINK_KEYS.map((k) => [k.field.url!, k]));
+
+/** What a link sets (formatUrlState's input): the app's part always, the Lab's and a run's when present. */
 export interface UrlState {
   panel: Panel;
   theme: Theme;
   config: UrlConfig;
   /** A compressed env set (share link payload), kept opaque here. */
   set: string | null;
+  /** A run file's address (`#run=URL`). */
+  run?: string | null;
+  /** The Lab's settings, written where they differ from `labDefaults` (formatUrlState's second argument). */
+  lab?: LabChoices;
 }
 
 /** The fields a hash sets: each one present in it and valid; absent or rejected fields are missing. */
@@ -72,22 +119,23 @@ export interface LinkProblem {
 }
 
 export const URL_DEFAULTS: UrlState = {
-  panel: 'run',
-  theme: 'system',
+  panel: APP_LINK_FIELDS.panel.default,
+  theme: APP_LINK_FIELDS.theme.default,
   config: Object.fromEntries(URL_CONFIG_KEYS.map((k) => [k, DEFAULTS[k]])) as UrlConfig,
   set: null,
 };
 
-const LAB_URL_KEYS = new Map(LAB_KEYS.map((k) => [LAB_SCHEMA[k].url as string, k]));
-const KNOWN_KEYS = new Set<string>(['panel', 'theme', 'set', 'run', ...URL_CONFIG_KEYS, ...LAB_URL_KEYS.keys()]);
-
 /** A key or value as a message quotes it: at most 40 characters. */
 const quote = (text: string) => JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
+
+/** The most characters a key's value may have: a setting's MAX_SETTING_CHARS, a text Field's own length. */
+const limitOf = (f: Field) => (f.kind === 'text' ? f.maxLength : MAX_SETTING_CHARS);
 
 /**
  * Parse a location hash ("#a=1&b=2" or "a=1&b=2") into the fields it validly sets, with a problem
  * for each part it did not use. A repeated key counts once: its first value, as a browser's
- * URLSearchParams.get reads it.
+ * URLSearchParams.get reads it. Every key is read by its Field (LINK_KEYS); problems about values
+ * come in the table's order.
  */
 export function parseUrlState(hash: string): { fields: UrlFields; problems: LinkProblem[] } {
   const fields: UrlFields = { config: {}, lab: {} };
@@ -104,8 +152,8 @@ export function parseUrlState(hash: string): { fields: UrlFields; problems: Link
   }
   const first = new Map<string, string>();
   for (const [key, value] of params) {
-    const scope = LAB_URL_KEYS.has(key) ? 'lab' : 'app';
-    if (!KNOWN_KEYS.has(key)) {
+    const scope = BY_URL.get(key)?.scope ?? 'app';
+    if (!BY_URL.has(key)) {
       problems.push({
         code: 'unknown-key',
         scope,
@@ -121,54 +169,41 @@ export function parseUrlState(hash: string): { fields: UrlFields; problems: Link
       });
     } else first.set(key, value);
   }
-  // a run address is bounded by the hash's limit alone (a `data:` run file is long)
-  const limit = (key: string) => (key === 'run' ? Infinity : key === 'set' ? MAX_LINK_CHARS : MAX_SETTING_CHARS);
   for (const [key, value] of first) {
-    if (value.length <= limit(key)) continue;
+    const k = BY_URL.get(key)!;
+    const limit = limitOf(k.field);
+    if (value.length <= limit) continue;
     first.delete(key);
     problems.push({
       code: 'too-long',
-      scope: LAB_URL_KEYS.has(key) ? 'lab' : 'app',
+      scope: k.scope,
       key,
       message:
-        key === 'set'
-          ? `ignored from the link: its environment set is ${value.length.toLocaleString('en')} characters; a set link holds at most ${MAX_LINK_CHARS.toLocaleString('en')}. Copy the whole link again, or share the set as a file.`
-          : `ignored from the link: ${key} is ${value.length.toLocaleString('en')} characters long; it may be at most ${limit(key)}`,
+        k.to === 'set'
+          ? `ignored from the link: its environment set is ${value.length.toLocaleString('en')} characters; a set link holds at most ${limit.toLocaleString('en')}. Copy the whole link again, or share the set as a file.`
+          : `ignored from the link: ${key} is ${value.length.toLocaleString('en')} characters long; it may be at most ${limit}`,
     });
   }
-  const bad = (key: string, message: string, scope: LinkProblem['scope'] = 'app') =>
-    problems.push({ code: 'bad-value', scope, key, message });
-
-  const panel = first.get('panel');
-  if (panel !== undefined) {
-    if ((PANELS as readonly string[]).includes(panel)) fields.panel = panel as Panel;
-    else bad('panel', `unknown panel ${quote(panel)} in the link; it was ignored`);
-  }
-  const theme = first.get('theme');
-  if (theme !== undefined) {
-    if ((THEMES as readonly string[]).includes(theme)) fields.theme = theme as Theme;
-    else bad('theme', `unknown theme ${quote(theme)} in the link; it was ignored`);
-  }
-  for (const key of URL_CONFIG_KEYS) {
-    const raw = first.get(key);
-    if (raw === undefined) continue;
-    const num = Number(raw);
-    const value = CONFIG_SCHEMA[key].kind === 'enum' || raw.trim() === '' || Number.isNaN(num) ? raw : num;
-    const problem = checkField(key, value);
-    if (problem) bad(key, `ignored from the link: ${problem}`);
-    else (fields.config as Record<string, unknown>)[key] = value;
-  }
-  for (const [url, key] of LAB_URL_KEYS) {
+  for (const k of LINK_KEYS) {
+    const url = k.field.url!;
     const raw = first.get(url);
-    if (raw === undefined) continue;
-    const r = parseLabField(key, raw);
-    if (r.ok) (fields.lab as Record<string, unknown>)[key] = r.value;
-    else bad(url, `ignored from the link: ${r.message}`, 'lab');
+    if (raw === undefined || ((k.to === 'set' || k.to === 'run') && raw === '')) continue;
+    if (k.to === 'lab') {
+      // the Lab's reader also takes a designer's earlier name
+      const r = parseLabField(k.name, raw);
+      if (r.ok) (fields.lab as Record<string, unknown>)[k.name] = r.value;
+      else problems.push({ code: 'bad-value', scope: 'lab', key: url, message: `ignored from the link: ${r.message}` });
+      continue;
+    }
+    const value = fromText(k.field, raw);
+    const problem = fieldProblem(url, k.field, value);
+    if (problem) {
+      problems.push({ code: 'bad-value', scope: 'app', key: url, message: `ignored from the link: ${problem}` });
+      continue;
+    }
+    if (k.to === 'config') (fields.config as Record<string, unknown>)[k.name] = value;
+    else (fields as unknown as Record<string, unknown>)[k.to] = value;
   }
-  const set = first.get('set');
-  if (set) fields.set = set;
-  const run = first.get('run');
-  if (run) fields.run = run;
   return { fields, problems };
 }
 
@@ -197,24 +232,24 @@ export function configFromLink(current: Config, fields: Pick<UrlFields, 'config'
   return { ...applyPreset(withLink, fields.config.preset), ...fields.config };
 }
 
-/** Serialize to a hash without "#"; fields equal to their default are left out. */
-export function formatUrlState(state: UrlState): string {
+/**
+ * The one formatter: a hash without "#", every key of LINK_KEYS whose value differs from its
+ * default, in the table's order. The Lab's settings, when given, are compared with `labDefaults`
+ * (the Lab's own starting values: its `browser` preset), so a link holds only what was changed.
+ */
+export function formatUrlState(state: UrlState, labDefaults?: LabChoices): string {
   const params = new URLSearchParams();
-  if (state.panel !== URL_DEFAULTS.panel) params.set('panel', state.panel);
-  if (state.theme !== URL_DEFAULTS.theme) params.set('theme', state.theme);
-  for (const key of URL_CONFIG_KEYS) {
-    if (state.config[key] !== URL_DEFAULTS.config[key]) params.set(key, String(state.config[key]));
+  for (const k of LINK_KEYS) {
+    const url = k.field.url!;
+    let value: unknown;
+    let dflt: unknown;
+    if (k.to === 'config') [value, dflt] = [state.config[k.name], URL_DEFAULTS.config[k.name]];
+    else if (k.to === 'lab') {
+      if (!state.lab) continue;
+      [value, dflt] = [state.lab[k.name], (labDefaults ?? state.lab)[k.name]];
+    } else if (k.to === 'set' || k.to === 'run') [value, dflt] = [state[k.to] ?? '', ''];
+    else [value, dflt] = [state[k.to], URL_DEFAULTS[k.to]];
+    if (value !== dflt) params.set(url, String(value));
   }
-  if (state.set) params.set('set', state.set);
   return params.toString();
 }
-
-/** The lab's part of a hash (no "#"): the settings that differ from `defaults`, in schema order. */
-export function formatLabLink(s: LabChoices, defaults: LabChoices): string {
-  const params = new URLSearchParams();
-  for (const k of LAB_KEYS) if (s[k] !== defaults[k]) params.set(LAB_SCHEMA[k].url, String(s[k]));
-  return params.toString();
-}
-
-/** The run part of a hash (no "#"): `run=` and the address, encoded. */
-export const formatRunLink = (url: string): string => `run=${encodeURIComponent(url)}`;

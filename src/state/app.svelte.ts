@@ -8,7 +8,6 @@ import { DEFAULTS, validateConfig, type Config } from '../core/config.ts';
 import {
   applyUrlFields,
   configFromLink,
-  formatUrlState,
   parseUrlState,
   URL_CONFIG_KEYS,
   type Panel,
@@ -65,13 +64,9 @@ export class AppState {
     this.sharedSet = next.set;
   }
 
-  private urlState(): UrlState {
+  urlState(): UrlState {
     const config = Object.fromEntries(URL_CONFIG_KEYS.map((k) => [k, this.config[k]])) as UrlState['config'];
     return { panel: this.panel, theme: this.theme, config, set: this.sharedSet };
-  }
-
-  hash(): string {
-    return formatUrlState(this.urlState());
   }
 
   async save(): Promise<void> {

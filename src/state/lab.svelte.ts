@@ -25,7 +25,7 @@ import { describeLevel, FAMILIES, hintText, levelCode } from '../core/micro/fami
 import type { CycleReport, ProbeReport, ScreenResult } from '../core/micro/lab.ts';
 import { clampLabChoices, labDefaults, type LabChoices } from '../core/micro/settings.ts';
 import { SPACE, spaceChance } from '../core/micro/spaces.ts';
-import { formatLabLink, parseUrlState } from '../core/url_state.ts';
+import { parseUrlState } from '../core/url_state.ts';
 import type { LearningCheck } from '../engine/engine_api.ts';
 import { hashSeed } from '../core/rng.ts';
 import type { LabEvent, LabSettings, LabWorkerApi } from '../../workers/lab.worker.ts';
@@ -164,9 +164,9 @@ export class LabState {
     this.settings = { ...this.settings, ...fields.lab };
   }
 
-  /** The lab's part of the hash (no "#"): the settings that differ from the Lab's defaults. */
-  hash(): string {
-    return formatLabLink(clean(this.settings), LAB_DEFAULTS);
+  /** The settings a link carries (core/url_state.ts's formatUrlState writes those that differ from LAB_DEFAULTS). */
+  linkChoices(): LabChoices {
+    return clean(this.settings);
   }
 
   /**

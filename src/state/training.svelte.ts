@@ -20,13 +20,13 @@ import type { Store } from '../core/store.ts';
 import type { StepRecord } from '../core/train/chart_series.ts';
 import {
   ClosedLoop,
-  DEFAULT_LORA,
   type LoopProgress,
   type ProbeRecord,
   type RoundSummary,
   type TrainStore,
 } from '../core/train/closed_loop.ts';
 import { trainerOptions } from '../core/train/grpo_rounds.ts';
+import { FRESH_MODEL_DEFAULTS, LORA_DEFAULTS } from '../core/defaults.ts';
 import {
   EngineChatModel,
   engineCapabilities,
@@ -74,12 +74,8 @@ export interface CycleDone {
   signal?: AbortSignal;
 }
 
-/**
- * The tiny fresh model's shape: Qwen2 (biases on q, k, v, as Qwen2.5), 2 layers, hidden 64 (4 heads
- * of 16): ~0.1M parameters, so a cycle of sampling and a training round take seconds on a laptop
- * GPU and a software one still finishes a cycle. Seed 1, changeable in the panel.
- */
-export const FRESH_DEFAULT: FreshModel = { arch: 'qwen2', layers: 2, hidden: 64, seed: 1 };
+/** The tiny fresh model's shape (core/defaults.ts, each value with its reason); changeable in the panel. */
+export const FRESH_DEFAULT: FreshModel = FRESH_MODEL_DEFAULTS;
 
 /** A model made by "Start from a tiny fresh model" (engine_api.ts's freshModelName). */
 export const isFreshModel = (name: string | null | undefined): boolean => !!name?.startsWith('fresh-');
@@ -126,7 +122,7 @@ export class TrainingState {
   summary = $state<ModelSummary | null>(null);
   error = $state<string | null>(null);
   repo = $state('HuggingFaceTB/SmolLM2-135M-Instruct');
-  lora = $state({ ...DEFAULT_LORA, targets: [...DEFAULT_LORA.targets] as LoraModule[], lr: 1e-4, seed: 0 });
+  lora = $state({ ...LORA_DEFAULTS, targets: [...LORA_DEFAULTS.targets] as LoraModule[], lr: 1e-4, seed: 0 });
   autoTrain = $state(false);
   /** Every optimiser step of this adapter (charts). */
   steps = $state<StepRecord[]>([]);

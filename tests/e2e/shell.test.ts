@@ -69,7 +69,9 @@ describe('app shell in Chromium', () => {
     const page = await app.browser.newPage();
     const errors = watchErrors(page);
     await page.goto(`${app.url}#panel=nope&seed=-3`);
-    await expect.poll(() => page.getByRole('status').textContent()).toContain('unknown panel "nope"');
+    await expect
+      .poll(() => page.getByRole('status').textContent())
+      .toContain('panel must be one of run, environments, memory, training, lab, models, settings; got "nope"');
     await expect
       .poll(() => page.getByRole('status').textContent())
       .toContain('seed must be between 0 and 4294967295; got -3');

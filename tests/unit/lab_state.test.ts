@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { compareRuns, PRE_REGISTERED_SPEC } from '../../src/core/micro/compare.ts';
 import { clampLabChoices } from '../../src/core/micro/settings.ts';
 import { CHAIN_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
-import { formatLabLink, parseUrlState } from '../../src/core/url_state.ts';
+import { formatUrlState, parseUrlState, URL_DEFAULTS } from '../../src/core/url_state.ts';
 import { compareResult, LAB_DEFAULTS, LabState, rowsToRuns, type CompareRow } from '../../src/state/lab.svelte.ts';
 
 describe('lab URL fields', () => {
@@ -22,7 +22,7 @@ describe('lab URL fields', () => {
       plays: 1,
       seeds: 3,
     };
-    const hash = formatLabLink(s, LAB_DEFAULTS);
+    const hash = formatUrlState({ ...URL_DEFAULTS, lab: s }, LAB_DEFAULTS);
     expect(hash).toBe('lab.seed=3&lab.cycles=2&lab.designer=fixed&lab.est=paper_blend&lab.K=2&lab.N=1&lab.S=3');
     const { fields, problems } = parseUrlState(`#panel=lab&seed=9&${hash}`);
     expect(fields.lab).toEqual({
@@ -36,7 +36,7 @@ describe('lab URL fields', () => {
     });
     expect(fields.config).toEqual({ seed: 9 });
     expect(problems).toEqual([]);
-    expect(formatLabLink(LAB_DEFAULTS, LAB_DEFAULTS)).toBe('');
+    expect(formatUrlState({ ...URL_DEFAULTS, lab: LAB_DEFAULTS }, LAB_DEFAULTS)).toBe('');
     // a link from before the rename still opens: `regret` is the learned designer's old name
     expect(parseUrlState('#lab.designer=regret').fields.lab).toEqual({ designer: 'learned' });
   });
@@ -47,12 +47,12 @@ describe('lab URL fields', () => {
     expect(lab.settings).toEqual({ ...LAB_DEFAULTS, plays: 2 });
     // in schema order; the app's own `seed=x` is the app's notice, not the Lab's
     expect(lab.warnings).toEqual([
-      'ignored from the link: lab.seed must be a whole number from 0 to 2147483647',
-      'ignored from the link: lab.cycles must be a whole number from 1 to 400',
-      'ignored from the link: lab.designer must be one of learned, frontier, ladder, random, fixed, control',
-      'ignored from the link: lab.K must be a whole number from 1 to 8',
+      'ignored from the link: lab.seed must be a number; got "abc"',
+      'ignored from the link: lab.cycles must be a number; got ""',
+      'ignored from the link: lab.designer must be one of learned, frontier, ladder, random, fixed, control; got "oracle"',
+      'ignored from the link: lab.K must be between 1 and 8; got 99',
     ]);
-    expect(lab.hash()).toBe('lab.N=2');
+    expect(formatUrlState({ ...URL_DEFAULTS, lab: lab.linkChoices() }, LAB_DEFAULTS)).toBe('lab.N=2');
   });
 
   it('cleans typed-in values into bounds', () => {

@@ -18,8 +18,6 @@ import {
 } from '../../src/core/micro/settings.ts';
 import { createRng } from '../../src/core/rng.ts';
 import {
-  formatLabLink,
-  formatRunLink,
   formatUrlState,
   MAX_HASH_CHARS,
   MAX_LINK_KEYS,
@@ -117,12 +115,12 @@ describe('the lab settings table', () => {
 
 describe('the link parser: every part round-trips', () => {
   it('config, panel, theme, set, run and lab.* together, as the app writes them', () => {
-    const app = formatUrlState({
-      panel: 'lab',
-      theme: 'dark',
-      config: { ...URL_DEFAULTS.config, preset: 'paper', seed: 7, estimator: 'paired' },
+    const app = {
+      panel: 'lab' as const,
+      theme: 'dark' as const,
+      config: { ...URL_DEFAULTS.config, preset: 'paper' as const, seed: 7, estimator: 'paired' as const },
       set: '1.abc-_XYZ',
-    });
+    };
     const run = 'https://example.org/runs/a b.json?x=1&run=2#frag';
     const lab: LabChoices = {
       seed: 0,
@@ -135,7 +133,7 @@ describe('the link parser: every part round-trips', () => {
       probePlays: 1,
       seeds: 20,
     };
-    const hash = `#${[app, formatRunLink(run), formatLabLink(lab, LAB_DEFAULTS)].join('&')}`;
+    const hash = `#${formatUrlState({ ...URL_DEFAULTS, ...app, run, lab }, LAB_DEFAULTS)}`;
     const { fields, problems } = parseUrlState(hash);
     expect(problems).toEqual([]);
     expect(fields).toEqual({
@@ -154,7 +152,7 @@ describe('the link parser: every part round-trips', () => {
       const ends = f.kind === 'enum' ? f.values : [f.min, f.max];
       for (const v of ends) {
         const s = { ...labDefaults(), [k]: v } as LabChoices;
-        const { fields, problems } = parseUrlState(formatLabLink(s, labDefaults()));
+        const { fields, problems } = parseUrlState(formatUrlState({ ...URL_DEFAULTS, lab: s }, labDefaults()));
         expect(problems, `${k}=${v}`).toEqual([]);
         expect({ ...labDefaults(), ...fields.lab }, `${k}=${v}`).toEqual(s);
       }
@@ -163,7 +161,7 @@ describe('the link parser: every part round-trips', () => {
 
   it('a data: run link of a few hundred KB, as a self-contained run file is shared', () => {
     const run = `data:application/json;base64,${'A'.repeat(300_000)}`;
-    const { fields, problems } = parseUrlState(`#panel=run&${formatRunLink(run)}`);
+    const { fields, problems } = parseUrlState(`#${formatUrlState({ ...URL_DEFAULTS, run })}`);
     expect(problems).toEqual([]);
     expect(fields.run).toBe(run);
   });
@@ -234,13 +232,13 @@ describe('the link parser: hostile links', () => {
     expect(fields.lab).toEqual({});
     expect(problems.every((p) => p.code === 'bad-value' && p.scope === 'lab')).toBe(true);
     expect(problems.map((p) => p.message)).toEqual([
-      'ignored from the link: lab.seed must be a whole number from 0 to 2147483647',
-      'ignored from the link: lab.cycles must be a whole number from 1 to 400',
-      'ignored from the link: lab.designer must be one of learned, frontier, ladder, random, fixed, control',
-      'ignored from the link: lab.K must be a whole number from 1 to 8',
-      'ignored from the link: lab.N must be a whole number from 1 to 16',
-      'ignored from the link: lab.P must be a whole number from 1 to 32',
-      'ignored from the link: lab.S must be a whole number from 1 to 20',
+      'ignored from the link: lab.seed must be between 0 and 2147483647; got -1',
+      'ignored from the link: lab.cycles must be a whole number; got 2.5',
+      'ignored from the link: lab.designer must be one of learned, frontier, ladder, random, fixed, control; got "Regret"',
+      'ignored from the link: lab.K must be between 1 and 8; got 9',
+      'ignored from the link: lab.N must be between 1 and 16; got 0',
+      'ignored from the link: lab.P must be a number; got Infinity',
+      'ignored from the link: lab.S must be a number; got ""',
     ]);
   });
 

@@ -13,10 +13,12 @@ import {
 } from '../../src/core/url_state.ts';
 
 describe('url state', () => {
-  it('lists exactly the schema entries marked url: true', () => {
+  it('lists exactly the schema entries with a link key, each under its own name', () => {
     expect(URL_CONFIG_KEYS).toEqual(['preset', 'seed', 'setting', 'difficulty', 'playsPerEnv', 'estimator']);
-    for (const [k, field] of Object.entries(CONFIG_SCHEMA))
-      expect(URL_CONFIG_KEYS.includes(k as never), k).toBe((field as { url?: boolean }).url === true);
+    for (const [k, field] of Object.entries(CONFIG_SCHEMA)) {
+      expect(URL_CONFIG_KEYS.includes(k as never), k).toBe(field.url !== undefined);
+      if (field.url !== undefined) expect(field.url, k).toBe(k);
+    }
   });
 
   it('round-trips and leaves defaults out', () => {
@@ -40,8 +42,8 @@ describe('url state', () => {
     expect(fields).toEqual({ config: { estimator: 'paired' }, lab: {} });
     expect(problems.map((p) => p.message)).toEqual([
       'ignored from the link: unknown key "maxTurns"',
-      'unknown panel "<script>" in the link; it was ignored',
-      'unknown theme "neon" in the link; it was ignored',
+      'ignored from the link: panel must be one of run, environments, memory, training, lab, models, settings; got "<script>"',
+      'ignored from the link: theme must be one of system, light, dark; got "neon"',
       'ignored from the link: seed must be a number; got "abc"',
     ]);
     expect(parseUrlState('#seed=&playsPerEnv=99').fields.config).toEqual({});

@@ -30,13 +30,6 @@ import type { StepRecord } from './chart_series.ts';
 import { mergeTisStats, roundLearnerLogprobs, type TisStats, type TokenSample } from './grpo.ts';
 import { cycleBatch, trainerSample, trainRound, type CycleData, type UpdateStats } from './grpo_rounds.ts';
 
-/** A fresh adapter's shape when none is given: rank 8 on the attention's q and v, as PEFT's defaults do. */
-export const DEFAULT_LORA: {
-  readonly r: number;
-  readonly alpha: number;
-  readonly targets: readonly ('q_proj' | 'v_proj')[];
-} = { r: 8, alpha: 16, targets: ['q_proj', 'v_proj'] };
-
 /** A sample as the engine's trainer takes it, with the learner's π_old of its tokens when TIS computed them. */
 export type TrainerSample = ReturnType<typeof trainerSample> & { learnerLogprobs?: number[] };
 

@@ -25,6 +25,7 @@
  * The prefix cache holds k/v computed with the adapter of the moment: it is dropped when the model's
  * adapterVersion moves (a new or removed adapter, or LoraTrainer's optimiser step in place).
  */
+import { SCHEDULER_DEFAULTS } from '../../core/defaults.ts';
 import { createRng, type Rng } from '../../core/rng.ts';
 import { generate, type GenerateOptions } from './generate.ts';
 import { checkKvFormat, KvPages, PAGE, type KvFormat, type KvSeq, type StepItem } from './kv_pages.ts';
@@ -162,10 +163,11 @@ export class DecodeScheduler<X> {
     readonly model: LlamaModel<X>,
     readonly opts: SchedulerOptions = {},
   ) {
-    this.maxBatch = opts.maxBatch ?? 16;
-    this.prefillBudget = opts.prefillBudget ?? 512;
-    this.prefixCacheTokens = opts.prefixCacheTokens ?? 8192;
-    this.stepsPerReadback = opts.stepsPerReadback ?? 1;
+    // defaults and their reasons: core/defaults.ts SCHEDULER_FIELDS
+    this.maxBatch = opts.maxBatch ?? SCHEDULER_DEFAULTS.maxBatch;
+    this.prefillBudget = opts.prefillBudget ?? SCHEDULER_DEFAULTS.prefillBudget;
+    this.prefixCacheTokens = opts.prefixCacheTokens ?? SCHEDULER_DEFAULTS.prefixCacheTokens;
+    this.stepsPerReadback = opts.stepsPerReadback ?? SCHEDULER_DEFAULTS.stepsPerReadback;
     this.kvFormat = opts.kvFormat ?? 'f32';
     if (!(Number.isInteger(this.stepsPerReadback) && this.stepsPerReadback >= 1))
       throw new RangeError(

@@ -29,6 +29,7 @@ import {
   type ModelCapabilities,
 } from '../../core/llm/chat_model.ts';
 import type { Thinking } from '../../core/llm/thinking.ts';
+import { LOCAL_CHAT_DEFAULTS } from '../../core/defaults.ts';
 import { DecodeScheduler } from './batch.ts';
 import type { TextTokenizer } from '../io/tokenizer.ts';
 import type { LlamaModel } from './model.ts';
@@ -166,12 +167,15 @@ export class LocalChatModel<X> implements ChatModel {
     throwIfAborted(o.signal);
     const t0 = performance.now();
     const prompt = this.promptIds(messages);
-    const maxNew = Math.max(1, Math.min(o.max_tokens ?? 256, this.capabilities.contextWindow - prompt.length));
+    const maxNew = Math.max(
+      1,
+      Math.min(o.max_tokens ?? LOCAL_CHAT_DEFAULTS.maxTokens, this.capabilities.contextWindow - prompt.length),
+    );
     const out: number[] = [];
     let emitted = '';
     let stopped = false;
     const stops = o.stop ?? [];
-    const temperature = o.temperature ?? 0.6;
+    const temperature = o.temperature ?? LOCAL_CHAT_DEFAULTS.temperature;
     const sampledLogprobs: number[] = [];
     // a stop string ends the request in the scheduler too (it would hold a batch row to maxNew); the
     // caller's abort reaches it through the same controller

@@ -15,7 +15,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
-import { DEFAULTS } from '../../../core/config.ts';
+import { SERVE_DEFAULTS } from '../../../core/defaults.ts';
 import type { EnvRecord } from '../../../core/env/envset.ts';
 import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES, type SandboxLimits } from '../../../core/env/limits.ts';
 import { serializeError, UsageError } from '../../../core/errors.ts';
@@ -141,8 +141,8 @@ export class SpadeServer {
       throw new UsageError(
         `${this.maxSessions} sessions do not fit in ${workers} sandbox worker(s): each holds ${sessionsPerWorker(limits)} environments of ${limits.memoryBytes / 2 ** 20} MiB. Raise --workers to ${Math.ceil(this.maxSessions / sessionsPerWorker(limits))} or lower --max-sessions.`,
       );
-    this.idleTimeoutMs = opts.idleTimeoutMs ?? 300_000;
-    const maxMessageBytes = opts.maxMessageBytes ?? 2 ** 20;
+    this.idleTimeoutMs = opts.idleTimeoutMs ?? SERVE_DEFAULTS.idleTimeoutS * 1000;
+    const maxMessageBytes = opts.maxMessageBytes ?? SERVE_DEFAULTS.maxMessageBytes;
     this.log = opts.log ?? (() => undefined);
     this.access = new Access({
       bindHost,
@@ -158,7 +158,7 @@ export class SpadeServer {
       catalog: opts.catalog,
       pool: this.pool,
       limits,
-      maxTurns: opts.maxTurns ?? DEFAULTS.maxTurns,
+      maxTurns: opts.maxTurns ?? SERVE_DEFAULTS.maxTurns,
       maxReplayChars: opts.maxReplayChars ?? MAX_REPLAY_CHARS,
       maxSessions: this.maxSessions,
     });
