@@ -91,7 +91,7 @@ export function compareResult(
 }
 
 /** One line on the hint for a user: what it is, and who reads it. */
-export const HINT_NOTE = `The hint is a strategy, never the episode's code (the lock's: "${hintText({ family: 2, L: 0, A: 0, D: 0 })}"); it is read by an oracle — a scripted player that follows it exactly, standing in for a pretrained model's instruction following (a fresh tiny model cannot read it) — so it never hurts, and regret is how much of the level the agent has still to learn.`;
+export const HINT_NOTE = `The hint is a strategy, never the episode's code (the lock's: "${hintText({ family: 2, L: 0, A: 3, D: 0 })}"); it is read by an oracle — a scripted player that follows it exactly, standing in for a pretrained model's instruction following (a fresh tiny model cannot read it) — so it never hurts, and regret is how much of the level the agent has still to learn.`;
 
 /** One lab's stream on screen: its probe before training and its cycles. */
 export interface LabRun {

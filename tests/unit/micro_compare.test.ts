@@ -18,7 +18,7 @@ import {
   type SeedRun,
 } from '../../src/core/micro/compare.ts';
 import { MEASURED } from '../../src/core/micro/measured.ts';
-import { GRID_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
+import { CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
 
 const run = (seed: number, designer: string, curve: (number | null)[], o: Partial<SeedRun> = {}): SeedRun => ({
   seed,
@@ -144,6 +144,31 @@ describe('the measured held-out comparisons (measured.json, what the Lab shows, 
     expect(r.comparisons['regret-fixed']!.positiveShare).toBe(0.2);
     expect(r.success).toBe(false);
     expect(r.sentence).toMatch(/^The learned designer did not help more than random levels/);
+  });
+});
+
+describe('the measured third pre-registration (held-out seeds 41–50, run once)', () => {
+  it('is the documented result: learnability beat fixed, not random by the margin; the headroom was weaker', () => {
+    const m = MEASURED.prereg3!;
+    const r = compareRuns(m.runs, spaceChance(CHAIN_SPACE), PRE_REGISTERED_SPEC, m.screenedOut ?? []);
+    expect(r.seeds).toEqual([41, 42, 43, 44, 45, 46, 47, 48, 49, 50]);
+    expect(m.screenedOut).toEqual([]);
+    expect(r.cycles).toBe(40);
+    expect(r.spadeDesigner).toBe('learnability');
+    expect(r.gain.learnability!.interval.mean).toBeCloseTo(0.182, 3);
+    expect(r.gain.random!.interval.mean).toBeCloseTo(0.114, 3);
+    expect(r.gain.control!.interval.mean).toBeCloseTo(0.2125, 4);
+    expect(r.comparisons['learnability-random']!.interval.mean).toBeCloseTo(0.067, 3);
+    expect(r.comparisons['learnability-random']!.interval.lo).toBeGreaterThan(0);
+    expect(r.comparisons['learnability-random']!.positiveShare).toBe(0.9);
+    expect(r.comparisons['learnability-random']!.pass).toBe(false); // +0.067 < the 0.10 margin
+    expect(r.comparisons['learnability-fixed']!.pass).toBe(true);
+    expect(r.headroom!.interval.mean).toBeCloseTo(0.052, 3);
+    expect(r.headroom!.interval.lo).toBeLessThan(0);
+    expect(r.success).toBe(false);
+    expect(r.sentence).toMatch(
+      /^Even a scripted curriculum \(frontier\) did not beat random levels \(\+0\.05\)\. The learned designer helped a little more than random levels/,
+    );
   });
 });
 
