@@ -73,7 +73,7 @@ const roomRegex = (from, rooms) => `${from === '.' ? '^\\./' : '^(\\.\\./)+'}(${
  * top-level modules import no folder, except url_state.ts (the app's link reads every folder's
  * settings), which sits above them all.
  */
-const CORE_ROOMS = ['env', 'sandbox', 'llm', 'spade', 'train', 'micro'];
+const CORE_ROOMS = ['env', 'sandbox', 'llm', 'spade', 'train', 'lab'];
 const CORE_ABOVE = ['engine', 'platform', 'workers', 'state', 'ui', 'cli'];
 const CORE_WHY =
   'src/core is pure TypeScript: no DOM, Svelte, WebGPU or Node built-ins; pass a backend in from platform/ instead';

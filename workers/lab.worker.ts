@@ -1,17 +1,17 @@
 /**
- * The micro lab worker: src/core/micro/lab.ts's MicroLab off the page, on the engine's CPU
+ * The Lab worker: src/core/lab/lab.ts's MicroLab off the page, on the engine's CPU
  * references (CpuOps: the lab's two models are 2 layers × hidden 16, where a GPU dispatch would cost
  * more than the arithmetic) and the in-process QuickJS sandbox (createSandboxWorkerApi: generated
  * environments still run only in QuickJS, here inside this worker). Nothing is downloaded: both
  * models are made from the seed on the spot (engine/lab/toy_train.ts's toyModel, the `engine init` path).
  *
- * The models and trainers are built by engine/lab/micro_policy.ts, as `spade micro` builds them (the
+ * The models and trainers are built by engine/lab/roles.ts, as `spade micro` builds them (the
  * trainers at the lab's sampling temperature), so a browser run prints the CLI's numbers for the
  * same settings.
  *
  * Several labs live side by side under a key (the panel's run, and one per seed and designer for
  * "Compare designers"); one runs at a time. check() runs a family's learning-curve check
- * (micro_policy.ts learningCheck, as `spade micro check`). run() streams events through a comlink proxy callback and stops
+ * (roles.ts learningCheck, as `spade micro check`). run() streams events through a comlink proxy callback and stops
  * between cycles when pause() was called. Created by
  * `new Worker(new URL('../../workers/lab.worker.ts', import.meta.url), { type: 'module' })`.
  */
@@ -21,12 +21,12 @@ import {
   type CycleReport,
   type MicroSettings,
   type ProbeReport,
-} from '../src/core/micro/lab.ts';
+} from '../src/core/lab/lab.ts';
 import type { EnvRunner } from '../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
 import { engineMicroDeps, learningCheck, screenMicroSeed, type LearningCheck } from '../src/engine/engine_api.ts';
-import type { ScreenResult } from '../src/core/micro/lab.ts';
-import type { SpaceName } from '../src/core/micro/spaces.ts';
+import type { ScreenResult } from '../src/core/lab/lab.ts';
+import type { SpaceName } from '../src/core/lab/spaces.ts';
 import { exposeApi } from '../src/platform/rpc.ts';
 
 /** The settings a lab is made from (what the panel's link carries, minus the cycle count). */

@@ -14,7 +14,7 @@
  * the numbers differ.
  */
 import { hashSeed } from '../core/rng.ts';
-import { MICRO_DEFAULTS, MicroLab, type CycleReport } from '../core/micro/lab.ts';
+import { MICRO_DEFAULTS, MicroLab, type CycleReport } from '../core/lab/lab.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
 import { engineMicroDeps, type ModelPath } from '../engine/engine_api.ts';
 import { intFlag, JSON_FLAG, type Args, type CommandSpec, type Io } from './args.ts';

@@ -69,8 +69,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   engine: async () => (await import('./cmd_engine.ts')).engine,
   train: async () => (await import('./cmd_train.ts')).train,
   bench: async () => (await import('./cmd_bench.ts')).bench,
-  micro: async () => (await import('./cmd_micro.ts')).micro,
-  lab: async () => (await import('./cmd_micro.ts')).micro,
+  micro: async () => (await import('./cmd_lab.ts')).micro,
+  lab: async () => (await import('./cmd_lab.ts')).micro,
   serve: async () => (await import('./cmd_serve.ts')).serve,
 };
 

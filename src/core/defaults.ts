@@ -1,5 +1,5 @@
 /**
- * Every default that is not a setting of the config (config.ts) or of the Lab (micro/settings.ts),
+ * Every default that is not a setting of the config (config.ts) or of the Lab (lab/settings.ts),
  * in one place, each as a Field (schema.ts) with the reason for its value: the served environments'
  * limits (`spade serve`), the local engine's decode scheduler and chat replies, a fresh LoRA adapter
  * and the Training panel's tiny fresh model. The CLI's help, the server, the engine and the app read

@@ -7,7 +7,7 @@
  * setting a person, a flag or a link chooses. A setting is a `Field`: a scalar schema (`int`, `num`,
  * `oneOf`, `text`: each says its kind, range or values, so a form, a help text and a link parser can
  * read them) with its default, the reason for that default and, when a link carries it, its key in
- * the link. The config (config.ts), the Lab's settings (micro/settings.ts), the link keys
+ * the link. The config (config.ts), the Lab's settings (lab/settings.ts), the link keys
  * (url_state.ts) and the defaults outside those tables (defaults.ts) are tables of Fields.
  *
  * A failure names the path of the bad value (`archive[3].stats.regret must be a number from -2 to

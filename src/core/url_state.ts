@@ -2,7 +2,7 @@
  * URL state, TF-Playground style: the app's one link parser (parseUrlState) and its one formatter
  * (formatUrlState), over one table of every key a link may carry (LINK_KEYS). Each key is a Field
  * (schema.ts): the open panel, the theme, the config fields whose Field has a `url` (config.ts), the
- * Lab's settings (`lab.*`, micro/settings.ts's LAB_SCHEMA), a compressed env set under "set" and a
+ * Lab's settings (`lab.*`, lab/settings.ts's LAB_SCHEMA), a compressed env set under "set" and a
  * run file's address under "run". Parsing returns only the fields that are present AND valid (the
  * Playground's `hasKey`): a bad value is dropped with a LinkProblem and never replaces what the app
  * already holds (a saved seed stays when a link says `seed=abc`). Hostile links are bounded: a hash
@@ -13,7 +13,7 @@
  */
 import { applyPreset, CONFIG_KEYS, CONFIG_SCHEMA, DEFAULTS, type Config } from './config.ts';
 import { MAX_LINK_CHARS } from './env/envset.ts';
-import { LAB_KEYS, LAB_SCHEMA, parseLabField, type LabChoices, type LabKey } from './micro/settings.ts';
+import { LAB_KEYS, LAB_SCHEMA, parseLabField, type LabChoices, type LabKey } from './lab/settings.ts';
 import { field, fieldProblem, fromText, oneOf, text, type Field } from './schema.ts';
 
 export const PANELS = ['run', 'environments', 'memory', 'training', 'lab', 'models', 'settings'] as const;
@@ -100,7 +100,7 @@ export interface UrlFields {
   panel?: Panel;
   theme?: Theme;
   config: Partial<UrlConfig>;
-  /** The micro lab's settings (micro/settings.ts). */
+  /** The Lab's settings (lab/settings.ts). */
   lab: Partial<LabChoices>;
   set?: string;
   /** A run file's address (`#run=URL`), kept as written: the app checks its scheme before it fetches. */

@@ -65,7 +65,7 @@ export class EnvLibrary {
   shared = $state<EnvSet | null>(null);
   /** Environments produced by the current run (set by the app from RunState). */
   runEnvs = $state<EnvRecord[]>([]);
-  /** Levels handed over from the micro lab ("play this level yourself"), newest first. */
+  /** Levels handed over from the Lab ("play this level yourself"), newest first. */
   labEnvs = $state<EnvRecord[]>([]);
   selectedId = $state<string | null>(null);
   reports = $state<Record<string, CheckReport | { error: string } | 'running'>>({});
@@ -84,7 +84,7 @@ export class EnvLibrary {
     for (const { key, set } of this.imported)
       g.push({ key: `imported:${key}`, title: set.title, envs: set.envs, storeKey: key });
     if (this.runEnvs.length) g.push({ key: 'run', title: 'Made in this run', envs: this.runEnvs, storeKey: null });
-    if (this.labEnvs.length) g.push({ key: 'lab', title: 'From the micro lab', envs: this.labEnvs, storeKey: null });
+    if (this.labEnvs.length) g.push({ key: 'lab', title: 'From the Lab', envs: this.labEnvs, storeKey: null });
     g.push({ key: 'seeds', title: 'Seed library', envs: SEED_ENVS, storeKey: null });
     g.push({ key: 'hostile', title: 'Contained failures (demos)', envs: HOSTILE_RECORDS, storeKey: null });
     return g;

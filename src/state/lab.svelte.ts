@@ -4,14 +4,14 @@
  * the Lab's worker (workers/lab.worker.ts: MicroLab on the engine's fast path and the in-process
  * QuickJS sandbox), the measured time per cycle, the learning-curve check per family, "Compare
  * designers" (the dead-seed screen, then every pre-registered arm on `seeds` seeds from the seed, one
- * after another, judged by core/micro/compare.ts as `spade micro compare` judges them) and "play this
+ * after another, judged by core/lab/compare.ts as `spade micro compare` judges them) and "play this
  * level yourself" records for the Environments panel.
  *
  * ▶ runs the chosen designer and, beside it, random levels on the same seed (the same fresh agent),
  * a cycle of each in turn: a class sees the designer's levels and the agent's probe climb next to
  * what random levels do.
  *
- * The Lab's settings, their ranges and defaults are core/micro/settings.ts's table — the same
+ * The Lab's settings, their ranges and defaults are core/lab/settings.ts's table — the same
  * defaults as `spade micro` (one source); in the link they are the `lab.*` keys, read by the app's
  * one link parser (core/url_state.ts): the app's config has a `seed` of its own, and the Lab's keys
  * mean nothing elsewhere.
@@ -20,11 +20,11 @@ import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
 import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
-import { ARMS, compareRuns, PRE_REGISTERED_SPEC, type CompareResult, type SeedRun } from '../core/micro/compare.ts';
-import { describeLevel, FAMILIES, hintText, levelCode } from '../core/micro/families.ts';
-import type { CycleReport, ProbeReport, ScreenResult } from '../core/micro/lab.ts';
-import { clampLabChoices, labDefaults, type LabChoices } from '../core/micro/settings.ts';
-import { SPACE, spaceChance } from '../core/micro/spaces.ts';
+import { ARMS, compareRuns, PRE_REGISTERED_SPEC, type CompareResult, type SeedRun } from '../core/lab/compare.ts';
+import { describeLevel, FAMILIES, hintText, levelCode } from '../core/lab/families.ts';
+import type { CycleReport, ProbeReport, ScreenResult } from '../core/lab/lab.ts';
+import { clampLabChoices, labDefaults, type LabChoices } from '../core/lab/settings.ts';
+import { SPACE, spaceChance } from '../core/lab/spaces.ts';
 import { parseUrlState } from '../core/url_state.ts';
 import type { LearningCheck } from '../engine/engine_api.ts';
 import { hashSeed } from '../core/rng.ts';
@@ -75,7 +75,7 @@ export const rowsToRuns = (rows: readonly CompareRow[]): SeedRun[] =>
       seconds: 0,
     }));
 
-/** The comparison's figures and verdict (core/micro/compare.ts) once every row is done or screened; null before. */
+/** The comparison's figures and verdict (core/lab/compare.ts) once every row is done or screened; null before. */
 export function compareResult(
   rows: readonly CompareRow[],
   screens: readonly ScreenResult[] = [],

@@ -6,10 +6,10 @@
 // for the same settings. Short on purpose: one cycle, K = 2 levels, N = 1 play, 1 probe play.
 import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { engineMicroDeps } from '../../src/engine/lab/micro_policy.ts';
+import { engineMicroDeps } from '../../src/engine/lab/roles.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { MicroLab, type ProbeReport } from '../../src/core/micro/lab.ts';
-import { CHAIN_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
+import { MicroLab, type ProbeReport } from '../../src/core/lab/lab.ts';
+import { CHAIN_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
 import { appInBrowser, resultPath, watchErrors } from './browser.ts';
 
 const LONG = { timeout: 300_000, interval: 500 };
@@ -76,7 +76,7 @@ describe('the Lab in Chromium', () => {
     // "play it yourself": the level lands in the Environments panel, selected; nothing runs until Play
     await page.getByTestId('lab-play-1-0').click();
     await expect.poll(() => page.getByRole('tab', { name: 'Environments' }).getAttribute('aria-selected')).toBe('true');
-    await expect.poll(() => page.getByRole('heading', { name: /From the micro lab/ }).count()).toBe(1);
+    await expect.poll(() => page.getByRole('heading', { name: /From the Lab/ }).count()).toBe(1);
     expect(errors).toEqual([]);
 
     // the same link in a fresh context (a new, empty profile's worth of state) gives the same numbers

@@ -13,7 +13,7 @@ import {
   SERVE_DEFAULTS,
   SERVE_FIELDS,
 } from '../../src/core/defaults.ts';
-import { LAB_SCHEMA, labDefaults } from '../../src/core/micro/settings.ts';
+import { LAB_SCHEMA, labDefaults } from '../../src/core/lab/settings.ts';
 import { decode, fieldProblem, type Field, type ScalarSchema, type Schema } from '../../src/core/schema.ts';
 import { APP_LINK_FIELDS, LINK_KEYS } from '../../src/core/url_state.ts';
 

@@ -1,12 +1,12 @@
 // The Lab panel's pure parts (src/state/lab.svelte.ts): its settings in the link (the app's one link
-// parser, core/url_state.ts, over the Lab's schema, core/micro/settings.ts: bad values are dropped
+// parser, core/url_state.ts, over the Lab's schema, core/lab/settings.ts: bad values are dropped
 // with a warning, the old designer name `regret` read as `learned`) and the comparison it shows (the
-// rows of its runs judged by core/micro/compare.ts as `spade micro compare` judges them, screened-out
+// rows of its runs judged by core/lab/compare.ts as `spade micro compare` judges them, screened-out
 // seeds left out).
 import { describe, expect, it } from 'vitest';
-import { compareRuns, PRE_REGISTERED_SPEC } from '../../src/core/micro/compare.ts';
-import { clampLabChoices } from '../../src/core/micro/settings.ts';
-import { CHAIN_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
+import { compareRuns, PRE_REGISTERED_SPEC } from '../../src/core/lab/compare.ts';
+import { clampLabChoices } from '../../src/core/lab/settings.ts';
+import { CHAIN_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
 import { formatUrlState, parseUrlState, URL_DEFAULTS } from '../../src/core/url_state.ts';
 import { compareResult, LAB_DEFAULTS, LabState, rowsToRuns, type CompareRow } from '../../src/state/lab.svelte.ts';
 

@@ -1,11 +1,11 @@
-// The Lab's settings table (src/core/micro/settings.ts: every setting with its range, default and
+// The Lab's settings table (src/core/lab/settings.ts: every setting with its range, default and
 // reason, the defaults the command's own; the `browser` preset, each difference with its reason) and the app's one
 // link parser (src/core/url_state.ts): each part of a link round-trips, and hostile links — huge,
 // malformed, repeated or unknown keys, out-of-range lab values — come back as typed problems, never
 // as a throw, with nothing wrong applied.
 import { describe, expect, it } from 'vitest';
 import { MAX_LINK_CHARS } from '../../src/core/env/envset.ts';
-import { MICRO_DEFAULTS, PRE_REGISTERED_CYCLES } from '../../src/core/micro/lab.ts';
+import { MICRO_DEFAULTS, PRE_REGISTERED_CYCLES } from '../../src/core/lab/lab.ts';
 import {
   clampLabChoices,
   LAB_KEYS,
@@ -15,7 +15,7 @@ import {
   labDefaults,
   parseLabField,
   type LabChoices,
-} from '../../src/core/micro/settings.ts';
+} from '../../src/core/lab/settings.ts';
 import { createRng } from '../../src/core/rng.ts';
 import {
   formatUrlState,
@@ -52,7 +52,7 @@ describe('the lab settings table', () => {
     expect(new Set(LAB_KEYS.map((k) => LAB_SCHEMA[k].url)).size).toBe(LAB_KEYS.length);
   });
 
-  it('keeps the pre-registered settings as its defaults (docs/micro.md), the ones the Lab itself uses', () => {
+  it('keeps the pre-registered settings as its defaults (docs/lab.md), the ones the Lab itself uses', () => {
     expect(labDefaults()).toEqual({
       seed: 1,
       cycles: PRE_REGISTERED_CYCLES,

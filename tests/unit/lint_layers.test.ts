@@ -43,11 +43,11 @@ const CASES: [string, string, string][] = [
   ['src/ui/Probe.svelte', '../platform/browser/idb_store.ts', '../state/app.svelte.ts'],
   ['src/ui/Probe.svelte', '../engine/device.ts', '../core/config.ts'],
   ['src/cli/probe.ts', '../state/run.svelte.ts', '../platform/node/gpu.ts'],
-  // core's folders: env → sandbox → llm → spade → train → micro, below them its top-level modules
+  // core's folders: env → sandbox → llm → spade → train → lab, below them its top-level modules
   ['src/core/env/probe.ts', '../sandbox/host.ts', '../errors.ts'],
   ['src/core/spade/probe.ts', '../train/grpo.ts', '../llm/token_trace.ts'],
   ['src/core/llm/webllm/probe.ts', '../../spade/loop.ts', '../../env/contract.ts'],
-  ['src/core/train/probe.ts', '../micro/lab.ts', '../spade/estimators.ts'],
+  ['src/core/train/probe.ts', '../lab/lab.ts', '../spade/estimators.ts'],
   ['src/core/probe.ts', './env/checker.ts', './config.ts'],
   // the engine's front door: outside src/engine only engine_api.ts (and engine/bench from the CLI)
   ['src/cli/probe.ts', '../engine/model/batch.ts', '../engine/engine_api.ts'],
@@ -55,7 +55,7 @@ const CASES: [string, string, string][] = [
   ['src/platform/node/probe.ts', '../../engine/io/load.ts', '../../engine/engine_api.ts'],
   ['src/platform/browser/probe.ts', '../../engine/engine_chat_model.ts', '../../engine/engine_api.ts'],
   ['src/state/probe.svelte.ts', '../engine/bench/model.ts', '../engine/engine_api.ts'],
-  ['workers/probe.ts', '../src/engine/lab/micro_policy.ts', '../src/engine/engine_api.ts'],
+  ['workers/probe.ts', '../src/engine/lab/roles.ts', '../src/engine/engine_api.ts'],
 ];
 
 const wrap = (file: string, body: string) =>
@@ -93,12 +93,12 @@ describe('eslint enforces the layering', () => {
       await layerErrors('src/core/sandbox/probe.ts', `export const l = () => import('../spade/loop.ts');\n`),
     ).toHaveLength(1);
     expect(
-      await layerErrors('src/core/micro/probe.ts', `export const l = () => import('../spade/loop.ts');\n`),
+      await layerErrors('src/core/lab/probe.ts', `export const l = () => import('../spade/loop.ts');\n`),
     ).toEqual([]);
     expect(
-      await layerErrors('src/core/url_state.ts', `import './micro/settings.ts';\nimport './env/envset.ts';\n`),
+      await layerErrors('src/core/url_state.ts', `import './lab/settings.ts';\nimport './env/envset.ts';\n`),
     ).toEqual([]);
-    expect(await layerErrors('src/core/config.ts', `import './micro/settings.ts';\n`)).toHaveLength(1);
+    expect(await layerErrors('src/core/config.ts', `import './lab/settings.ts';\n`)).toHaveLength(1);
   });
 
   it('lets code outside the engine reach it only through the front door, statically or dynamically', async () => {

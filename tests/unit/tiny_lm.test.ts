@@ -4,10 +4,10 @@
 // arithmetic in the same order, not an approximation of it.
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
-import { MicroLab } from '../../src/core/micro/lab.ts';
+import { MicroLab } from '../../src/core/lab/lab.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
-import { engineMicroDeps } from '../../src/engine/lab/micro_policy.ts';
+import { engineMicroDeps } from '../../src/engine/lab/roles.ts';
 import { TINY_TRAIN_DEFAULTS, TinyChat, TinyLm, tinyTrainer } from '../../src/engine/lab/tiny_lm.ts';
 import { toyModel } from '../../src/engine/lab/toy_train.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';

@@ -1,5 +1,5 @@
 /**
- * The micro lab's parametric environment families: small games written for a tiny model whose
+ * The Lab's parametric environment families: small games written for a tiny model whose
  * vocabulary is the digits 0–4 (AGENT_DIGITS), each generated as a JavaScript environment of the
  * seed contract (reset/step/solution, run in the QuickJS sandbox like any designed environment)
  * from a family and three knobs.
@@ -61,7 +61,7 @@ export const FAMILIES: readonly FamilyInfo[] = [
 
 /**
  * The families the lab designs and probes by default (the trap ablation adds TRAP_FAMILIES): those
- * whose learning-curve check passes at the lab's budget (docs/micro.md). Echo does not: at the
+ * whose learning-curve check passes at the lab's budget (docs/lab.md). Echo does not: at the
  * lab's learning rate the tiny agent learns its alphabet (win rate 0.5 at A = 2) but not to copy.
  */
 export const MAIN_FAMILIES: readonly number[] = [1, 2];

@@ -1,11 +1,11 @@
-// The Lab's loop (src/core/micro/lab.ts) and its level spaces (spaces.ts): with scripted models, the
+// The Lab's loop (src/core/lab/lab.ts) and its level spaces (spaces.ts): with scripted models, the
 // designer rewards and their centring by hand; every designer's designs (learned with its trained
 // edit slot, frontier, ladder, random, fixed off the probe, control with 1-of-N wins in its band);
 // the probe per stage; the dead-seed screen; and one cycle on two tiny engine models, end to end and
 // deterministic: the same seed gives the same numbers.
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage, ChatModel, ChatResult } from '../../src/core/llm/chat_model.ts';
-import { describeLevel, levelValues, lockDigit, type Level } from '../../src/core/micro/families.ts';
+import { describeLevel, levelValues, lockDigit, type Level } from '../../src/core/lab/families.ts';
 import {
   EDIT_FROM,
   MicroLab,
@@ -13,10 +13,10 @@ import {
   summarise,
   type CycleReport,
   type MicroPolicy,
-} from '../../src/core/micro/lab.ts';
-import { CHAIN2_SPACE, CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
+} from '../../src/core/lab/lab.ts';
+import { CHAIN2_SPACE, CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { engineMicroDeps } from '../../src/engine/lab/micro_policy.ts';
+import { engineMicroDeps } from '../../src/engine/lab/roles.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
 import type { LocalChatModel } from '../../src/engine/model/local_model.ts';
 

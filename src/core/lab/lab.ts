@@ -35,7 +35,7 @@
  * designer that plays where the agent sometimes wins gives it more steps. That is part of what a
  * curriculum does; each cycle reports its steps per role so a comparison shows it.
  *
- * Pure: the models and trainers come in as MicroPolicies (engine/lab/micro_policy.ts builds them on
+ * Pure: the models and trainers come in as MicroPolicies (engine/lab/roles.ts builds them on
  * the engine), the sandbox as an EnvRunner. Everything follows from the settings: environment seeds
  * and sampling seeds are hashes of (seed, cycle, design, play); the designs and the minibatch order
  * use Rngs forked from the seed.
@@ -91,7 +91,7 @@ export interface MicroSettings {
   estimator: Estimator;
   /** Plays per probe level (fixed seeds). */
   probePlays: number;
-  /** Sampling temperature of both roles; the trainers are built with the same (engine/lab/micro_policy.ts). */
+  /** Sampling temperature of both roles; the trainers are built with the same (engine/lab/roles.ts). */
   temperature: number;
   /** The designer's role scale on the centred reward (1: rewards are already in [0, 1]). */
   designerScale: number;
@@ -121,7 +121,7 @@ export interface MicroSettings {
 
 /**
  * The Lab's defaults — one source for `spade micro`, `spade micro compare` and the Lab panel
- * (settings.ts builds the panel's table from these). What each value is and why: docs/micro.md,
+ * (settings.ts builds the panel's table from these). What each value is and why: docs/lab.md,
  * "Pre-registration 3".
  */
 export const MICRO_DEFAULTS: MicroSettings = {
@@ -146,7 +146,7 @@ export const MICRO_DEFAULTS: MicroSettings = {
   probeEvery: 5,
 };
 
-/** The cycles of a run by default (pre-registration 3, docs/micro.md). */
+/** The cycles of a run by default (pre-registration 3, docs/lab.md). */
 export const PRE_REGISTERED_CYCLES = 40;
 
 /** One role's model and, when the role learns, its trainer (the engine's GRPO step). */
@@ -691,7 +691,7 @@ export interface ScreenResult {
   pass: boolean;
 }
 
-/** Plays of the dead-seed screen (pre-registered: docs/micro.md). */
+/** Plays of the dead-seed screen (pre-registered: docs/lab.md). */
 export const SCREEN_PLAYS = 64;
 
 /**

@@ -8,7 +8,7 @@
  * seeds than the command: a tab is not a batch job), with its reason.
  *
  * Read by the link parser (core/url_state.ts), the Lab (state/lab.svelte.ts, ui/LabPanel.svelte)
- * and `spade micro` (cli/cmd_micro.ts). The Lab's algorithm settings past these (temperature,
+ * and `spade micro` (cli/cmd_lab.ts). The Lab's algorithm settings past these (temperature,
  * minibatches, the ladder's step) stay in lab.ts's MICRO_DEFAULTS.
  */
 import { ESTIMATORS } from '../config.ts';
@@ -20,12 +20,12 @@ import { defaultsOf, field, fieldProblem, fromText, int, oneOf, type Field, type
 export const LAB_SCHEMA = {
   seed: field(int(0, 2 ** 31 - 1), {
     default: MICRO_DEFAULTS.seed,
-    why: 'seed 1: the first deciding seed of every pre-registration (docs/micro.md); every random choice of a run derives from it, so a link replays the run',
+    why: 'seed 1: the first deciding seed of every pre-registration (docs/lab.md); every random choice of a run derives from it, so a link replays the run',
     url: 'lab.seed',
   }),
   cycles: field(int(1, 400), {
     default: PRE_REGISTERED_CYCLES,
-    why: 'pre-registration 3 (docs/micro.md): at 40 cycles a scripted curriculum beat random levels on seeds 1–10 (frontier − random +0.08 [0.03, 0.14]); at 80 random levels caught up',
+    why: 'pre-registration 3 (docs/lab.md): at 40 cycles a scripted curriculum beat random levels on seeds 1–10 (frontier − random +0.08 [0.03, 0.14]); at 80 random levels caught up',
     url: 'lab.cycles',
   }),
   designer: field(oneOf(DESIGNERS), {
@@ -81,7 +81,7 @@ export const LAB_PRESETS: Record<LabPresetName, { [K in LabKey]?: { value: LabCh
   browser: {
     seeds: {
       value: 1,
-      why: "a tab's live comparison: every arm on one seed (minutes); the ten-seed result is shown from the command's runs (docs/micro.md)",
+      why: "a tab's live comparison: every arm on one seed (minutes); the ten-seed result is shown from the command's runs (docs/lab.md)",
     },
   },
 };

@@ -1,5 +1,5 @@
 /**
- * The micro lab's two roles on our engine (shared by `spade micro` and workers/lab.worker.ts, so a
+ * The Lab's two roles on our engine (shared by `spade micro` and workers/lab.worker.ts, so a
  * browser run prints the CLI's numbers for the same settings): a tiny fresh model per role made on
  * the spot from the seed (toy_train.ts's toyModel, the `engine init` path) with its vocabulary
  * constraint, a LoRA adapter and the clipped-GRPO trainer behind the lab's PolicyTrainer interface.
@@ -9,8 +9,8 @@
  * updates swamp the other's; two tiny models cost little.
  */
 import type { EnvRunner } from '../../core/env/checker.ts';
-import type { SeedRun } from '../../core/micro/compare.ts';
-import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../../core/micro/families.ts';
+import type { SeedRun } from '../../core/lab/compare.ts';
+import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../../core/lab/families.ts';
 import {
   MICRO_DEFAULTS,
   MicroLab,
@@ -22,8 +22,8 @@ import {
   type MicroPolicy,
   type MicroSettings,
   type ScreenResult,
-} from '../../core/micro/lab.ts';
-import { SPACE, type SpaceName } from '../../core/micro/spaces.ts';
+} from '../../core/lab/lab.ts';
+import { SPACE, type SpaceName } from '../../core/lab/spaces.ts';
 import type { ChatMessage } from '../../core/llm/chat_model.ts';
 import type { TokenTrace } from '../../core/train/grpo.ts';
 import { mean } from '../../core/spade/estimators.ts';
@@ -39,7 +39,7 @@ export interface MicroEngineOptions {
   /**
    * Agent learning rate (default 3e-3, from the learning-curve check: 1e-2 with 4–8 steps a cycle
    * collapsed the fresh agent onto one losing digit; 3e-3 masters each family's easiest level in
-   * a few cycles, docs/micro.md).
+   * a few cycles, docs/lab.md).
    */
   agentLr?: number;
   /** Designer learning rate (default 5e-3: slow enough that a few lucky batches do not collapse it onto one level). */
@@ -48,7 +48,7 @@ export interface MicroEngineOptions {
    * Model size (default 2 layers, hidden 16: a third of the toy's 2 × 32 cost per token, which the
    * Lab's hundreds of replies per cycle need) and init std (default 0.2: the fresh policy starts
    * near uniform — at 0.4 it started so peaked that 9 of seeds 1–30 never won the easiest chain level
-   * in 64 plays, at 0.2 one did (docs/micro.md) — while the logit gap the adapter can open, about
+   * in 64 plays, at 0.2 one did (docs/lab.md) — while the logit gap the adapter can open, about
    * std·|h|·√(2C) = 0.2·4·√32 ≈ 4.5 nats, still allows P ≥ 0.95 on one digit of five).
    */
   layers?: number;

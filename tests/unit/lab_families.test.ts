@@ -1,4 +1,4 @@
-// The micro lab's environment families (src/core/micro/families.ts) and level descriptions
+// The Lab's environment families (src/core/lab/families.ts) and level descriptions
 // (levels.ts): every level of the knob grid passes the checker in the in-process QuickJS sandbox and
 // its solution() wins; scoring is exact; the chance level is what a uniform player gets; the hint is
 // a strategy (the same for every seed, never the episode's code: the leak probe's check passes on
@@ -21,8 +21,8 @@ import {
   oracleReply,
   TRAP_FAMILIES,
   type Level,
-} from '../../src/core/micro/families.ts';
-import { parseLevel } from '../../src/core/micro/levels.ts';
+} from '../../src/core/lab/families.ts';
+import { parseLevel } from '../../src/core/lab/levels.ts';
 import { createRng } from '../../src/core/rng.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { leakedValues } from '../../src/core/spade/extract.ts';

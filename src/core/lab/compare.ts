@@ -1,6 +1,6 @@
 /**
  * The Lab's pre-registered comparison, pure: per-seed runs of the arms in, the figures and the
- * success criterion out (docs/micro.md). Used by `spade micro compare` and the Lab panel alike, so
+ * success criterion out (docs/lab.md). Used by `spade micro compare` and the Lab panel alike, so
  * both print the same numbers.
  *
  *   arm          a designer, and for the learned designer its reward (ARMS): `learnability` is the
@@ -74,7 +74,7 @@ export interface CompareSpec {
   mechanismInSuccess: boolean;
 }
 
-/** The first two pre-registrations' comparison (the grid space; docs/micro.md). */
+/** The first two pre-registrations' comparison (the grid space; docs/lab.md). */
 export const SPEC_1: CompareSpec = {
   arms: ['regret', 'random', 'fixed', 'control'],
   spade: 'regret',
@@ -83,7 +83,7 @@ export const SPEC_1: CompareSpec = {
   mechanismInSuccess: true,
 };
 
-/** The third pre-registration's comparison (the chain space; docs/micro.md). */
+/** The third pre-registration's comparison (the chain space; docs/lab.md). */
 export const PRE_REGISTERED_ARMS = ['learnability', 'regret', 'frontier', 'ladder', 'random', 'fixed', 'control'];
 export const PRE_REGISTERED_SPEC: CompareSpec = {
   arms: PRE_REGISTERED_ARMS,

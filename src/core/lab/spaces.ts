@@ -6,10 +6,10 @@
  *           the longest one, so a length is learnable once the one before it is (one new digit, a
  *           try in five), while a random level is mostly far past what the agent can do. The probe
  *           is every level, so it weighs every stage; the designer writes one digit, the level's
- *           index (0–7, easiest first). The default since the third pre-registration (docs/micro.md).
+ *           index (0–7, easiest first). The default since the third pre-registration (docs/lab.md).
  *   chain2  the audit's suggestion: alphabet 2 (code 1 0 1 0 1), lengths 2–5, 0 or 3 distractors;
  *           the periodic code makes every length learnable at once, so random levels do as well as
- *           a curriculum (no headroom, docs/micro.md). chain5: alphabet 5 at those lengths, a pilot.
+ *           a curriculum (no headroom, docs/lab.md). chain5: alphabet 5 at those lengths, a pilot.
  *   grid    the first two pre-registrations' space: families mirror and lock (rotating per cycle),
  *          every knob 0–3 (64 levels each), a 6-level probe (each family at knobs 0/0/0, 1/1/1,
  *          2/2/2); the designer writes three digits (L A D).
@@ -111,11 +111,11 @@ function chainSpace(name: SpaceName, A: number, Ls = [0, 1, 2, 3], Ds = [0, 3]):
 /**
  * The chain (pre-registration 3): the lock at alphabet 5 (code 1 0 4 3 2 1 0 4 3), lengths 2–9, no
  * distractors — eight stages, each learnable once the one before it is (a new digit to find, one try
- * in five), and random levels mostly far past what the agent can do. Developed as `long5` (docs/micro.md).
+ * in five), and random levels mostly far past what the agent can do. Developed as `long5` (docs/lab.md).
  */
 export const CHAIN_SPACE: LevelSpace = chainSpace('chain', 3, [0, 1, 2, 3, 4, 5, 6, 7], [0]);
 
-/** The audit's suggestion (#31): alphabet 2 (code 1 0 1 0 1), lengths 2–5, 0 or 3 distractors; no headroom (docs/micro.md). */
+/** The audit's suggestion (#31): alphabet 2 (code 1 0 1 0 1), lengths 2–5, 0 or 3 distractors; no headroom (docs/lab.md). */
 export const CHAIN2_SPACE: LevelSpace = chainSpace('chain2', 0);
 
 /** The grid's probe: every main family at knob levels 0/0/0, 1/1/1 and 2/2/2 (buckets easy, medium, hard). */

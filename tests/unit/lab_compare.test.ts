@@ -1,4 +1,4 @@
-// The Lab's pre-registered comparison (src/core/micro/compare.ts): gain (with unprobed cycles), the
+// The Lab's pre-registered comparison (src/core/lab/compare.ts): gain (with unprobed cycles), the
 // 95% t-interval, the criterion computed from per-seed runs of any arms (a clear win, a noisy tie, a
 // loss, the headroom pair, screened-out seeds), the plain sentence, the first two pre-registrations'
 // measured results (measured.json), and the `spade micro compare` command end to end — a small
@@ -16,9 +16,9 @@ import {
   tInterval,
   type CompareSpec,
   type SeedRun,
-} from '../../src/core/micro/compare.ts';
-import { MEASURED } from '../../src/core/micro/measured.ts';
-import { CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/micro/spaces.ts';
+} from '../../src/core/lab/compare.ts';
+import { MEASURED } from '../../src/core/lab/measured.ts';
+import { CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
 
 const run = (seed: number, designer: string, curve: (number | null)[], o: Partial<SeedRun> = {}): SeedRun => ({
   seed,
@@ -118,7 +118,7 @@ describe('the comparison, pure', () => {
   });
 });
 
-describe('the measured held-out comparisons (measured.json, what the Lab shows, docs/micro.md)', () => {
+describe('the measured held-out comparisons (measured.json, what the Lab shows, docs/lab.md)', () => {
   const chance = spaceChance(GRID_SPACE);
   it('is the documented first result: not detectable on seeds 11–20', () => {
     const r = compareRuns(MEASURED.prereg1.runs, chance, SPEC_1);

@@ -1,5 +1,5 @@
 /**
- * Level descriptions: what the micro lab's designer writes, and the pure parser that turns one into
+ * Level descriptions: what the Lab's designer writes, and the pure parser that turns one into
  * a level (families.ts). Two forms are read:
  *   long  "F2 L3 A1 D0"  family index, then the knob levels (any order of L/A/D after F; spaces optional)
  *   short "2310"         the first four digits: family, L, A, D — what the tiny designer model writes

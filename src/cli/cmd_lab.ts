@@ -1,15 +1,15 @@
 /**
- * `spade micro` (also `spade lab`) — the Lab (src/core/micro/lab.ts) on the CPU: two tiny fresh
- * models made on the spot from the seed (engine/lab/micro_policy.ts, shared with the Lab's worker),
+ * `spade micro` (also `spade lab`) — the Lab (src/core/lab/lab.ts) on the CPU: two tiny fresh
+ * models made on the spot from the seed (engine/lab/roles.ts, shared with the Lab's worker),
  * one per role, each with its own LoRA adapter and GRPO trainer, on the fast path (tiny_lm.ts) by
- * default. Every default is the Lab panel's (core/micro/settings.ts, one table).
+ * default. Every default is the Lab panel's (core/lab/settings.ts, one table).
  *
  *   spade micro [flags]          one run; one line per cycle; with --json the last line is one JSON
  *                                object (probeReturnFirst, probeReturnLast, probeCurve, stageCurves,
  *                                levelCurve, steps, chance, seconds, …)
  *   spade micro check [flags]    the learning-curve check: per family, the fixed designer on its easiest level
  *   spade micro compare --seeds A-B [flags]
- *                                the pre-registered comparison (core/micro/compare.ts): the dead-seed
+ *                                the pre-registered comparison (core/lab/compare.ts): the dead-seed
  *                                screen, then every arm per seed; with --json a "screen {…}" and a
  *                                "run {…}" line as each finishes and, last, one JSON object naming
  *                                `spadeDesigner` with `gain[arm].perSeed` for every arm; --combine
@@ -26,8 +26,8 @@ import {
   PRE_REGISTERED_SPEC,
   type CompareSpec,
   type SeedRun,
-} from '../core/micro/compare.ts';
-import { FAMILIES, TRAP_FAMILIES } from '../core/micro/families.ts';
+} from '../core/lab/compare.ts';
+import { FAMILIES, TRAP_FAMILIES } from '../core/lab/families.ts';
 import {
   designerNamed,
   DESIGNERS,
@@ -35,9 +35,9 @@ import {
   summarise,
   type MicroSettings,
   type ScreenResult,
-} from '../core/micro/lab.ts';
-import { labDefaults } from '../core/micro/settings.ts';
-import { SPACE, SPACES, spaceChance, type SpaceName } from '../core/micro/spaces.ts';
+} from '../core/lab/lab.ts';
+import { labDefaults } from '../core/lab/settings.ts';
+import { SPACE, SPACES, spaceChance, type SpaceName } from '../core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
 import { learningCheck, MODEL_PATHS, runMicro, screenMicroSeed, type ModelPath } from '../engine/engine_api.ts';
 import {
@@ -52,7 +52,7 @@ import {
   type Io,
 } from './args.ts';
 
-/** Where the flags start: the Lab's defaults (core/micro/settings.ts), the panel's own. */
+/** Where the flags start: the Lab's defaults (core/lab/settings.ts), the panel's own. */
 const DEFAULTS = labDefaults();
 
 /** The lab settings every form takes (settingsOf). */
@@ -90,7 +90,7 @@ export const MICRO: CommandSpec = {
   usage: '[flags]',
   summary:
     'The Lab: two tiny fresh models (designer and agent) on toy levels, on the CPU. One line per\n' +
-    'cycle; the probe says whether the agent learned, per stage (docs/micro.md). Also `spade lab`.',
+    'cycle; the probe says whether the agent learned, per stage (docs/lab.md). Also `spade lab`.',
   flags: {
     cycles: { value: 'N', help: 'cycles to run', default: DEFAULTS.cycles },
     seed: { value: 'S', help: 'every random choice of the run derives from it', default: DEFAULTS.seed },
@@ -117,7 +117,7 @@ export const MICRO_COMPARE: CommandSpec = {
   usage: '--seeds A-B [flags]',
   summary:
     'The pre-registered comparison: the dead-seed screen, then every arm on each seed, judged by the\n' +
-    'criteria in docs/micro.md. --combine merges earlier --json outputs instead of running.',
+    'criteria in docs/lab.md. --combine merges earlier --json outputs instead of running.',
   flags: {
     seeds: { value: 'A-B', help: 'the seeds to run, a range like 1-10 or one seed' },
     cycles: { value: 'N', help: 'cycles per run', default: DEFAULTS.cycles },
