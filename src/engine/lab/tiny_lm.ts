@@ -70,7 +70,20 @@ function mmNT(
       let s1 = 0;
       let s2 = 0;
       let s3 = 0;
-      for (let p = 0; p < K; p++) {
+      let p = 0;
+      for (; p + 2 <= K; p += 2) {
+        const xa = x[xo + p]!;
+        const xb = x[xo + p + 1]!;
+        s0 += xa * W[w0 + p]!;
+        s0 += xb * W[w0 + p + 1]!;
+        s1 += xa * W[w1 + p]!;
+        s1 += xb * W[w1 + p + 1]!;
+        s2 += xa * W[w2 + p]!;
+        s2 += xb * W[w2 + p + 1]!;
+        s3 += xa * W[w3 + p]!;
+        s3 += xb * W[w3 + p + 1]!;
+      }
+      for (; p < K; p++) {
         const xv = x[xo + p]!;
         s0 += xv * W[w0 + p]!;
         s1 += xv * W[w1 + p]!;
@@ -386,6 +399,46 @@ export class TinyLm {
     seq.cap = cap;
   }
 
+  private work: {
+    rows: number;
+    r: number;
+    a: Float32Array;
+    q: Float32Array;
+    k: Float32Array;
+    v: Float32Array;
+    qr: Float32Array;
+    att: Float32Array;
+    g: Float32Array;
+    u: Float32Array;
+    s: Float32Array;
+    xa: Float32Array;
+    e: Float64Array;
+  } | null = null;
+
+  /** step()'s scratch for N rows (grown, never shrunk). */
+  private scratch(N: number, r: number) {
+    const have = this.work;
+    if (have && have.rows >= N && have.r >= r) return have;
+    const rows = Math.max(N, 2 * (have?.rows ?? 0), 64);
+    const { C, F, qd, kvd } = this;
+    this.work = {
+      rows,
+      r,
+      a: new Float32Array(rows * C),
+      q: new Float32Array(rows * qd),
+      k: new Float32Array(rows * kvd),
+      v: new Float32Array(rows * kvd),
+      qr: new Float32Array(rows * qd),
+      att: new Float32Array(rows * qd),
+      g: new Float32Array(rows * F),
+      u: new Float32Array(rows * F),
+      s: new Float32Array(rows * F),
+      xa: new Float32Array(rows * Math.max(1, r)),
+      e: have?.e ?? new Float64Array(256),
+    };
+    return this.work;
+  }
+
   /**
    * Run each item's new ids after its sequence's tokens (LlamaModel.step's arithmetic: every row
    * sees only its own sequence) and return the final-norm output of each item's last row, (items, C).
@@ -411,19 +464,12 @@ export class TinyLm {
         n++;
       });
     }
-    const a = new Float32Array(N * C);
-    const q = new Float32Array(N * qd);
-    const k = new Float32Array(N * kvd);
-    const v = new Float32Array(N * kvd);
-    const qr = new Float32Array(N * qd);
-    const att = new Float32Array(N * qd);
-    const g = new Float32Array(N * F);
-    const u = new Float32Array(N * F);
-    const s = new Float32Array(N * F);
-    const xa = new Float32Array(N * Math.max(1, r));
+    // scratch rows, reused across calls (every value is written before it is read)
+    const w = this.scratch(N, r);
+    const { a, q, k, v, qr, att, g, u, s, xa } = w;
     const half = D / 2;
     const sc = 1 / Math.sqrt(D);
-    let e = new Float64Array(64);
+    let e = w.e;
     /** out += scale·(x·Aᵀ)·Bᵀ (the adapter's delta, as LlamaModel adds it). */
     const delta = (
       x: Float32Array,
@@ -497,7 +543,7 @@ export class TinyLm {
         const seq = rowSeq[row]!;
         const ks = seq.k[li]!;
         const vs = seq.v[li]!;
-        if (e.length < nKeys) e = new Float64Array(2 * nKeys);
+        if (e.length < nKeys) e = w.e = new Float64Array(2 * nKeys);
         for (let hh = 0; hh < Hq; hh++) {
           const kvh = Math.floor(hh / (Hq / Hkv));
           const qo = (row * Hq + hh) * D;
