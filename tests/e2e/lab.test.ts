@@ -67,6 +67,18 @@ describe('the Lab in Chromium', () => {
     // five charts (the probe, per stage, the designed level, the agent's steps, the reward), the live run in one
     // sentence, the chance level and the measured speed
     expect(await page.getByTestId('lab-charts').locator('.chart').count()).toBe(5);
+    // every y tick of every chart reads the value it marks (a single tick at 0.5 once read "1")
+    for (const ticks of await page
+      .getByTestId('lab-charts')
+      .locator('.chart')
+      .evaluateAll((els) => els.map((e) => e.getAttribute('data-yticks') ?? ''))) {
+      const pairs = ticks
+        .split(' ')
+        .filter(Boolean)
+        .map((t) => t.split('=').map(Number) as [number, number]);
+      expect(pairs.length, ticks).toBeGreaterThan(0);
+      for (const [value, label] of pairs) expect(Math.abs(label - value), ticks).toBeLessThan(1e-9);
+    }
     expect(await page.getByTestId('lab-live-sentence').textContent()).toMatch(/^After 1 cycle the agent taught by/);
     expect(await page.getByTestId('lab-chance').textContent()).toBe(f2(spaceChance(CHAIN_SPACE)));
     expect(await page.getByTestId('lab-speed').textContent()).toMatch(/^~\d+(\.\d)? s per cycle on this machine$/);
