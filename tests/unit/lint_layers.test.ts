@@ -92,9 +92,9 @@ describe('eslint enforces the layering', () => {
     expect(
       await layerErrors('src/core/sandbox/probe.ts', `export const l = () => import('../spade/loop.ts');\n`),
     ).toHaveLength(1);
-    expect(
-      await layerErrors('src/core/lab/probe.ts', `export const l = () => import('../spade/loop.ts');\n`),
-    ).toEqual([]);
+    expect(await layerErrors('src/core/lab/probe.ts', `export const l = () => import('../spade/loop.ts');\n`)).toEqual(
+      [],
+    );
     expect(
       await layerErrors('src/core/url_state.ts', `import './lab/settings.ts';\nimport './env/envset.ts';\n`),
     ).toEqual([]);

@@ -95,7 +95,10 @@ describe('spade run --train', () => {
       at(/^trained after cycle 1:/),
     ];
     expect(order[0]).toBe(0);
-    expect(order.every((i, k) => i >= 0 && (k === 0 || i > order[k - 1]!)), a.err.join('\n')).toBe(true);
+    expect(
+      order.every((i, k) => i >= 0 && (k === 0 || i > order[k - 1]!)),
+      a.err.join('\n'),
+    ).toBe(true);
     expect(a.err[order[1]!]).toMatch(/no valid\s+environments[\s\S]*--backend openai[\s\S]*ollama pull/);
     for (const f of [
       'adapter_config.json',

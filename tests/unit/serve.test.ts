@@ -227,7 +227,10 @@ describe('spade serve: choosing environments', () => {
       `${JSON.stringify({ cycle, index: 0, skill: 'logical_deduction', setting: 'games', difficulty: 'easy', envId: null, title: `c${cycle}`, code, hint: 'h', source: null, valid, firstAttemptValid: valid, attempts: [], validator: null, stats: { noHint: [1, 0], withHint: [1, 1], winRate: 0.5, winRateHinted: 1, regret: 0.5, raw: 0.5, designerReward: 0.5, timedOut: false, blacklisted: false }, leak: null })}\n`;
     await writeFile(join(dir, 'archive.jsonl'), line(0, FAKE_ENV, true) + line(0, 'broken', false));
     const { readRunDir } = await import('../../src/platform/node/serve/env_catalog.ts');
-    const catalog = new EnvCatalog('run', (await readRunDir(dir)).entries.map((e) => e.rec));
+    const catalog = new EnvCatalog(
+      'run',
+      (await readRunDir(dir)).entries.map((e) => e.rec),
+    );
     expect(catalog.size).toBe(1);
     const added = new Promise<number>((resolve) => catalog.watch(dir, 50, resolve, () => undefined));
     await appendFile(join(dir, 'archive.jsonl'), line(1, lantern.code, true));
