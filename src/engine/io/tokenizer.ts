@@ -86,7 +86,17 @@ export const TEMPLATE_LIMITS = {
 };
 
 /** A render ran past TEMPLATE_LIMITS (thrown inside the interpreter, turned into ModelLoadError). */
-class TemplateLimitError extends Error {}
+class TemplateLimitError extends Error {
+  constructor(
+    message: string,
+    /** The limit that fired (a key of TEMPLATE_LIMITS), so a caller can tell work from time. */
+    readonly limit: keyof typeof TEMPLATE_LIMITS,
+    /** The steps counted when it fired. */
+    readonly steps: number,
+  ) {
+    super(message);
+  }
+}
 
 type Statement = Parameters<Interpreter['evaluate']>[0];
 type RuntimeValue = ReturnType<Interpreter['evaluate']>;
@@ -110,9 +120,13 @@ class BoundedInterpreter extends Interpreter {
   /** Count n steps of work. */
   charge(n: number): void {
     if ((this.steps += n) > TEMPLATE_LIMITS.steps)
-      throw new TemplateLimitError(`it took more than ${TEMPLATE_LIMITS.steps.toLocaleString('en')} steps`);
+      throw new TemplateLimitError(
+        `it took more than ${TEMPLATE_LIMITS.steps.toLocaleString('en')} steps`,
+        'steps',
+        this.steps,
+      );
     if ((++this.calls & 255) === 0 && performance.now() > this.deadline)
-      throw new TemplateLimitError(`it ran for more than ${TEMPLATE_LIMITS.ms} ms`);
+      throw new TemplateLimitError(`it ran for more than ${TEMPLATE_LIMITS.ms} ms`, 'ms', this.steps);
   }
 
   override evaluate(statement: Statement, environment: Environment): RuntimeValue {
@@ -129,13 +143,25 @@ class BoundedInterpreter extends Interpreter {
     this.seen.add(v);
     if (typeof x === 'string') {
       if (x.length > TEMPLATE_LIMITS.stringChars)
-        throw new TemplateLimitError(`it made a string of ${x.length.toLocaleString('en')} characters`);
+        throw new TemplateLimitError(
+          `it made a string of ${x.length.toLocaleString('en')} characters`,
+          'stringChars',
+          this.steps,
+        );
       if ((this.chars += x.length) > TEMPLATE_LIMITS.totalChars)
-        throw new TemplateLimitError(`it made more than ${TEMPLATE_LIMITS.totalChars.toLocaleString('en')} characters`);
+        throw new TemplateLimitError(
+          `it made more than ${TEMPLATE_LIMITS.totalChars.toLocaleString('en')} characters`,
+          'totalChars',
+          this.steps,
+        );
     } else if (n > TEMPLATE_LIMITS.listItems) {
-      throw new TemplateLimitError(`it made a list of ${n.toLocaleString('en')} items`);
+      throw new TemplateLimitError(`it made a list of ${n.toLocaleString('en')} items`, 'listItems', this.steps);
     } else if ((this.items += n) > TEMPLATE_LIMITS.totalItems) {
-      throw new TemplateLimitError(`it made more than ${TEMPLATE_LIMITS.totalItems.toLocaleString('en')} list items`);
+      throw new TemplateLimitError(
+        `it made more than ${TEMPLATE_LIMITS.totalItems.toLocaleString('en')} list items`,
+        'totalItems',
+        this.steps,
+      );
     }
     return v;
   }
@@ -162,7 +188,7 @@ export function parseChatTemplate(template: string, source = CONFIG_TEMPLATE_SOU
   if (template.length > TEMPLATE_LIMITS.sourceChars)
     throw new ModelLoadError(
       `The chat template (${source}) is ${template.length.toLocaleString('en')} characters, over the ${TEMPLATE_LIMITS.sourceChars.toLocaleString('en')} accepted; use the checkpoint's original template.`,
-      { code: 'template-limit', file: source },
+      { code: 'template-limit', file: source, limit: 'sourceChars' },
     );
   try {
     return new Template(template);
@@ -176,7 +202,8 @@ export function parseChatTemplate(template: string, source = CONFIG_TEMPLATE_SOU
 
 /**
  * Render a chat template (Jinja) with the variables transformers passes, within TEMPLATE_LIMITS.
- * ModelLoadError naming `source` when it does not parse, fails, or runs past a limit.
+ * ModelLoadError naming `source` when it does not parse, fails, or runs past a limit (data.limit names
+ * the TEMPLATE_LIMITS key that fired, data.steps the steps counted by then).
  */
 export function renderChatTemplate(
   template: string | Template,
@@ -214,7 +241,7 @@ export function renderChatTemplate(
     if (err instanceof TemplateLimitError)
       throw new ModelLoadError(
         `The chat template (${source}) was stopped: ${err.message}. A chat template should only format the messages; use the checkpoint's original template.`,
-        { code: 'template-limit', file: source },
+        { code: 'template-limit', file: source, limit: err.limit, steps: err.steps },
       );
     throw new ModelLoadError(`The chat template failed to render (${source}): ${(err as Error).message}`, {
       code: 'template-error',
