@@ -5,7 +5,9 @@
  *
  *   - contiguous KV per sequence (Float32Array rows, no per-element page lookups), grown by doubling;
  *   - attention's exponentials computed once per key (the paged reference recomputes them per output
- *     channel) and every matmul a plain loop over Float32Arrays, no tensor objects per op;
+ *     channel) and every matmul a plain loop over Float32Arrays, no tensor objects per op, reading
+ *     Wᵀ (and the adapter's Aᵀ, Bᵀ, made once per adapter version) so eight outputs share a pass;
+ *   - layer 0's q, k and v depend on the token id alone: computed once per id and adapter version;
  *   - a prefix cache: a prompt starts from the longest cached sequence that shares its tokens (the
  *     template and the level's intro are prefilled once for all plays of a level, and each turn of an
  *     episode extends that episode's own sequence), dropped when the adapter changes;
@@ -37,83 +39,20 @@ import type { LlamaModel } from '../model/model.ts';
 import type { CpuTensor } from '../ops/cpu_ops.ts';
 
 const f32 = Math.fround;
+/** A value per projection. */
+const mapModules = (f: (m: LoraModule) => Float32Array) =>
+  Object.fromEntries(LORA_MODULES.map((m) => [m, f(m)])) as Record<LoraModule, Float32Array>;
 /** swiglu.ts's sigmoid, the same expression (so the same rounding). */
 const sigmoid = (g: number) => (g >= 0 ? 1 / (1 + Math.exp(-g)) : Math.exp(g) / (1 + Math.exp(g)));
 
 // --- matmuls in matmulCpu's order: out[i][j] = f32(alpha·Σ_p a·b + acc), p ascending, f64 sum ---
+//
+// One shape serves every product: b is (K, N) row-major, so a pass reads a row of b's N values
+// contiguously and keeps eight outputs' sums in registers (each output still its own sum over p in
+// order: the same values as one output at a time, fewer loads). The forward's x · Wᵀ reads Wᵀ, made
+// once (the base) or once per adapter version (A and B).
 
-/**
- * out (M, N) = x (M, K) · W (N, K)ᵀ, or with `acc` out = f32(alpha·x·Wᵀ + out). Four outputs per
- * pass over x's row (each its own sum, still in p order: the same values, fewer loads).
- */
-function mmNT(
-  x: Float32Array,
-  W: Float32Array,
-  out: Float32Array,
-  M: number,
-  N: number,
-  K: number,
-  acc = false,
-  alpha = 1,
-) {
-  const N4 = N - (N % 4);
-  for (let i = 0; i < M; i++) {
-    const xo = i * K;
-    const oo = i * N;
-    let j = 0;
-    for (; j < N4; j += 4) {
-      const w0 = j * K;
-      const w1 = w0 + K;
-      const w2 = w1 + K;
-      const w3 = w2 + K;
-      let s0 = 0;
-      let s1 = 0;
-      let s2 = 0;
-      let s3 = 0;
-      let p = 0;
-      for (; p + 2 <= K; p += 2) {
-        const xa = x[xo + p]!;
-        const xb = x[xo + p + 1]!;
-        s0 += xa * W[w0 + p]!;
-        s0 += xb * W[w0 + p + 1]!;
-        s1 += xa * W[w1 + p]!;
-        s1 += xb * W[w1 + p + 1]!;
-        s2 += xa * W[w2 + p]!;
-        s2 += xb * W[w2 + p + 1]!;
-        s3 += xa * W[w3 + p]!;
-        s3 += xb * W[w3 + p + 1]!;
-      }
-      for (; p < K; p++) {
-        const xv = x[xo + p]!;
-        s0 += xv * W[w0 + p]!;
-        s1 += xv * W[w1 + p]!;
-        s2 += xv * W[w2 + p]!;
-        s3 += xv * W[w3 + p]!;
-      }
-      const o = oo + j;
-      if (acc) {
-        out[o] = alpha * s0 + out[o]!;
-        out[o + 1] = alpha * s1 + out[o + 1]!;
-        out[o + 2] = alpha * s2 + out[o + 2]!;
-        out[o + 3] = alpha * s3 + out[o + 3]!;
-      } else {
-        out[o] = alpha * s0;
-        out[o + 1] = alpha * s1;
-        out[o + 2] = alpha * s2;
-        out[o + 3] = alpha * s3;
-      }
-    }
-    for (; j < N; j++) {
-      const wo = j * K;
-      let s = 0;
-      for (let p = 0; p < K; p++) s += x[xo + p]! * W[wo + p]!;
-      const o = oo + j;
-      out[o] = acc ? alpha * s + out[o]! : alpha * s;
-    }
-  }
-}
-
-/** out (M, N) = a (M, K) · b (K, N), or with `acc` out = f32(alpha·a·b + out); four columns per pass. */
+/** out (M, N) = a (M, K) · b (K, N), or with `acc` out = f32(alpha·a·b + out). */
 function mmNN(
   a: Float32Array,
   b: Float32Array,
@@ -124,23 +63,29 @@ function mmNN(
   acc = false,
   alpha = 1,
 ) {
-  const N4 = N - (N % 4);
   for (let i = 0; i < M; i++) {
     const ao = i * K;
     const oo = i * N;
     let j = 0;
-    for (; j < N4; j += 4) {
+    for (; j + 8 <= N; j += 8) {
       let s0 = 0;
       let s1 = 0;
       let s2 = 0;
       let s3 = 0;
-      for (let p = 0; p < K; p++) {
+      let s4 = 0;
+      let s5 = 0;
+      let s6 = 0;
+      let s7 = 0;
+      for (let p = 0, bo = j; p < K; p++, bo += N) {
         const av = a[ao + p]!;
-        const bo = p * N + j;
         s0 += av * b[bo]!;
         s1 += av * b[bo + 1]!;
         s2 += av * b[bo + 2]!;
         s3 += av * b[bo + 3]!;
+        s4 += av * b[bo + 4]!;
+        s5 += av * b[bo + 5]!;
+        s6 += av * b[bo + 6]!;
+        s7 += av * b[bo + 7]!;
       }
       const o = oo + j;
       if (acc) {
@@ -148,11 +93,19 @@ function mmNN(
         out[o + 1] = alpha * s1 + out[o + 1]!;
         out[o + 2] = alpha * s2 + out[o + 2]!;
         out[o + 3] = alpha * s3 + out[o + 3]!;
+        out[o + 4] = alpha * s4 + out[o + 4]!;
+        out[o + 5] = alpha * s5 + out[o + 5]!;
+        out[o + 6] = alpha * s6 + out[o + 6]!;
+        out[o + 7] = alpha * s7 + out[o + 7]!;
       } else {
         out[o] = alpha * s0;
         out[o + 1] = alpha * s1;
         out[o + 2] = alpha * s2;
         out[o + 3] = alpha * s3;
+        out[o + 4] = alpha * s4;
+        out[o + 5] = alpha * s5;
+        out[o + 6] = alpha * s6;
+        out[o + 7] = alpha * s7;
       }
     }
     for (; j < N; j++) {
@@ -164,29 +117,39 @@ function mmNN(
   }
 }
 
-/** out (M, N) = f32(alpha · a (K, M)ᵀ · b (K, N) + out): the adapter gradients; four columns per pass. */
+/** out (M, N) = f32(alpha · a (K, M)ᵀ · b (K, N) + out): the adapter gradients; eight columns per pass. */
 function mmTNacc(a: Float32Array, b: Float32Array, out: Float32Array, M: number, N: number, K: number, alpha: number) {
-  const N4 = N - (N % 4);
   for (let i = 0; i < M; i++) {
     let j = 0;
-    for (; j < N4; j += 4) {
+    for (; j + 8 <= N; j += 8) {
       let s0 = 0;
       let s1 = 0;
       let s2 = 0;
       let s3 = 0;
-      for (let p = 0; p < K; p++) {
-        const av = a[p * M + i]!;
-        const bo = p * N + j;
+      let s4 = 0;
+      let s5 = 0;
+      let s6 = 0;
+      let s7 = 0;
+      for (let p = 0, ai = i, bo = j; p < K; p++, ai += M, bo += N) {
+        const av = a[ai]!;
         s0 += av * b[bo]!;
         s1 += av * b[bo + 1]!;
         s2 += av * b[bo + 2]!;
         s3 += av * b[bo + 3]!;
+        s4 += av * b[bo + 4]!;
+        s5 += av * b[bo + 5]!;
+        s6 += av * b[bo + 6]!;
+        s7 += av * b[bo + 7]!;
       }
       const o = i * N + j;
       out[o] = alpha * s0 + out[o]!;
       out[o + 1] = alpha * s1 + out[o + 1]!;
       out[o + 2] = alpha * s2 + out[o + 2]!;
       out[o + 3] = alpha * s3 + out[o + 3]!;
+      out[o + 4] = alpha * s4 + out[o + 4]!;
+      out[o + 5] = alpha * s5 + out[o + 5]!;
+      out[o + 6] = alpha * s6 + out[o + 6]!;
+      out[o + 7] = alpha * s7 + out[o + 7]!;
     }
     for (; j < N; j++) {
       let s = 0;
@@ -195,6 +158,13 @@ function mmTNacc(a: Float32Array, b: Float32Array, out: Float32Array, M: number,
       out[o] = alpha * s + out[o]!;
     }
   }
+}
+
+/** Wᵀ of a (rows, cols) matrix: (cols, rows). */
+function transpose(w: Float32Array, rows: number, cols: number): Float32Array {
+  const t = new Float32Array(w.length);
+  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) t[j * rows + i] = w[i * cols + j]!;
+  return t;
 }
 
 /** rmsnormCpu over R rows of width C into out. */
@@ -234,19 +204,120 @@ function rmsnormBack(
   }
 }
 
-/** One layer's base weights. */
+/**
+ * attentionPagedCpu's sums for one row over its sequence's keys 0..nKeys − 1, every head: scores
+ * q·k·sc (summed over d in order, four keys per pass over q), their exponentials once per key
+ * (less the max), and Σ_j e_j·v_j / Σ_j e_j (each channel summed over j in order, four per pass).
+ * q and att: rows of Hq·D; ks, vs: the sequence's (pos, Hkv·D) rows; e: scratch of ≥ nKeys.
+ */
+function attendRow(
+  qr: Float32Array,
+  ks: Float32Array,
+  vs: Float32Array,
+  att: Float32Array,
+  row: number,
+  nKeys: number,
+  Hq: number,
+  Hkv: number,
+  D: number,
+  sc: number,
+  e: Float64Array,
+) {
+  const stride = Hkv * D;
+  for (let hh = 0; hh < Hq; hh++) {
+    const kvh = Math.floor(hh / (Hq / Hkv));
+    const qo = (row * Hq + hh) * D;
+    let m = -Infinity;
+    let j = 0;
+    for (; j + 4 <= nKeys; j += 4) {
+      const k0 = (j * Hkv + kvh) * D;
+      const k1 = k0 + stride;
+      const k2 = k1 + stride;
+      const k3 = k2 + stride;
+      let d0 = 0;
+      let d1 = 0;
+      let d2 = 0;
+      let d3 = 0;
+      for (let d = 0; d < D; d++) {
+        const qv = qr[qo + d]!;
+        d0 += qv * ks[k0 + d]!;
+        d1 += qv * ks[k1 + d]!;
+        d2 += qv * ks[k2 + d]!;
+        d3 += qv * ks[k3 + d]!;
+      }
+      const x0 = d0 * sc;
+      const x1 = d1 * sc;
+      const x2 = d2 * sc;
+      const x3 = d3 * sc;
+      e[j] = x0;
+      e[j + 1] = x1;
+      e[j + 2] = x2;
+      e[j + 3] = x3;
+      m = Math.max(m, x0);
+      m = Math.max(m, x1);
+      m = Math.max(m, x2);
+      m = Math.max(m, x3);
+    }
+    for (; j < nKeys; j++) {
+      const ko = (j * Hkv + kvh) * D;
+      let dot = 0;
+      for (let d = 0; d < D; d++) dot += qr[qo + d]! * ks[ko + d]!;
+      const x = dot * sc;
+      e[j] = x;
+      m = Math.max(m, x);
+    }
+    let sum = 0;
+    for (let jj = 0; jj < nKeys; jj++) {
+      const x = Math.exp(e[jj]! - m);
+      e[jj] = x;
+      sum += x;
+    }
+    let d = 0;
+    for (; d + 4 <= D; d += 4) {
+      let a0 = 0;
+      let a1 = 0;
+      let a2 = 0;
+      let a3 = 0;
+      let vo = kvh * D + d;
+      for (let jj = 0; jj < nKeys; jj++, vo += stride) {
+        const ej = e[jj]!;
+        a0 += ej * vs[vo]!;
+        a1 += ej * vs[vo + 1]!;
+        a2 += ej * vs[vo + 2]!;
+        a3 += ej * vs[vo + 3]!;
+      }
+      att[qo + d] = a0 / sum;
+      att[qo + d + 1] = a1 / sum;
+      att[qo + d + 2] = a2 / sum;
+      att[qo + d + 3] = a3 / sum;
+    }
+    for (; d < D; d++) {
+      let a = 0;
+      for (let jj = 0; jj < nKeys; jj++) a += e[jj]! * vs[(jj * Hkv + kvh) * D + d]!;
+      att[qo + d] = a / sum;
+    }
+  }
+}
+
+/** One layer's base weights, and each projection's Wᵀ (nIn, nOut) for the forward. */
 interface LayerW {
   inNorm: Float32Array;
   postNorm: Float32Array;
   w: Record<LoraModule, Float32Array>;
+  wt: Record<LoraModule, Float32Array>;
 }
 
-/** The adapter as the forward reads it (the LlamaModel's own arrays: the trainer updates them in place). */
+/**
+ * The adapter as the forward reads it: the LlamaModel's own arrays (the trainer updates them in
+ * place) and, for one adapterVersion, their transposes Aᵀ (nIn, r) and Bᵀ (r, nOut).
+ */
 interface Lora {
   r: number;
   scale: number;
   A: Record<LoraModule, Float32Array>[];
   B: Record<LoraModule, Float32Array>[];
+  At: Record<LoraModule, Float32Array>[];
+  Bt: Record<LoraModule, Float32Array>[];
 }
 
 /** A sequence's contiguous KV cache and its tokens. */
@@ -300,19 +371,36 @@ export class TinyLm {
     this.norm = weights.f32(FINAL_NORM);
     for (let i = 0; i < c.numLayers; i++) {
       const n = layerTensorNames(c, i);
-      this.layers.push({
-        inNorm: weights.f32(n.inputNorm),
-        postNorm: weights.f32(n.postAttentionNorm),
-        w: {
-          q_proj: weights.f32(n.q),
-          k_proj: weights.f32(n.k),
-          v_proj: weights.f32(n.v),
-          o_proj: weights.f32(n.o),
-          gate_proj: weights.f32(n.gate),
-          up_proj: weights.f32(n.up),
-          down_proj: weights.f32(n.down),
-        },
-      });
+      const w: Record<LoraModule, Float32Array> = {
+        q_proj: weights.f32(n.q),
+        k_proj: weights.f32(n.k),
+        v_proj: weights.f32(n.v),
+        o_proj: weights.f32(n.o),
+        gate_proj: weights.f32(n.gate),
+        up_proj: weights.f32(n.up),
+        down_proj: weights.f32(n.down),
+      };
+      const wt = mapModules((m) => transpose(w[m], ...this.shape(m)));
+      this.layers.push({ inNorm: weights.f32(n.inputNorm), postNorm: weights.f32(n.postAttentionNorm), w, wt });
+    }
+  }
+
+  /** A projection's (nOut, nIn). */
+  private shape(m: LoraModule): [number, number] {
+    const { C, F, qd, kvd } = this;
+    switch (m) {
+      case 'q_proj':
+        return [qd, C];
+      case 'k_proj':
+      case 'v_proj':
+        return [kvd, C];
+      case 'o_proj':
+        return [C, qd];
+      case 'gate_proj':
+      case 'up_proj':
+        return [F, C];
+      case 'down_proj':
+        return [C, F];
     }
   }
 
@@ -340,23 +428,40 @@ export class TinyLm {
     return [this.cos, this.sin];
   }
 
-  /** The adapter's arrays (read per call: initLora/setLora replace them). */
+  /** What was derived from the adapter, for `version` (the LlamaModel's adapterVersion). */
+  private derived: { version: number; lora: Lora | null; l0: (Float32Array | undefined)[] } | null = null;
+
+  /** The adapter's arrays and their transposes (initLora/setLora replace them; a step changes them: adapterVersion). */
   lora(): Lora | null {
+    return this.current().lora;
+  }
+
+  private current() {
+    const version = this.llm.adapterVersion;
+    if (this.derived?.version === version) return this.derived;
     const l = this.llm.lora;
-    if (!l) return null;
-    if (LORA_MODULES.some((m) => !l.targets.includes(m)))
-      throw new RangeError('TinyLm: the fast path expects LoRA on all seven projections');
-    const side = (i: number, s: 'A' | 'B') =>
-      Object.fromEntries(LORA_MODULES.map((m) => [m, l.w.get(loraKey(i, m, s))!.data])) as Record<
-        LoraModule,
-        Float32Array
-      >;
-    return {
-      r: l.r,
-      scale: l.scale,
-      A: this.layers.map((_, i) => side(i, 'A')),
-      B: this.layers.map((_, i) => side(i, 'B')),
-    };
+    let lora: Lora | null = null;
+    if (l) {
+      if (LORA_MODULES.some((m) => !l.targets.includes(m)))
+        throw new RangeError('TinyLm: the fast path expects LoRA on all seven projections');
+      const side = (i: number, s: 'A' | 'B') =>
+        Object.fromEntries(LORA_MODULES.map((m) => [m, l.w.get(loraKey(i, m, s))!.data])) as Record<
+          LoraModule,
+          Float32Array
+        >;
+      const A = this.layers.map((_, i) => side(i, 'A'));
+      const B = this.layers.map((_, i) => side(i, 'B'));
+      const r = l.r;
+      lora = {
+        r,
+        scale: l.scale,
+        A,
+        B,
+        At: A.map((x) => mapModules((m) => transpose(x[m], r, this.shape(m)[1]))),
+        Bt: B.map((x) => mapModules((m) => transpose(x[m], this.shape(m)[0], r))),
+      };
+    }
+    return (this.derived = { version, lora, l0: [] });
   }
 
   newSeq(): TinySeq {
@@ -402,6 +507,7 @@ export class TinyLm {
   private work: {
     rows: number;
     r: number;
+    h: Float32Array;
     a: Float32Array;
     q: Float32Array;
     k: Float32Array;
@@ -412,10 +518,13 @@ export class TinyLm {
     u: Float32Array;
     s: Float32Array;
     xa: Float32Array;
+    pos: Int32Array;
+    ids: Int32Array;
+    last: Int32Array;
     e: Float64Array;
   } | null = null;
 
-  /** step()'s scratch for N rows (grown, never shrunk). */
+  /** step()'s scratch for N rows (grown, never shrunk; every value is written before it is read). */
   private scratch(N: number, r: number) {
     const have = this.work;
     if (have && have.rows >= N && have.r >= r) return have;
@@ -424,6 +533,7 @@ export class TinyLm {
     this.work = {
       rows,
       r,
+      h: new Float32Array(rows * C),
       a: new Float32Array(rows * C),
       q: new Float32Array(rows * qd),
       k: new Float32Array(rows * kvd),
@@ -434,9 +544,46 @@ export class TinyLm {
       u: new Float32Array(rows * F),
       s: new Float32Array(rows * F),
       xa: new Float32Array(rows * Math.max(1, r)),
+      pos: new Int32Array(rows),
+      ids: new Int32Array(rows),
+      last: new Int32Array(rows),
       e: have?.e ?? new Float64Array(256),
     };
     return this.work;
+  }
+
+  /** Layer 0's q, k and v of token `id` before rope, (qd + 2·kvd): they depend on the id alone. */
+  private layer0(id: number, lora: Lora | null): Float32Array {
+    const { C, qd, kvd, eps } = this;
+    const a = new Float32Array(C);
+    rmsnorm(this.embed.subarray(id * C, (id + 1) * C), this.layers[0]!.inNorm, a, 1, C, eps);
+    const out = new Float32Array(qd + 2 * kvd);
+    const xa = new Float32Array(Math.max(1, lora?.r ?? 0));
+    this.linear(a, 1, 0, 'q_proj', out.subarray(0, qd), false, lora, xa);
+    this.linear(a, 1, 0, 'k_proj', out.subarray(qd, qd + kvd), false, lora, xa);
+    this.linear(a, 1, 0, 'v_proj', out.subarray(qd + kvd), false, lora, xa);
+    return out;
+  }
+
+  /**
+   * out (M, nOut) = x·Wᵀ (with `acc`, added to out as the reference adds the residual), then the
+   * adapter's delta out = f32(scale·(x·Aᵀ)·Bᵀ + out), as LlamaModel adds it; xa: (M, r) scratch.
+   */
+  private linear(
+    x: Float32Array,
+    M: number,
+    li: number,
+    m: LoraModule,
+    out: Float32Array,
+    acc: boolean,
+    lora: Lora | null,
+    xa: Float32Array,
+  ) {
+    const [nOut, nIn] = this.shape(m);
+    mmNN(x, this.layers[li]!.wt[m], out, M, nOut, nIn, acc);
+    if (!lora) return;
+    mmNN(x, lora.At[li]![m], xa, M, lora.r, nIn);
+    mmNN(xa, lora.Bt[li]![m], out, M, nOut, lora.r, true, lora.scale);
   }
 
   /**
@@ -445,46 +592,38 @@ export class TinyLm {
    */
   step(items: { seq: TinySeq; ids: number[] }[]): Float32Array {
     const { C, F, Hq, Hkv, D, kvd, qd, eps } = this;
-    const N = items.reduce((a, it) => a + it.ids.length, 0);
-    const lora = this.lora();
-    const r = lora?.r ?? 0;
-    const scale = lora?.scale ?? 0;
+    let N = 0;
+    for (const it of items) N += it.ids.length;
+    const cur = this.current();
+    const lora = cur.lora;
+    const w = this.scratch(N, lora?.r ?? 0);
+    const { h, a, q, k, v, qr, att, g, u, s, xa } = w;
     const rowSeq: TinySeq[] = [];
-    const rowPos: number[] = [];
-    const h = new Float32Array(N * C);
+    const rowPos = w.pos;
+    const rowId = w.ids;
     let n = 0;
+    let maxPos = 0;
     for (const it of items) {
-      this.reserve(it.seq, it.seq.tokens.length + it.ids.length);
-      it.ids.forEach((id, j) => {
-        rowSeq.push(it.seq);
-        rowPos.push(it.seq.tokens.length + j);
+      const at = it.seq.tokens.length;
+      this.reserve(it.seq, at + it.ids.length);
+      for (let j = 0; j < it.ids.length; j++) {
+        const id = it.ids[j]!;
         if (!(Number.isInteger(id) && id >= 0 && id < this.cfg.vocabSize))
           throw new RangeError(`TinyLm: token id ${id} is not in the vocabulary`);
+        rowSeq.push(it.seq);
+        rowPos[n] = at + j;
+        rowId[n] = id;
         h.set(this.embed.subarray(id * C, (id + 1) * C), n * C);
         n++;
-      });
+      }
+      maxPos = Math.max(maxPos, at + it.ids.length - 1);
     }
-    // scratch rows, reused across calls (every value is written before it is read)
-    const w = this.scratch(N, r);
-    const { a, q, k, v, qr, att, g, u, s, xa } = w;
+    this.trig(maxPos);
+    const { cos, sin } = this;
     const half = D / 2;
     const sc = 1 / Math.sqrt(D);
     let e = w.e;
-    /** out += scale·(x·Aᵀ)·Bᵀ (the adapter's delta, as LlamaModel adds it). */
-    const delta = (
-      x: Float32Array,
-      A: Float32Array,
-      B: Float32Array,
-      out: Float32Array,
-      nOut: number,
-      nIn: number,
-      M = N,
-    ) => {
-      mmNT(x, A, xa, M, r, nIn);
-      mmNT(xa, B, out, M, nOut, r, true, scale);
-    };
     const rope = (x: Float32Array, xo: number, dst: Float32Array, dOff: number, pos: number) => {
-      const [cos, sin] = this.trig(pos);
       const t0 = pos * half;
       for (let i = 0; i < half; i++) {
         const c = cos[t0 + i]!;
@@ -498,154 +637,85 @@ export class TinyLm {
     // The last layer's attention, o-projection and MLP only matter for the rows whose logits are
     // read (each item's last row): the other rows need only their k and v there. Skipping them
     // changes no value that is used (the reference computes and drops them).
-    const lastRows: number[] = [];
+    const nItems = items.length;
+    const lastRows = w.last;
     let end = 0;
-    for (const it of items) lastRows.push((end += it.ids.length) - 1);
-    const all = Array.from({ length: N }, (_, i) => i);
+    for (let i = 0; i < nItems; i++) lastRows[i] = (end += items[i]!.ids.length) - 1;
     for (let li = 0; li < this.layers.length; li++) {
       const L = this.layers[li]!;
       const top = li === this.layers.length - 1;
-      rmsnorm(h, L.inNorm, a, N, C, eps);
-      mmNT(a, L.w.k_proj, k, N, kvd, C);
-      mmNT(a, L.w.v_proj, v, N, kvd, C);
-      if (lora) {
-        delta(a, lora.A[li]!.k_proj, lora.B[li]!.k_proj, k, kvd, C);
-        delta(a, lora.A[li]!.v_proj, lora.B[li]!.v_proj, v, kvd, C);
-      }
-      // q only for the rows that attend here (the top layer: the read rows, compacted in `aq`)
-      const qRows = top ? lastRows : all;
-      const aq = top ? a.subarray(0, qRows.length * C) : a;
-      if (top) {
-        const src = a.slice(0, N * C);
-        qRows.forEach((row, i) => aq.set(src.subarray(row * C, (row + 1) * C), i * C));
-      }
-      mmNT(aq, L.w.q_proj, q, qRows.length, qd, C);
-      if (lora) delta(aq, lora.A[li]!.q_proj, lora.B[li]!.q_proj, q, qd, C, qRows.length);
-      qRows.forEach((row, i) => {
-        for (let hh = 0; hh < Hq; hh++) rope(q, (i * Hq + hh) * D, qr, (row * Hq + hh) * D, rowPos[row]!);
-      });
-      // rope, then k and v into each row's sequence (ropeAppendCpu)
-      for (let row = 0; row < N; row++) {
-        const pos = rowPos[row]!;
-        const seq = rowSeq[row]!;
-        const ks = seq.k[li]!;
-        const vs = seq.v[li]!;
-        for (let hh = 0; hh < Hkv; hh++) {
-          const so = (pos * Hkv + hh) * D;
-          rope(k, (row * Hkv + hh) * D, ks, so, pos);
-          for (let i = 0; i < D; i++) vs[so + i] = v[(row * Hkv + hh) * D + i]!;
+      // the rows that attend here (the top layer: the read rows only)
+      const nq = top ? nItems : N;
+      const qRow = (i: number) => (top ? lastRows[i]! : i);
+      if (li === 0) {
+        // layer 0's q, k and v are a function of the token id: computed once per id and adapter
+        const l0 = cur.l0;
+        for (let row = 0; row < N; row++) {
+          const id = rowId[row]!;
+          const x = (l0[id] ??= this.layer0(id, lora));
+          const pos = rowPos[row]!;
+          const ks = rowSeq[row]!.k[0]!;
+          const vs = rowSeq[row]!.v[0]!;
+          for (let hh = 0; hh < Hkv; hh++) {
+            const so = (pos * Hkv + hh) * D;
+            rope(x, qd + hh * D, ks, so, pos);
+            for (let i = 0; i < D; i++) vs[so + i] = x[qd + kvd + hh * D + i]!;
+          }
+        }
+        for (let i = 0; i < nq; i++) {
+          const row = qRow(i);
+          const x = l0[rowId[row]!]!;
+          for (let hh = 0; hh < Hq; hh++) rope(x, hh * D, qr, (row * Hq + hh) * D, rowPos[row]!);
+        }
+      } else {
+        rmsnorm(h, L.inNorm, a, N, C, eps);
+        this.linear(a, N, li, 'k_proj', k, false, lora, xa);
+        this.linear(a, N, li, 'v_proj', v, false, lora, xa);
+        // q only for the rows that attend (the top layer: the read rows, compacted to the front of `a`)
+        if (top) for (let i = 0; i < nq; i++) a.copyWithin(i * C, lastRows[i]! * C, (lastRows[i]! + 1) * C);
+        this.linear(a, nq, li, 'q_proj', q, false, lora, xa);
+        for (let i = 0; i < nq; i++)
+          for (let hh = 0; hh < Hq; hh++) rope(q, (i * Hq + hh) * D, qr, (qRow(i) * Hq + hh) * D, rowPos[qRow(i)]!);
+        // rope, then k and v into each row's sequence (ropeAppendCpu)
+        for (let row = 0; row < N; row++) {
+          const pos = rowPos[row]!;
+          const ks = rowSeq[row]!.k[li]!;
+          const vs = rowSeq[row]!.v[li]!;
+          for (let hh = 0; hh < Hkv; hh++) {
+            const so = (pos * Hkv + hh) * D;
+            rope(k, (row * Hkv + hh) * D, ks, so, pos);
+            for (let i = 0; i < D; i++) vs[so + i] = v[(row * Hkv + hh) * D + i]!;
+          }
         }
       }
       // attention of each row over its sequence's keys 0..pos (attentionPagedCpu's sums)
-      const rows = top ? lastRows : all;
-      for (const row of rows) {
+      for (let i = 0; i < nq; i++) {
+        const row = qRow(i);
         const nKeys = rowPos[row]! + 1;
         const seq = rowSeq[row]!;
-        const ks = seq.k[li]!;
-        const vs = seq.v[li]!;
         if (e.length < nKeys) e = w.e = new Float64Array(2 * nKeys);
-        for (let hh = 0; hh < Hq; hh++) {
-          const kvh = Math.floor(hh / (Hq / Hkv));
-          const qo = (row * Hq + hh) * D;
-          const stride = Hkv * D;
-          let m = -Infinity;
-          // scores, four keys per pass over q (each key's dot product still summed over d in order)
-          let j = 0;
-          for (; j + 4 <= nKeys; j += 4) {
-            const k0 = (j * Hkv + kvh) * D;
-            const k1 = k0 + stride;
-            const k2 = k1 + stride;
-            const k3 = k2 + stride;
-            let d0 = 0;
-            let d1 = 0;
-            let d2 = 0;
-            let d3 = 0;
-            for (let d = 0; d < D; d++) {
-              const qv = qr[qo + d]!;
-              d0 += qv * ks[k0 + d]!;
-              d1 += qv * ks[k1 + d]!;
-              d2 += qv * ks[k2 + d]!;
-              d3 += qv * ks[k3 + d]!;
-            }
-            const x0 = d0 * sc;
-            const x1 = d1 * sc;
-            const x2 = d2 * sc;
-            const x3 = d3 * sc;
-            e[j] = x0;
-            e[j + 1] = x1;
-            e[j + 2] = x2;
-            e[j + 3] = x3;
-            m = Math.max(m, x0);
-            m = Math.max(m, x1);
-            m = Math.max(m, x2);
-            m = Math.max(m, x3);
-          }
-          for (; j < nKeys; j++) {
-            const ko = (j * Hkv + kvh) * D;
-            let dot = 0;
-            for (let d = 0; d < D; d++) dot += qr[qo + d]! * ks[ko + d]!;
-            const x = dot * sc;
-            e[j] = x;
-            m = Math.max(m, x);
-          }
-          let sum = 0;
-          for (let jj = 0; jj < nKeys; jj++) {
-            const x = Math.exp(e[jj]! - m);
-            e[jj] = x;
-            sum += x;
-          }
-          // Σ_j e_j·v_j, four channels per pass over the keys (each channel summed over j in order)
-          let d = 0;
-          for (; d + 4 <= D; d += 4) {
-            let a0 = 0;
-            let a1 = 0;
-            let a2 = 0;
-            let a3 = 0;
-            let vo = kvh * D + d;
-            for (let jj = 0; jj < nKeys; jj++, vo += stride) {
-              const ej = e[jj]!;
-              a0 += ej * vs[vo]!;
-              a1 += ej * vs[vo + 1]!;
-              a2 += ej * vs[vo + 2]!;
-              a3 += ej * vs[vo + 3]!;
-            }
-            att[qo + d] = a0 / sum;
-            att[qo + d + 1] = a1 / sum;
-            att[qo + d + 2] = a2 / sum;
-            att[qo + d + 3] = a3 / sum;
-          }
-          for (; d < D; d++) {
-            let a = 0;
-            for (let jj = 0; jj < nKeys; jj++) a += e[jj]! * vs[(jj * Hkv + kvh) * D + d]!;
-            att[qo + d] = a / sum;
-          }
-        }
+        attendRow(qr, seq.k[li]!, seq.v[li]!, att, row, nKeys, Hq, Hkv, D, sc, e);
       }
       if (top) {
         // compact the read rows to the front, then run the rest of the layer on them alone
-        lastRows.forEach((row, i) => {
+        for (let i = 0; i < nItems; i++) {
+          const row = lastRows[i]!;
           h.copyWithin(i * C, row * C, (row + 1) * C);
           att.copyWithin(i * qd, row * qd, (row + 1) * qd);
-        });
+        }
       }
-      const M = top ? lastRows.length : N;
-      mmNT(att, L.w.o_proj, h, M, C, qd, true);
-      if (lora) delta(att, lora.A[li]!.o_proj, lora.B[li]!.o_proj, h, C, qd, M);
+      const M = nq;
+      this.linear(att, M, li, 'o_proj', h, true, lora, xa);
       rmsnorm(h, L.postNorm, a, M, C, eps);
-      mmNT(a, L.w.gate_proj, g, M, F, C);
-      mmNT(a, L.w.up_proj, u, M, F, C);
-      if (lora) {
-        delta(a, lora.A[li]!.gate_proj, lora.B[li]!.gate_proj, g, F, C, M);
-        delta(a, lora.A[li]!.up_proj, lora.B[li]!.up_proj, u, F, C, M);
-      }
+      this.linear(a, M, li, 'gate_proj', g, false, lora, xa);
+      this.linear(a, M, li, 'up_proj', u, false, lora, xa);
       for (let i = 0; i < M * F; i++) s[i] = g[i]! * sigmoid(g[i]!) * u[i]!;
-      mmNT(s, L.w.down_proj, h, M, C, F, true);
-      if (lora) delta(s, lora.A[li]!.down_proj, lora.B[li]!.down_proj, h, C, F, M);
+      this.linear(s, M, li, 'down_proj', h, true, lora, xa);
     }
-    for (const it of items) it.seq.tokens.push(...it.ids);
+    for (const it of items) for (const id of it.ids) it.seq.tokens.push(id);
     // each item's last row (now rows 0..items − 1) through the final norm
-    const out = new Float32Array(items.length * C);
-    rmsnorm(h, this.norm, out, items.length, C, eps);
+    const out = new Float32Array(nItems * C);
+    rmsnorm(h, this.norm, out, nItems, C, eps);
     return out;
   }
 
@@ -809,8 +879,6 @@ export class TinyLm {
     const pOff = this.probOffsets(T, segStart);
     for (let li = 0; li < this.layers.length; li++) {
       const L = this.layers[li]!;
-      const A = lora.A[li]!;
-      const B = lora.B[li]!;
       const t: LayerTape = {
         h0: h,
         a1: new Float32Array(T * C),
@@ -827,10 +895,10 @@ export class TinyLm {
         xa: {} as Record<LoraModule, Float32Array>,
       };
       const linear = (x: Float32Array, m: LoraModule, nOut: number, nIn: number, y: Float32Array) => {
-        mmNT(x, L.w[m], y, T, nOut, nIn);
+        mmNN(x, L.wt[m], y, T, nOut, nIn);
         const xa = (t.xa[m] = new Float32Array(T * r));
-        mmNT(x, A[m], xa, T, r, nIn);
-        mmNT(xa, B[m], y, T, nOut, r, true, lora.scale);
+        mmNN(x, lora.At[li]![m], xa, T, r, nIn);
+        mmNN(xa, lora.Bt[li]![m], y, T, nOut, r, true, lora.scale);
       };
       rmsnorm(h, L.inNorm, t.a1, T, C, eps);
       const q = new Float32Array(T * qd);
