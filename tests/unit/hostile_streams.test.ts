@@ -1,17 +1,21 @@
 // The openai backend against every hostile reply of tests/helpers/hostile_streams.ts, over a real
 // local socket: each ends with a ModelCallError naming the bound or the field it broke (or, where the
-// protocol allows the value, a clean reply), within seconds, and an endless one is hung up on. Also
-// `spade chat` against an SSE event that never ends, and stripThinking on 196 KB of hostile tags.
-// Prints the figures the issue asks for (slowest containment, peak heap growth).
+// protocol allows the value, a clean reply), and an endless one is hung up on by the client, near its
+// bound (the server counts what it wrote). Also `spade chat` against an SSE event that never ends, and
+// stripThinking on 196 KB of hostile tags, its work counted. No wall-clock assertions; it prints the
+// figures the issue asks for (slowest containment, peak heap growth).
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/spade.ts';
 import { ModelCallError } from '../../src/core/errors.ts';
 import { OpenAIChatModel } from '../../src/core/llm/openai_model.ts';
 import { stripThinking } from '../../src/core/llm/thinking.ts';
-import { hostileStreams, startHostileServer, type HostileServer } from '../helpers/hostile_streams.ts';
+import {
+  hostileStreams,
+  SERVER_CAP_CHARS,
+  startHostileServer,
+  type HostileServer,
+} from '../helpers/hostile_streams.ts';
 
-/** The containment bound for each case (a correctness bound, not a speed target). */
-const CONTAIN_MS = 10_000;
 /** Small limits keep the run quick: lines and events ≤ 1.1 M characters, the body ≤ 3.6 M. */
 const MAX_REPLY_CHARS = 10_000;
 
@@ -22,10 +26,16 @@ describe('openai backend: hostile replies (the stream class of the hostile catal
   });
   afterAll(() => server.close());
 
+  /** How the last response ended, once its socket has closed (a wait, not a time bound: it returns at the close). */
   const hungUp = async () => {
-    for (let i = 0; i < 300 && server.lastEnd === null; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 3000 && server.lastEnd === null; i++) await new Promise((r) => setTimeout(r, 10));
     return server.lastEnd;
   };
+  /**
+   * What the client let the server write before it hung up: its bound (≤ 3.6 M characters here) plus
+   * the sockets' buffers, far under the server's own cap, which a client reading on would reach.
+   */
+  const READ_BOUND = SERVER_CAP_CHARS / 4;
 
   it.each([
     ['size', 'over a size bound: a ModelCallError naming the bound, and the client hangs up'],
@@ -59,7 +69,6 @@ describe('openai backend: hostile replies (the stream class of the hostile catal
       if (ms > slowest.ms) slowest = { ms, name: c.name };
       if (peak - base > heaviest.bytes) heaviest = { bytes: peak - base, name: c.name };
       const bad = (why: string) => problems.push(`${c.name}: ${why}`);
-      if (ms > CONTAIN_MS) bad(`took ${ms.toFixed(0)} ms`);
       if (streamed.some((d) => typeof d !== 'string')) bad('onToken got a value that is not a string');
       const e = c.expect;
       if ('error' in e) {
@@ -73,6 +82,7 @@ describe('openai backend: hostile replies (the stream class of the hostile catal
           if (data.limit !== e.limit) bad(`limit ${String(data.limit)}, expected ${e.limit}`);
           if (!outcome.message.includes('Raise maxReplyChars')) bad(`no advice: ${outcome.message}`);
           if ((await hungUp()) !== 'client') bad('the client did not hang up: the server ran out first');
+          else if (server.lastWritten > READ_BOUND) bad(`the client read ${server.lastWritten} characters first`);
         }
         if (e.error === 'bad_reply' && e.field !== undefined) {
           if (data.field !== e.field) bad(`field ${String(data.field)}, expected ${e.field}`);
@@ -101,7 +111,6 @@ describe('openai backend: hostile replies (the stream class of the hostile catal
   it('spade chat ends an SSE event that never ends with a ModelCallError saying what happened (default limits)', async () => {
     server.play = hostileStreams().find((c) => c.name === 'data: lines that never end their event')!;
     const err: string[] = [];
-    const t0 = performance.now();
     const code = await main(['chat', '--backend', 'openai', '--base-url', server.url, '--model', 'm', 'hi'], {
       out: () => undefined,
       err: (l) => err.push(l),
@@ -110,8 +119,8 @@ describe('openai backend: hostile replies (the stream class of the hostile catal
     expect(err.join('\n')).toMatch(
       /spade chat: ModelCallError: The server at http:\/\/127\.0\.0\.1:\d+\/v1 sent one SSE event of over 1000 data: lines \(never ended by a blank line\); the reply was dropped\./,
     );
-    expect(performance.now() - t0).toBeLessThan(CONTAIN_MS);
     expect(await hungUp()).toBe('client');
+    expect(server.lastWritten).toBeLessThan(READ_BOUND);
   });
 });
 
@@ -127,27 +136,35 @@ describe('stripThinking on hostile replies', () => {
     ['tag halves that join into unclosed tags once blocks go', fill('<thi<think></think>nk>'), () => ''],
   ])('%s: the right result from 196 KB, in linear time', (_name, text, expected) => {
     expect(stripThinking(text)).toBe(expected(text));
-    // The work, counted: the characters indexOf scans (its only search) stay within 4 passes over the text.
+    // The work, counted in place of a clock: the characters indexOf scans (its only search) stay within
+    // 4 passes over the text, and the characters slice copies within 2 (the old quadratic scan, which
+    // sliced and searched again after each tag, fails both).
     const indexOf = String.prototype.indexOf;
+    const slice = String.prototype.slice;
     let scanned = 0;
-    const spy = vi.spyOn(String.prototype, 'indexOf').mockImplementation(function (this: string, s: string, from = 0) {
-      const at = indexOf.call(this, s, from);
-      scanned += (at >= 0 ? at + s.length : this.length) - Math.max(0, from);
-      return at;
-    });
+    let copied = 0;
+    const spies = [
+      vi.spyOn(String.prototype, 'indexOf').mockImplementation(function (this: string, s: string, from = 0) {
+        const at = indexOf.call(this, s, from);
+        scanned += (at >= 0 ? at + s.length : this.length) - Math.max(0, from);
+        return at;
+      }),
+      vi.spyOn(String.prototype, 'slice').mockImplementation(function (this: string, start?: number, end?: number) {
+        const out = slice.call(this, start, end);
+        copied += out.length;
+        return out;
+      }),
+    ];
     try {
       for (const t of [text, text.repeat(4)]) {
         scanned = 0;
+        copied = 0;
         stripThinking(t);
         expect(scanned).toBeLessThanOrEqual(4 * t.length + 64);
+        expect(copied).toBeLessThanOrEqual(2 * t.length + 64);
       }
     } finally {
-      spy.mockRestore();
+      for (const spy of spies) spy.mockRestore();
     }
-    // A freeze guard, not a speed target: the old quadratic scan took 0.7–3 s on 196 KB and 16× that
-    // on 4× the text; the linear one takes about a millisecond, so 2 s leaves room for any machine.
-    const t0 = performance.now();
-    stripThinking(text.repeat(4));
-    expect(performance.now() - t0).toBeLessThan(2000);
   });
 });
