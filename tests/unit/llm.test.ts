@@ -2,7 +2,7 @@
 // server (streaming and not, errors, slow replies, 429s), its bounds against hostile servers
 // (dripped bytes, streams left open, errors sent with HTTP 200, endless replies), and
 // record → replay, identical twice.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { modelLimits, roleOptions, type ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { parseConfig } from '../../src/core/config.ts';
 import { Limiter } from '../../src/core/limiter.ts';
@@ -295,9 +295,24 @@ describe('record and replay', () => {
     });
     await rec.chat(user('q'));
     const replay = new ReplayChatModel(rec.toJsonl(), { tokensPerSecond: 50 });
-    const t0 = performance.now();
-    await replay.chat(user('q'), { onToken: () => undefined });
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(90); // 5 tokens at 50/s ≈ 100 ms
+    // on a fake clock (the pacing itself, not the machine's speed): one word per 1000/50 = 20 ms, none early
+    vi.useFakeTimers();
+    try {
+      const words: string[] = [];
+      const reply = replay.chat(user('q'), { onToken: (d) => words.push(d) });
+      const seen: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        await vi.advanceTimersByTimeAsync(19);
+        seen.push(words.length);
+        await vi.advanceTimersByTimeAsync(1);
+        seen.push(words.length);
+      }
+      expect(seen).toEqual([0, 1, 1, 2, 2, 3, 3, 4, 4, 5]);
+      expect(words.join('')).toBe('a b c d e');
+      expect((await reply).text).toBe('a b c d e');
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
