@@ -34,12 +34,10 @@ describe('sandbox pool (Node workers)', () => {
     const good = await pool.load(FAKE_ENV);
     const bad = await pool.load(nativeLoop.code, 12, limits);
     await pool.reset(good.id, 3);
-    const t0 = performance.now();
+    // no time bound: a watchdog that never fired would leave this await hanging, and the test fails at its limit
     const err = await pool.reset(bad.id, 0).catch((e: unknown) => e);
-    const waited = performance.now() - t0;
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).name).toMatch(/SandboxTimeoutError|SandboxMemoryError/);
-    expect(waited).toBeLessThan(30_000); // the watchdog fired instead of hanging forever
     if (err instanceof SandboxTimeoutError) {
       expect(err.message).toMatch(/worker was stopped and replaced/);
       expect(pool.kills).toBe(1);
