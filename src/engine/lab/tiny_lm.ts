@@ -299,6 +299,125 @@ function attendRow(
   }
 }
 
+/**
+ * attendRow for D = 16 (the Lab's models: hidden 16 with one head, or 32 with two): the same sums
+ * in the same order, with the row's q and the sixteen weighted sums held in locals.
+ */
+function attendRow16(
+  qr: Float32Array,
+  ks: Float32Array,
+  vs: Float32Array,
+  att: Float32Array,
+  row: number,
+  nKeys: number,
+  Hq: number,
+  Hkv: number,
+  sc: number,
+  e: Float64Array,
+) {
+  const stride = Hkv * 16;
+  for (let hh = 0; hh < Hq; hh++) {
+    const kvh = Math.floor(hh / (Hq / Hkv));
+    const qo = (row * Hq + hh) * 16;
+    const q0 = qr[qo]!;
+    const q1 = qr[qo + 1]!;
+    const q2 = qr[qo + 2]!;
+    const q3 = qr[qo + 3]!;
+    const q4 = qr[qo + 4]!;
+    const q5 = qr[qo + 5]!;
+    const q6 = qr[qo + 6]!;
+    const q7 = qr[qo + 7]!;
+    const q8 = qr[qo + 8]!;
+    const q9 = qr[qo + 9]!;
+    const q10 = qr[qo + 10]!;
+    const q11 = qr[qo + 11]!;
+    const q12 = qr[qo + 12]!;
+    const q13 = qr[qo + 13]!;
+    const q14 = qr[qo + 14]!;
+    const q15 = qr[qo + 15]!;
+    let m = -Infinity;
+    for (let j = 0, k = kvh * 16; j < nKeys; j++, k += stride) {
+      let d = 0;
+      d += q0 * ks[k]!;
+      d += q1 * ks[k + 1]!;
+      d += q2 * ks[k + 2]!;
+      d += q3 * ks[k + 3]!;
+      d += q4 * ks[k + 4]!;
+      d += q5 * ks[k + 5]!;
+      d += q6 * ks[k + 6]!;
+      d += q7 * ks[k + 7]!;
+      d += q8 * ks[k + 8]!;
+      d += q9 * ks[k + 9]!;
+      d += q10 * ks[k + 10]!;
+      d += q11 * ks[k + 11]!;
+      d += q12 * ks[k + 12]!;
+      d += q13 * ks[k + 13]!;
+      d += q14 * ks[k + 14]!;
+      d += q15 * ks[k + 15]!;
+      const x = d * sc;
+      e[j] = x;
+      m = Math.max(m, x);
+    }
+    let sum = 0;
+    for (let j = 0; j < nKeys; j++) {
+      const x = Math.exp(e[j]! - m);
+      e[j] = x;
+      sum += x;
+    }
+    let a0 = 0;
+    let a1 = 0;
+    let a2 = 0;
+    let a3 = 0;
+    let a4 = 0;
+    let a5 = 0;
+    let a6 = 0;
+    let a7 = 0;
+    let a8 = 0;
+    let a9 = 0;
+    let a10 = 0;
+    let a11 = 0;
+    let a12 = 0;
+    let a13 = 0;
+    let a14 = 0;
+    let a15 = 0;
+    for (let j = 0, v = kvh * 16; j < nKeys; j++, v += stride) {
+      const ej = e[j]!;
+      a0 += ej * vs[v]!;
+      a1 += ej * vs[v + 1]!;
+      a2 += ej * vs[v + 2]!;
+      a3 += ej * vs[v + 3]!;
+      a4 += ej * vs[v + 4]!;
+      a5 += ej * vs[v + 5]!;
+      a6 += ej * vs[v + 6]!;
+      a7 += ej * vs[v + 7]!;
+      a8 += ej * vs[v + 8]!;
+      a9 += ej * vs[v + 9]!;
+      a10 += ej * vs[v + 10]!;
+      a11 += ej * vs[v + 11]!;
+      a12 += ej * vs[v + 12]!;
+      a13 += ej * vs[v + 13]!;
+      a14 += ej * vs[v + 14]!;
+      a15 += ej * vs[v + 15]!;
+    }
+    att[qo] = a0 / sum;
+    att[qo + 1] = a1 / sum;
+    att[qo + 2] = a2 / sum;
+    att[qo + 3] = a3 / sum;
+    att[qo + 4] = a4 / sum;
+    att[qo + 5] = a5 / sum;
+    att[qo + 6] = a6 / sum;
+    att[qo + 7] = a7 / sum;
+    att[qo + 8] = a8 / sum;
+    att[qo + 9] = a9 / sum;
+    att[qo + 10] = a10 / sum;
+    att[qo + 11] = a11 / sum;
+    att[qo + 12] = a12 / sum;
+    att[qo + 13] = a13 / sum;
+    att[qo + 14] = a14 / sum;
+    att[qo + 15] = a15 / sum;
+  }
+}
+
 /** One layer's base weights, and each projection's Wᵀ (nIn, nOut) for the forward. */
 interface LayerW {
   inNorm: Float32Array;
@@ -694,7 +813,8 @@ export class TinyLm {
         const nKeys = rowPos[row]! + 1;
         const seq = rowSeq[row]!;
         if (e.length < nKeys) e = w.e = new Float64Array(2 * nKeys);
-        attendRow(qr, seq.k[li]!, seq.v[li]!, att, row, nKeys, Hq, Hkv, D, sc, e);
+        if (D === 16) attendRow16(qr, seq.k[li]!, seq.v[li]!, att, row, nKeys, Hq, Hkv, sc, e);
+        else attendRow(qr, seq.k[li]!, seq.v[li]!, att, row, nKeys, Hq, Hkv, D, sc, e);
       }
       if (top) {
         // compact the read rows to the front, then run the rest of the layer on them alone
