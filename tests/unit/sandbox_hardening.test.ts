@@ -3,7 +3,7 @@
 // environment queued behind a slow legal neighbour succeeds; an interrupt swallowed by an async
 // function or a promise executor still stops the call, by QuickJS's own deadline; a memory hog
 // cannot starve its neighbours, and a full worker passes new environments to another.
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { SandboxMemoryError, SandboxRuntimeError, SandboxTimeoutError, SpadeError } from '../../src/core/errors.ts';
 import { DEFAULT_LIMITS, SandboxHost } from '../../src/core/sandbox/host.ts';
 import { MODULE_BUDGET_BYTES } from '../../src/core/env/limits.ts';
@@ -95,28 +95,35 @@ describe('a watchdog times a call from when its worker starts it', () => {
   afterAll(() => pool.terminate());
 
   it('a good environment queued behind a slow, legal reset of its neighbour succeeds', async () => {
-    // the neighbour's reset spins ~1,500 ms of its 20,000 ms limit (Date is fixed in the sandbox, so a
-    // counted loop, calibrated first: a machine that gets busier after the calibration only makes it
-    // longer, well within the limit, and the spin must outlast the good step's own budget of 250 + 300 ms)
-    const spin = `class SlowEnv { reset() { let x = 0; for (let i = 0; i < N; i++) x += i; return ['slow ' + (x > 0), {}]; }
+    // The neighbour's reset spins (a counted loop: Date is fixed in the sandbox) within its 20,000 ms
+    // limit. The pool's clock is a fake one, moved on 5,000 ms while the good step waits in the queue
+    // behind that reset: far past the step's own budget (250 + 300 ms) on any machine, and measured
+    // from the queueing it would have been killed. The workers run on real time; only the pool's
+    // watchdog clock is fake.
+    const spin = `class SlowEnv { reset() { let x = 0; for (let i = 0; i < 2e6; i++) x += i; return ['slow ' + (x > 0), {}]; }
       step() { return ['o', 0, true, false, {}]; } }`;
-    const probe = await pool.load(spin.replace('N', '2e5'), 12, { ...DEFAULT_LIMITS, resetMs: 20_000 });
-    const t0 = performance.now();
-    await pool.reset(probe.id, 0);
-    const perIter = (performance.now() - t0) / 2e5;
-    await pool.dispose(probe.id);
-    const n = Math.round(1500 / Math.max(perIter, 1e-6));
-    const slow = await pool.load(spin.replace('N', String(n)), 12, { ...DEFAULT_LIMITS, resetMs: 20_000 });
+    const slow = await pool.load(spin, 12, { ...DEFAULT_LIMITS, resetMs: 20_000 });
     const good = await pool.load(FAKE_ENV);
     await pool.reset(good.id, 3);
     const killsBefore = pool.kills;
-    const t1 = performance.now();
-    const [slowReset, goodStep] = await Promise.all([pool.reset(slow.id, 0), pool.step(good.id, '\\boxed{10}')]);
-    const waited = performance.now() - t1;
-    expect(slowReset[0]).toBe('slow true');
-    expect(goodStep[0]).toMatch(/Found it!|Higher\.|Lower\./);
-    expect(pool.kills).toBe(killsBefore);
-    expect(waited).toBeGreaterThan(550); // the good step did wait longer than its own budget
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      let slowDone = false;
+      const slowReset = pool.reset(slow.id, 0).finally(() => (slowDone = true));
+      const goodStep = pool.step(good.id, '\\boxed{10}');
+      await vi.advanceTimersByTimeAsync(5000);
+      // the premise: the pool's clock passed the step's budget while the reset still ran (a spin of
+      // 2e6 iterations takes a fair fraction of a second; moving a fake clock, microseconds)
+      expect(slowDone).toBe(false);
+      expect((await slowReset)[0]).toBe('slow true');
+      // the good step starts now, 5,000 ms after it was queued by the pool's clock; moving that clock on
+      // by less than the step's budget must not fire its watchdog (it would, counted from the queueing)
+      await vi.advanceTimersByTimeAsync(500);
+      expect((await goodStep)[0]).toMatch(/Found it!|Higher\.|Lower\./);
+      expect(pool.kills).toBe(killsBefore);
+    } finally {
+      vi.useRealTimers();
+    }
     await pool.dispose(slow.id);
     await pool.dispose(good.id);
   });
