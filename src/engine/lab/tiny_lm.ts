@@ -418,6 +418,267 @@ function attendRow16(
   }
 }
 
+/**
+ * attentionCpu's row for D = 16 (TinyLm.attention's loop with q and the sums in locals): the
+ * scores over keys lo..t into s, their log-sum-exp, then p_j = exp(s_j − lse) into probs[po..] and
+ * Σ_j p_j·v_j into out[oo..] (rounded to f32 there).
+ */
+function attentionRow16(
+  q: Float32Array,
+  qo: number,
+  k: Float32Array,
+  v: Float32Array,
+  kvo: number,
+  stride: number,
+  n: number,
+  s: Float64Array,
+  probs: Float64Array,
+  po: number,
+  out: Float32Array,
+) {
+  const sc = 1 / Math.sqrt(16);
+  const q0 = q[qo]!;
+  const q1 = q[qo + 1]!;
+  const q2 = q[qo + 2]!;
+  const q3 = q[qo + 3]!;
+  const q4 = q[qo + 4]!;
+  const q5 = q[qo + 5]!;
+  const q6 = q[qo + 6]!;
+  const q7 = q[qo + 7]!;
+  const q8 = q[qo + 8]!;
+  const q9 = q[qo + 9]!;
+  const q10 = q[qo + 10]!;
+  const q11 = q[qo + 11]!;
+  const q12 = q[qo + 12]!;
+  const q13 = q[qo + 13]!;
+  const q14 = q[qo + 14]!;
+  const q15 = q[qo + 15]!;
+  for (let j = 0, ko = kvo; j < n; j++, ko += stride) {
+    let dot = 0;
+    dot += q0 * k[ko]!;
+    dot += q1 * k[ko + 1]!;
+    dot += q2 * k[ko + 2]!;
+    dot += q3 * k[ko + 3]!;
+    dot += q4 * k[ko + 4]!;
+    dot += q5 * k[ko + 5]!;
+    dot += q6 * k[ko + 6]!;
+    dot += q7 * k[ko + 7]!;
+    dot += q8 * k[ko + 8]!;
+    dot += q9 * k[ko + 9]!;
+    dot += q10 * k[ko + 10]!;
+    dot += q11 * k[ko + 11]!;
+    dot += q12 * k[ko + 12]!;
+    dot += q13 * k[ko + 13]!;
+    dot += q14 * k[ko + 14]!;
+    dot += q15 * k[ko + 15]!;
+    s[j] = dot * sc;
+  }
+  let m = -Infinity;
+  for (let j = 0; j < n; j++) m = Math.max(m, s[j]!);
+  let sum = 0;
+  for (let j = 0; j < n; j++) sum += Math.exp(s[j]! - m);
+  const lse = m + Math.log(sum);
+  let a0 = 0;
+  let a1 = 0;
+  let a2 = 0;
+  let a3 = 0;
+  let a4 = 0;
+  let a5 = 0;
+  let a6 = 0;
+  let a7 = 0;
+  let a8 = 0;
+  let a9 = 0;
+  let a10 = 0;
+  let a11 = 0;
+  let a12 = 0;
+  let a13 = 0;
+  let a14 = 0;
+  let a15 = 0;
+  for (let j = 0, vo = kvo; j < n; j++, vo += stride) {
+    const p = Math.exp(s[j]! - lse);
+    probs[po + j] = p;
+    a0 += p * v[vo]!;
+    a1 += p * v[vo + 1]!;
+    a2 += p * v[vo + 2]!;
+    a3 += p * v[vo + 3]!;
+    a4 += p * v[vo + 4]!;
+    a5 += p * v[vo + 5]!;
+    a6 += p * v[vo + 6]!;
+    a7 += p * v[vo + 7]!;
+    a8 += p * v[vo + 8]!;
+    a9 += p * v[vo + 9]!;
+    a10 += p * v[vo + 10]!;
+    a11 += p * v[vo + 11]!;
+    a12 += p * v[vo + 12]!;
+    a13 += p * v[vo + 13]!;
+    a14 += p * v[vo + 14]!;
+    a15 += p * v[vo + 15]!;
+  }
+  const oo = qo;
+  out[oo] = a0;
+  out[oo + 1] = a1;
+  out[oo + 2] = a2;
+  out[oo + 3] = a3;
+  out[oo + 4] = a4;
+  out[oo + 5] = a5;
+  out[oo + 6] = a6;
+  out[oo + 7] = a7;
+  out[oo + 8] = a8;
+  out[oo + 9] = a9;
+  out[oo + 10] = a10;
+  out[oo + 11] = a11;
+  out[oo + 12] = a12;
+  out[oo + 13] = a13;
+  out[oo + 14] = a14;
+  out[oo + 15] = a15;
+}
+
+/**
+ * attentionBackwardCpu's row for D = 16 (TinyLm.backward's loop): dp_j = dO·v_j, Σ p·dp, then per
+ * key dv += p·dO, dq += ds·scale·k, dk += ds·scale·q — dO, q and the row's dq held in locals; every
+ * accumulator still summed in the same order.
+ */
+function attentionBackRow16(
+  dof: Float32Array,
+  qr: Float32Array,
+  qo: number,
+  kr: Float32Array,
+  v: Float32Array,
+  kvo: number,
+  stride: number,
+  n: number,
+  p: Float64Array,
+  po: number,
+  dp: Float64Array,
+  dq: Float64Array,
+  dk: Float64Array,
+  dv: Float64Array,
+) {
+  const scale = 1 / Math.sqrt(16);
+  const f0 = dof[qo]!;
+  const f1 = dof[qo + 1]!;
+  const f2 = dof[qo + 2]!;
+  const f3 = dof[qo + 3]!;
+  const f4 = dof[qo + 4]!;
+  const f5 = dof[qo + 5]!;
+  const f6 = dof[qo + 6]!;
+  const f7 = dof[qo + 7]!;
+  const f8 = dof[qo + 8]!;
+  const f9 = dof[qo + 9]!;
+  const f10 = dof[qo + 10]!;
+  const f11 = dof[qo + 11]!;
+  const f12 = dof[qo + 12]!;
+  const f13 = dof[qo + 13]!;
+  const f14 = dof[qo + 14]!;
+  const f15 = dof[qo + 15]!;
+  for (let j = 0, vo = kvo; j < n; j++, vo += stride) {
+    let acc = 0;
+    acc += f0 * v[vo]!;
+    acc += f1 * v[vo + 1]!;
+    acc += f2 * v[vo + 2]!;
+    acc += f3 * v[vo + 3]!;
+    acc += f4 * v[vo + 4]!;
+    acc += f5 * v[vo + 5]!;
+    acc += f6 * v[vo + 6]!;
+    acc += f7 * v[vo + 7]!;
+    acc += f8 * v[vo + 8]!;
+    acc += f9 * v[vo + 9]!;
+    acc += f10 * v[vo + 10]!;
+    acc += f11 * v[vo + 11]!;
+    acc += f12 * v[vo + 12]!;
+    acc += f13 * v[vo + 13]!;
+    acc += f14 * v[vo + 14]!;
+    acc += f15 * v[vo + 15]!;
+    dp[j] = acc;
+  }
+  let pdp = 0;
+  for (let j = 0; j < n; j++) pdp += p[po + j]! * dp[j]!;
+  let g0 = dq[qo]!;
+  let g1 = dq[qo + 1]!;
+  let g2 = dq[qo + 2]!;
+  let g3 = dq[qo + 3]!;
+  let g4 = dq[qo + 4]!;
+  let g5 = dq[qo + 5]!;
+  let g6 = dq[qo + 6]!;
+  let g7 = dq[qo + 7]!;
+  let g8 = dq[qo + 8]!;
+  let g9 = dq[qo + 9]!;
+  let g10 = dq[qo + 10]!;
+  let g11 = dq[qo + 11]!;
+  let g12 = dq[qo + 12]!;
+  let g13 = dq[qo + 13]!;
+  let g14 = dq[qo + 14]!;
+  let g15 = dq[qo + 15]!;
+  for (let j = 0, r = kvo; j < n; j++, r += stride) {
+    const pj = p[po + j]!;
+    const ds = pj * (dp[j]! - pdp) * scale;
+    dv[r]! += pj * f0;
+    dv[r + 1]! += pj * f1;
+    dv[r + 2]! += pj * f2;
+    dv[r + 3]! += pj * f3;
+    dv[r + 4]! += pj * f4;
+    dv[r + 5]! += pj * f5;
+    dv[r + 6]! += pj * f6;
+    dv[r + 7]! += pj * f7;
+    dv[r + 8]! += pj * f8;
+    dv[r + 9]! += pj * f9;
+    dv[r + 10]! += pj * f10;
+    dv[r + 11]! += pj * f11;
+    dv[r + 12]! += pj * f12;
+    dv[r + 13]! += pj * f13;
+    dv[r + 14]! += pj * f14;
+    dv[r + 15]! += pj * f15;
+    g0 += ds * kr[r]!;
+    g1 += ds * kr[r + 1]!;
+    g2 += ds * kr[r + 2]!;
+    g3 += ds * kr[r + 3]!;
+    g4 += ds * kr[r + 4]!;
+    g5 += ds * kr[r + 5]!;
+    g6 += ds * kr[r + 6]!;
+    g7 += ds * kr[r + 7]!;
+    g8 += ds * kr[r + 8]!;
+    g9 += ds * kr[r + 9]!;
+    g10 += ds * kr[r + 10]!;
+    g11 += ds * kr[r + 11]!;
+    g12 += ds * kr[r + 12]!;
+    g13 += ds * kr[r + 13]!;
+    g14 += ds * kr[r + 14]!;
+    g15 += ds * kr[r + 15]!;
+    dk[r]! += ds * qr[qo]!;
+    dk[r + 1]! += ds * qr[qo + 1]!;
+    dk[r + 2]! += ds * qr[qo + 2]!;
+    dk[r + 3]! += ds * qr[qo + 3]!;
+    dk[r + 4]! += ds * qr[qo + 4]!;
+    dk[r + 5]! += ds * qr[qo + 5]!;
+    dk[r + 6]! += ds * qr[qo + 6]!;
+    dk[r + 7]! += ds * qr[qo + 7]!;
+    dk[r + 8]! += ds * qr[qo + 8]!;
+    dk[r + 9]! += ds * qr[qo + 9]!;
+    dk[r + 10]! += ds * qr[qo + 10]!;
+    dk[r + 11]! += ds * qr[qo + 11]!;
+    dk[r + 12]! += ds * qr[qo + 12]!;
+    dk[r + 13]! += ds * qr[qo + 13]!;
+    dk[r + 14]! += ds * qr[qo + 14]!;
+    dk[r + 15]! += ds * qr[qo + 15]!;
+  }
+  dq[qo] = g0;
+  dq[qo + 1] = g1;
+  dq[qo + 2] = g2;
+  dq[qo + 3] = g3;
+  dq[qo + 4] = g4;
+  dq[qo + 5] = g5;
+  dq[qo + 6] = g6;
+  dq[qo + 7] = g7;
+  dq[qo + 8] = g8;
+  dq[qo + 9] = g9;
+  dq[qo + 10] = g10;
+  dq[qo + 11] = g11;
+  dq[qo + 12] = g12;
+  dq[qo + 13] = g13;
+  dq[qo + 14] = g14;
+  dq[qo + 15] = g15;
+}
+
 /** One layer's base weights, and each projection's Wᵀ (nIn, nOut) for the forward. */
 interface LayerW {
   inNorm: Float32Array;
@@ -1117,6 +1378,11 @@ export class TinyLm {
       for (let h = 0; h < Hq; h++) {
         const lo = segStart[t]!;
         const n = t + 1 - lo;
+        if (D === 16) {
+          const kvo = (lo * Hkv + Math.floor(h / (Hq / Hkv))) * D;
+          attentionRow16(q, (t * Hq + h) * D, k, v, kvo, Hkv * D, n, s, probs, pOff[t]! + h * n, out);
+          continue;
+        }
         const lse = this.scores(q, k, t, h, lo, s);
         const kvh = Math.floor(h / (Hq / Hkv));
         const po = pOff[t]! + h * n;
@@ -1255,6 +1521,11 @@ export class TinyLm {
           const nKeys = ti + 1 - lo;
           const po = pOff[ti]! + h * nKeys;
           const p = t.p;
+          if (D === 16) {
+            const kvo = (lo * Hkv + kvh) * D;
+            attentionBackRow16(dof, t.qr, qRow, t.kr, t.v, kvo, Hkv * D, nKeys, p, po, dp, dq, dk, dv);
+            continue;
+          }
           for (let j = 0; j < nKeys; j++) {
             let acc = 0;
             const vo = ((lo + j) * Hkv + kvh) * D;
