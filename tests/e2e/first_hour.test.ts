@@ -46,6 +46,9 @@ async function recordedTranscript(): Promise<string> {
 const THEMES = ['light', 'dark'] as const;
 const PANEL_TABS = ['Run', 'Environments', 'Memory', 'Training', 'Lab', 'Models', 'Settings'];
 
+/** Polls (a second apart) for the toy run's verdict before giving up: 20× its slowest measured 25 s. */
+const MAX_POLLS = 500;
+
 /** Click the first screen's "no download" start; resolve with the seconds until the verdict shows. */
 async function noDownloadStart(page: Page): Promise<{ seconds: number; statusTexts: string[] }> {
   const start = page.getByRole('button', { name: /no download/i });
@@ -55,13 +58,16 @@ async function noDownloadStart(page: Page): Promise<{ seconds: number; statusTex
   // the progress line while it runs: phase, updates done, elapsed (it changes at least every few seconds)
   const statusTexts: string[] = [];
   await expect.poll(() => page.getByTestId('toy-status').count(), { timeout: 10_000 }).toBe(1);
-  while ((await page.getByTestId('verdict').count()) === 0) {
+  // No time assertion: the verdict comes after the run's 8 updates (14–25 s, docs/teaching.md); a run
+  // that never ends fails here after MAX_POLLS polls a second apart (20× the slowest, for a loaded
+  // machine), naming the last status, before the test's own limit.
+  for (let polls = 0; (await page.getByTestId('verdict').count()) === 0; polls++) {
+    expect(polls, `no verdict; the status said ${JSON.stringify(statusTexts.at(-1))}`).toBeLessThan(MAX_POLLS);
     const s = await page
       .getByTestId('toy-status')
       .textContent({ timeout: 1000 })
       .catch(() => null);
     if (s && s !== statusTexts.at(-1)) statusTexts.push(s);
-    expect(Date.now() - t0).toBeLessThan(120_000);
     await page.waitForTimeout(1000);
   }
   return { seconds: (Date.now() - t0) / 1000, statusTexts };
@@ -78,32 +84,37 @@ describe('the first hour in Chromium', () => {
     ['light', 1280],
     ['dark', 360],
   ] as const) {
-    it(`one click from the first screen, no download: a model visibly learns and a verdict ends it (${theme}, ${width} px)`, async () => {
-      const context = await app.browser.newContext({ viewport: { width, height: 800 } });
-      const page = await context.newPage();
-      const errors = watchErrors(page);
-      await page.goto(`${app.url}#theme=${theme}`);
-      await page.getByTestId('intro').waitFor();
-      await page.screenshot({ path: resultPath(`first-hour-start-${theme}-${width}.png`) });
-      const { seconds, statusTexts } = await noDownloadStart(page);
-      console.log(`no-download start → verdict: ${seconds.toFixed(1)} s (${theme}, ${width} px)`);
-      // the progress named the phase and counted updates and time
-      expect(statusTexts.some((s) => /update \d of 8/.test(s) && /\d+ s elapsed/.test(s))).toBe(true);
-      expect(statusTexts.some((s) => /about .* left/.test(s))).toBe(true);
-      const verdict = (await page.getByTestId('verdict').textContent()) ?? '';
-      expect(verdict).toMatch(
-        /^It learned: the model picked the winning digit 7 in \d+% of its plays in update 1 and \d+% in update 8/,
-      );
-      expect(verdict.split('\n')).toHaveLength(1);
-      // the curve and the plays of every update are on screen
-      expect(await page.getByTestId('toy-demo').locator('.chart').count()).toBe(1);
-      expect(await page.getByTestId('toy-demo').locator('.plays li').count()).toBe(8);
-      expect(await pageWidth(page)).toBeLessThanOrEqual(width);
-      await page.getByTestId('toy-demo').scrollIntoViewIfNeeded();
-      await page.screenshot({ path: resultPath(`first-hour-verdict-${theme}-${width}.png`), fullPage: true });
-      expect(errors).toEqual([]);
-      await context.close();
-    });
+    // the test's limit is over MAX_POLLS seconds, so the poll loop above is what ends a run that hangs
+    it(
+      `one click from the first screen, no download: a model visibly learns and a verdict ends it (${theme}, ${width} px)`,
+      { timeout: 600_000 },
+      async () => {
+        const context = await app.browser.newContext({ viewport: { width, height: 800 } });
+        const page = await context.newPage();
+        const errors = watchErrors(page);
+        await page.goto(`${app.url}#theme=${theme}`);
+        await page.getByTestId('intro').waitFor();
+        await page.screenshot({ path: resultPath(`first-hour-start-${theme}-${width}.png`) });
+        const { seconds, statusTexts } = await noDownloadStart(page);
+        console.log(`no-download start → verdict: ${seconds.toFixed(1)} s (${theme}, ${width} px)`);
+        // the progress named the phase and counted updates and time
+        expect(statusTexts.some((s) => /update \d of 8/.test(s) && /\d+ s elapsed/.test(s))).toBe(true);
+        expect(statusTexts.some((s) => /about .* left/.test(s))).toBe(true);
+        const verdict = (await page.getByTestId('verdict').textContent()) ?? '';
+        expect(verdict).toMatch(
+          /^It learned: the model picked the winning digit 7 in \d+% of its plays in update 1 and \d+% in update 8/,
+        );
+        expect(verdict.split('\n')).toHaveLength(1);
+        // the curve and the plays of every update are on screen
+        expect(await page.getByTestId('toy-demo').locator('.chart').count()).toBe(1);
+        expect(await page.getByTestId('toy-demo').locator('.plays li').count()).toBe(8);
+        expect(await pageWidth(page)).toBeLessThanOrEqual(width);
+        await page.getByTestId('toy-demo').scrollIntoViewIfNeeded();
+        await page.screenshot({ path: resultPath(`first-hour-verdict-${theme}-${width}.png`), fullPage: true });
+        expect(errors).toEqual([]);
+        await context.close();
+      },
+    );
   }
 
   for (const theme of THEMES) {
