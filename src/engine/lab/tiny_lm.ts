@@ -712,6 +712,8 @@ export interface TinySeq {
 
 /** Rows a sequence starts with (it doubles as needed). */
 const SEQ_ROWS = 256;
+/** Sequences kept for reuse after release (TinyChat's prefix cache gives back what it drops). */
+const SPARE_SEQS = 16;
 
 export class TinyLm {
   readonly cfg: ModelConfig;
@@ -848,7 +850,22 @@ export class TinyLm {
     return this.alloc(SEQ_ROWS);
   }
 
+  /** Sequences given back (release), reused by alloc without zeroing: a row is written before it is read. */
+  private readonly spare: TinySeq[] = [];
+
+  /** Give back a sequence no one will read again (its arrays are reused). */
+  release(seq: TinySeq): void {
+    if (this.spare.length < SPARE_SEQS) this.spare.push(seq);
+  }
+
   private alloc(cap: number): TinySeq {
+    for (let i = this.spare.length - 1; i >= 0; i--) {
+      const s = this.spare[i]!;
+      if (s.cap < cap) continue;
+      this.spare.splice(i, 1);
+      s.tokens = [];
+      return s;
+    }
     const n = cap * this.kvd;
     return {
       tokens: [],
@@ -1734,13 +1751,17 @@ export class TinyChat implements ChatModel {
   promptIds(messages: ChatMessage[]): number[] {
     const ms = messages.map((m) => ({ role: m.role, content: m.content }));
     let best: Seen | undefined;
+    const longest = ms.findLastIndex((m) => m.role === 'assistant'); // where the longest continuation's reply is
     for (let i = this.seen.length - 1; i >= 0; i--) {
       const e = this.seen[i]!;
       const n = e.messages.length;
       if (ms.length <= n || (best && best.messages.length >= n)) continue;
       const reply = ms[n]!;
       if (reply.role !== 'assistant' || reply.content !== e.reply) continue;
-      if (e.messages.every((m, j) => m.role === ms[j]!.role && m.content === ms[j]!.content)) best = e;
+      if (e.messages.every((m, j) => m.role === ms[j]!.role && m.content === ms[j]!.content)) {
+        best = e;
+        if (n === longest) break; // none can be longer (and the newest of the longest wins, as before)
+      }
     }
     if (!best) return this.render(ms);
     const rest = ms.slice(best.messages.length + 1);
@@ -1753,6 +1774,7 @@ export class TinyChat implements ChatModel {
   /** A sequence holding the longest cached prefix of `prompt` (at most all but its last token). */
   private admit(prompt: number[]): TinySeq {
     if (this.cacheVersion !== this.lm.llm.adapterVersion) {
+      for (const seq of this.cache) this.lm.release(seq);
       this.cache = [];
       this.cacheVersion = this.lm.llm.adapterVersion;
     }
@@ -1779,7 +1801,7 @@ export class TinyChat implements ChatModel {
 
   private keep(seq: TinySeq): void {
     this.cache.push(seq);
-    if (this.cache.length > PREFIX_SEQS) this.cache.shift();
+    if (this.cache.length > PREFIX_SEQS) this.lm.release(this.cache.shift()!);
   }
 
   async chat(messages: ChatMessage[], o: ChatOptions = {}): Promise<ChatResult> {
