@@ -127,7 +127,7 @@ describe('openai backend: bounded calls against hostile servers', () => {
       (e: unknown) => e as Error,
     );
   const closedBy = async (n: number) => {
-    for (let i = 0; i < 200 && server.clientClosed < n; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 1000 && server.clientClosed < n; i++) await new Promise((r) => setTimeout(r, 10));
     return server.clientClosed;
   };
 

@@ -125,7 +125,7 @@ describe('`spade serve` reading a hostile run directory', () => {
     catalog.logTo((l) => logs.push(l));
     let added = 0;
     const waitFor = async (cond: () => boolean) => {
-      for (let i = 0; i < 400 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
+      for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
       expect(cond()).toBe(true);
     };
     catalog.watch(

@@ -325,7 +325,7 @@ describe('spade serve: limits, hostile sessions, shutdown', () => {
       // the good session was never disturbed
       expect((await good.step({ text: '\\boxed{try RGBY}' })).type).toBe('observation');
       for (const c of [good, ...more]) if (!c.closed) c.terminate();
-      for (let i = 0; i < 50 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 500 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
       expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0 });
     } finally {
       await server.close();
@@ -372,7 +372,7 @@ describe('spade serve: limits, hostile sessions, shutdown', () => {
       expect(last1.data).toEqual(last0.data);
       expect((await bad.step({ text: '\\boxed{1}' })).data.code).toBe('EXECUTION_ERROR');
       for (const c of [...victims, bad]) await c.close();
-      for (let i = 0; i < 50 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 500 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
       expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0 });
     } finally {
       await server.close();
@@ -393,7 +393,7 @@ describe('spade serve: limits, hostile sessions, shutdown', () => {
       }),
     );
     expect(results.every((r) => r.done === true && Number(r.reward) > 0)).toBe(true);
-    for (let i = 0; i < 50 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 500 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
     expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0, workerReplacements: 0 });
     // a session still open at shutdown is closed with 1001 and its instance disposed
     const open = await OpenEnvWsClient.connect(server.url);

@@ -508,7 +508,7 @@ describe('a session that keeps tripping the watchdog is closed; its neighbours r
         expect(last, `victim ${i}`).toMatchObject({ done: true, reward: 1 });
       }
       for (const v of victims) await v.close();
-      for (let i = 0; i < 50 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 500 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
       expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0 });
     } finally {
       await server.close();
@@ -673,7 +673,7 @@ describe('served sources are loaded and reset before they are offered', () => {
         line(archiveRecord(1, 0, { code: bad[2]![1], title: 'thrower' })) +
           line(archiveRecord(1, 1, { code: `// @title c1\n${FAKE_ENV}`, title: 'c1' })),
       );
-      for (let i = 0; i < 300 && added < 1; i++) await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 500 && added < 1; i++) await new Promise((r) => setTimeout(r, 20));
       await new Promise((r) => setTimeout(r, 200));
       expect(added).toBe(1);
       expect(catalog.list().map((e) => e.title)).toEqual(['c0', 'c1']);

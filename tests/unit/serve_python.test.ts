@@ -66,7 +66,7 @@ describe.skipIf(!python)('spade serve: a Python OpenEnv client', () => {
       expect(g.return).toBe(expected[i]!.return);
       expect(g.transcript).toEqual(expected[i]!.transcript);
     });
-    for (let i = 0; i < 50 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 500 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
     expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0, workerReplacements: 0 });
   }, 60_000);
 });

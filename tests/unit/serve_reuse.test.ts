@@ -68,7 +68,7 @@ describe('a session that resets to the same environment resets its instance in p
     // another environment: a fresh instance, the old one disposed
     expect((await c.reset({ env_id: other.id, seed: 1 })).type).toBe('observation');
     expect(loads).toHaveBeenCalledTimes(3);
-    for (let i = 0; i < 50 && server.stats().liveEnvs > 1; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 500 && server.stats().liveEnvs > 1; i++) await new Promise((r) => setTimeout(r, 20));
     expect(server.stats().liveEnvs).toBe(1);
     await c.close();
   });
