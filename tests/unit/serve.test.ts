@@ -379,31 +379,36 @@ describe('spade serve: limits, hostile sessions, shutdown', () => {
     }
   });
 
-  it('runs 16 concurrent sessions to wins with no leaked instances, then shuts down gracefully', async () => {
-    const server = await SpadeServer.start({ catalog: new EnvCatalog('s', SEED_ENVS), port: 0, workers: 2 });
-    const plans = await Promise.all(SEED_ENVS.map((e) => solutionOf(e, 0)));
-    const results = await Promise.all(
-      SEED_ENVS.map(async (e, i) => {
-        const c = await OpenEnvWsClient.connect(server.url);
-        await c.reset({ env_id: e.id, seed: 0 });
-        let last;
-        for (const text of plans[i]!) last = await c.step({ text });
-        await c.close();
-        return last!.data;
-      }),
-    );
-    expect(results.every((r) => r.done === true && Number(r.reward) > 0)).toBe(true);
-    for (let i = 0; i < 500 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0, workerReplacements: 0 });
-    // a session still open at shutdown is closed with 1001 and its instance disposed
-    const open = await OpenEnvWsClient.connect(server.url);
-    await open.reset({ env_id: lantern.id });
-    expect(server.stats().liveEnvs).toBe(1);
-    await server.close();
-    expect(await open.next()).toBeNull();
-    expect(open.closed?.code).toBe(1001);
-    expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0 });
-  });
+  // its own limit: ~9 s idle, 15.5 s with two CPU-bound processes beside it; 200 s is over 20x idle
+  it(
+    'runs 16 concurrent sessions to wins with no leaked instances, then shuts down gracefully',
+    { timeout: 200_000 },
+    async () => {
+      const server = await SpadeServer.start({ catalog: new EnvCatalog('s', SEED_ENVS), port: 0, workers: 2 });
+      const plans = await Promise.all(SEED_ENVS.map((e) => solutionOf(e, 0)));
+      const results = await Promise.all(
+        SEED_ENVS.map(async (e, i) => {
+          const c = await OpenEnvWsClient.connect(server.url);
+          await c.reset({ env_id: e.id, seed: 0 });
+          let last;
+          for (const text of plans[i]!) last = await c.step({ text });
+          await c.close();
+          return last!.data;
+        }),
+      );
+      expect(results.every((r) => r.done === true && Number(r.reward) > 0)).toBe(true);
+      for (let i = 0; i < 500 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0, workerReplacements: 0 });
+      // a session still open at shutdown is closed with 1001 and its instance disposed
+      const open = await OpenEnvWsClient.connect(server.url);
+      await open.reset({ env_id: lantern.id });
+      expect(server.stats().liveEnvs).toBe(1);
+      await server.close();
+      expect(await open.next()).toBeNull();
+      expect(open.closed?.code).toBe(1001);
+      expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0 });
+    },
+  );
 
   it('`spade serve` prints its URL, serves, and exits 0 on SIGTERM', async () => {
     const child = spawn(process.execPath, ['bin/spade.js', 'serve', '--port', '0', '--workers', '1', '--json'], {

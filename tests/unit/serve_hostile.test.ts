@@ -456,64 +456,70 @@ describe('a session that keeps tripping the watchdog is closed; its neighbours r
     `// @title Trap\nclass TrapEnv { reset(s){ this.t = 0; return ['go', {}]; } step(a){ this.t++; if (a.includes('spring')) { let n = 0; Array.prototype.join.call({ get length() { return n++ ? 2 ** 32 - 1 : 0; } }); } return ['x', 0, false, this.t >= 12, {}]; } solution(){ return ['\\\\boxed{1}', '\\\\boxed{2}']; } }`,
   );
 
-  it('four kills from two hostile sessions on one worker: both closed; the victims finish unchanged', async () => {
-    const server = await SpadeServer.start({
-      catalog: new EnvCatalog('s', [lantern, trap]),
-      port: 0,
-      workers: 1,
-      graceMs: 300,
-      limits: { ...DEFAULT_LIMITS, stepMs: 200 },
-    });
-    try {
-      const plan = await solutionOf(lantern, 6);
-      expect(plan.length).toBeGreaterThanOrEqual(3);
-      const victims = await Promise.all([0, 1].map(() => OpenEnvWsClient.connect(server.url)));
-      for (const v of victims) expect((await v.reset({ env_id: lantern.id, seed: 6 })).type).toBe('observation');
-      const replies: unknown[][] = [[], []];
-      let step = 0;
-      const victimStep = async (i: number) => {
-        const r = await victims[i]!.step({ text: plan[Math.min(step, plan.length - 1)]! });
-        replies[i]!.push(r.data);
-        return r;
-      };
-      for (let attacker = 0; attacker < 2; attacker++) {
-        const bad = await OpenEnvWsClient.connect(server.url);
-        for (let trip = 0; trip < 2; trip++) {
-          expect((await bad.reset({ env_id: trap.id })).type).toBe('observation');
-          // a victim's step queued behind the trap on the same worker
-          const [hit, queued] = await Promise.all([bad.step({ text: 'spring' }), victimStep(step % 2)]);
-          expect(hit.data).toMatchObject({
-            code: 'EXECUTION_ERROR',
-            message: expect.stringMatching(/SandboxTimeoutError/) as string,
+  // its own limit: ~6 s idle (four watchdog kills), 14 s with two CPU-bound processes beside it;
+  // 150 s is over 20x idle
+  it(
+    'four kills from two hostile sessions on one worker: both closed; the victims finish unchanged',
+    { timeout: 150_000 },
+    async () => {
+      const server = await SpadeServer.start({
+        catalog: new EnvCatalog('s', [lantern, trap]),
+        port: 0,
+        workers: 1,
+        graceMs: 300,
+        limits: { ...DEFAULT_LIMITS, stepMs: 200 },
+      });
+      try {
+        const plan = await solutionOf(lantern, 6);
+        expect(plan.length).toBeGreaterThanOrEqual(3);
+        const victims = await Promise.all([0, 1].map(() => OpenEnvWsClient.connect(server.url)));
+        for (const v of victims) expect((await v.reset({ env_id: lantern.id, seed: 6 })).type).toBe('observation');
+        const replies: unknown[][] = [[], []];
+        let step = 0;
+        const victimStep = async (i: number) => {
+          const r = await victims[i]!.step({ text: plan[Math.min(step, plan.length - 1)]! });
+          replies[i]!.push(r.data);
+          return r;
+        };
+        for (let attacker = 0; attacker < 2; attacker++) {
+          const bad = await OpenEnvWsClient.connect(server.url);
+          for (let trip = 0; trip < 2; trip++) {
+            expect((await bad.reset({ env_id: trap.id })).type).toBe('observation');
+            // a victim's step queued behind the trap on the same worker
+            const [hit, queued] = await Promise.all([bad.step({ text: 'spring' }), victimStep(step % 2)]);
+            expect(hit.data).toMatchObject({
+              code: 'EXECUTION_ERROR',
+              message: expect.stringMatching(/SandboxTimeoutError/) as string,
+            });
+            expect(queued.type, JSON.stringify(queued.data).slice(0, 300)).toBe('observation');
+          }
+          // the second kill closes the session, with the reason
+          const why = await bad.next();
+          expect(why?.data).toMatchObject({
+            code: 'SESSION_ERROR',
+            message: expect.stringMatching(/killed 2 times/) as string,
           });
-          expect(queued.type, JSON.stringify(queued.data).slice(0, 300)).toBe('observation');
+          expect(await bad.next()).toBeNull();
+          expect(bad.closed?.code).toBe(1008);
+          step++;
         }
-        // the second kill closes the session, with the reason
-        const why = await bad.next();
-        expect(why?.data).toMatchObject({
-          code: 'SESSION_ERROR',
-          message: expect.stringMatching(/killed 2 times/) as string,
-        });
-        expect(await bad.next()).toBeNull();
-        expect(bad.closed?.code).toBe(1008);
-        step++;
+        expect(server.stats().workerReplacements).toBe(4);
+        expect(server.stats().replays).toBeGreaterThanOrEqual(4);
+        // each victim plays its episode to the end: the same transcript as an undisturbed play
+        for (const i of [0, 1]) {
+          const taken = replies[i]!.length;
+          let last: unknown = replies[i]!.at(-1);
+          for (const text of plan.slice(taken)) last = (await victims[i]!.step({ text })).data;
+          expect(last, `victim ${i}`).toMatchObject({ done: true, reward: 1 });
+        }
+        for (const v of victims) await v.close();
+        for (let i = 0; i < 500 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+        expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0 });
+      } finally {
+        await server.close();
       }
-      expect(server.stats().workerReplacements).toBe(4);
-      expect(server.stats().replays).toBeGreaterThanOrEqual(4);
-      // each victim plays its episode to the end: the same transcript as an undisturbed play
-      for (const i of [0, 1]) {
-        const taken = replies[i]!.length;
-        let last: unknown = replies[i]!.at(-1);
-        for (const text of plan.slice(taken)) last = (await victims[i]!.step({ text })).data;
-        expect(last, `victim ${i}`).toMatchObject({ done: true, reward: 1 });
-      }
-      for (const v of victims) await v.close();
-      for (let i = 0; i < 500 && server.stats().sessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
-      expect(server.stats()).toMatchObject({ sessions: 0, liveEnvs: 0 });
-    } finally {
-      await server.close();
-    }
-  });
+    },
+  );
 });
 
 describe('the server enforces the turn limit and caps what it keeps for replay', () => {
