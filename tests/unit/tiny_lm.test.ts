@@ -2,6 +2,7 @@
 // prompt ids, the same sampled ids and log-probs, the same GRPO step (adapter, moments and figures
 // bit for bit), and a whole Lab cycle with the same report — the fast path is the reference's
 // arithmetic in the same order, not an approximation of it.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { MicroLab } from '../../src/core/lab/lab.ts';
@@ -112,4 +113,36 @@ describe('the fast path gives the references’ numbers', () => {
     expect(fast.r.designs.some((d: { trained: boolean }) => d.trained)).toBe(true); // and the designer, its edit slot scored by each path
     expect(fast).toEqual(await run('reference'));
   }, 120_000);
+
+  it('attention on WebAssembly gives the JavaScript loops’ values, bit for bit, for blocks of every length', async () => {
+    const m = await toyModel('01234', { seed: 4, layers: 2, hidden: 16, std: 0.4 });
+    const withKernel = new TinyLm(m.llm as never, m.weights);
+    const loopsOnly = new TinyLm(m.llm as never, m.weights, { wasm: false });
+    const ids = (n: number, k: number) => Array.from({ length: n }, (_, i) => 40 + ((i * 7 + k) % 60));
+    const seqs = [withKernel.newSeq(), loopsOnly.newSeq()];
+    const other = [withKernel.newSeq(), loopsOnly.newSeq()];
+    // blocks below and above the kernel's threshold, odd and even (the last row pairs with none), two items in one call
+    for (const [k, n] of [69, 1, 3, 4, 5, 34, 33, 1, 2, 300].entries()) {
+      const [a, b] = [withKernel, loopsOnly].map((lm, i) =>
+        lm.step([
+          { seq: seqs[i]!, ids: ids(n, k) },
+          { seq: other[i]!, ids: ids(n + 1, k + 1) },
+        ]),
+      );
+      expect(Array.from(a!)).toEqual(Array.from(b!));
+    }
+    // every k and v row of the top layer (they read layer 0's attention output) is the same too
+    for (const [x, y] of [seqs, other]) {
+      const n = x!.tokens.length * 16;
+      expect(Array.from(x!.k[1]!.subarray(0, n))).toEqual(Array.from(y!.k[1]!.subarray(0, n)));
+      expect(Array.from(x!.v[1]!.subarray(0, n))).toEqual(Array.from(y!.v[1]!.subarray(0, n)));
+    }
+  });
+
+  it('the committed WebAssembly is the compile of tiny_kernels.wat', async () => {
+    const { generate } = await import('../../scripts/build_tiny_kernels.js');
+    expect(readFileSync(new URL('../../src/engine/lab/tiny_kernels_wasm.ts', import.meta.url), 'utf8')).toBe(
+      await generate(),
+    );
+  });
 });

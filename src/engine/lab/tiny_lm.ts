@@ -37,6 +37,7 @@ import { gradClipScale } from '../kernels/adamw.ts';
 import { ropeFrequencies } from '../kernels/rope.ts';
 import type { LlamaModel } from '../model/model.ts';
 import type { CpuTensor } from '../ops/cpu_ops.ts';
+import { AttentionKernel } from './tiny_kernels.ts';
 
 const f32 = Math.fround;
 /** A value per projection. */
@@ -710,6 +711,12 @@ export interface TinySeq {
   v: Float32Array[];
 }
 
+/**
+ * Rows of one sequence in a step from which its attention runs on the WebAssembly kernel: a turn's
+ * new tokens (~30 in the Lab) are; a lone decoded token is not worth copying the sequence's keys.
+ */
+const KERNEL_ROWS = 4;
+
 /** Rows a sequence starts with (it doubles as needed). */
 const SEQ_ROWS = 256;
 /** Sequences kept for reuse after release (TinyChat's prefix cache gives back what it drops). */
@@ -731,14 +738,20 @@ export class TinyLm {
   private readonly norm: Float32Array;
   private readonly layers: LayerW[] = [];
 
+  /** Attention on WebAssembly SIMD for blocks of rows (null: the loops alone). */
+  private readonly kernel: AttentionKernel | null;
+
+  /** `o.wasm` false: attention in the JavaScript loops only (the kernel gives the same values; tests compare). */
   constructor(
     readonly llm: LlamaModel<CpuTensor>,
     weights: TensorStore,
+    o: { wasm?: boolean } = {},
   ) {
     const c = (this.cfg = llm.cfg);
     if (c.qkNorm || c.qkvBias || c.oBias)
       throw new RangeError('TinyLm: the fast path has no q/k-norm and no biases (a Llama-shaped tiny model only)');
     if (llm.ops.device !== 'cpu') throw new RangeError('TinyLm: the fast path shares the CPU model’s adapter arrays');
+    this.kernel = o.wasm === false ? null : AttentionKernel.create();
     this.C = c.hiddenSize;
     this.F = c.intermediateSize;
     this.Hq = c.numHeads;
@@ -918,6 +931,8 @@ export class TinyLm {
     pos: Int32Array;
     ids: Int32Array;
     last: Int32Array;
+    /** Each row's item's row count. */
+    len: Int32Array;
     e: Float64Array;
   } | null = null;
 
@@ -944,6 +959,7 @@ export class TinyLm {
       pos: new Int32Array(rows),
       ids: new Int32Array(rows),
       last: new Int32Array(rows),
+      len: new Int32Array(rows),
       e: have?.e ?? new Float64Array(256),
     };
     return this.work;
@@ -998,6 +1014,7 @@ export class TinyLm {
     const rowSeq: TinySeq[] = [];
     const rowPos = w.pos;
     const rowId = w.ids;
+    const blockLen = w.len;
     let n = 0;
     let maxPos = 0;
     for (const it of items) {
@@ -1010,6 +1027,7 @@ export class TinyLm {
         rowSeq.push(it.seq);
         rowPos[n] = at + j;
         rowId[n] = id;
+        blockLen[n] = it.ids.length;
         h.set(this.embed.subarray(id * C, (id + 1) * C), n * C);
         n++;
       }
@@ -1085,9 +1103,22 @@ export class TinyLm {
           }
         }
       }
-      // attention of each row over its sequence's keys 0..pos (attentionPagedCpu's sums)
+      // attention of each row over its sequence's keys 0..pos (attentionPagedCpu's sums); below the
+      // top, an item's rows are a block of consecutive positions: on WebAssembly when it is worth the copy
+      let done = 0;
+      if (!top && D === 16 && this.kernel) {
+        let row0 = 0;
+        for (const it of items) {
+          const len = it.ids.length;
+          if (len >= KERNEL_ROWS)
+            this.kernel.attendBlock(qr, it.seq.k[li]!, it.seq.v[li]!, att, row0, len, rowPos[row0]!, Hq, Hkv, sc);
+          row0 += len;
+        }
+        done = KERNEL_ROWS;
+      }
       for (let i = 0; i < nq; i++) {
         const row = qRow(i);
+        if (done && blockLen[row]! >= done) continue;
         const nKeys = rowPos[row]! + 1;
         const seq = rowSeq[row]!;
         if (e.length < nKeys) e = w.e = new Float64Array(2 * nKeys);
