@@ -104,6 +104,25 @@ async function poison(page: Page, records: Poison['records']): Promise<void> {
   }, wire);
 }
 
+/** The keys the app has saved in its settings store, of those it writes on every first load. */
+async function savedSettings(page: Page): Promise<string[]> {
+  return page.evaluate(async () => {
+    const db = await new Promise<IDBDatabase>((ok, fail) => {
+      const r = indexedDB.open('spade-playground');
+      r.onsuccess = () => ok(r.result);
+      r.onerror = () => fail(r.error);
+    });
+    if (!db.objectStoreNames.contains('settings')) return (db.close(), []);
+    const keys = await new Promise<IDBValidKey[]>((ok, fail) => {
+      const q = db.transaction('settings').objectStore('settings').getAllKeys();
+      q.onsuccess = () => ok(q.result);
+      q.onerror = () => fail(q.error);
+    });
+    db.close();
+    return keys.filter((k): k is string => ['config', 'models', 'theme'].includes(String(k))).sort();
+  });
+}
+
 describe('a poisoned IndexedDB', () => {
   const app = appInBrowser();
   const shared = recordFromCode(
@@ -119,7 +138,8 @@ describe('a poisoned IndexedDB', () => {
     const first = await context.newPage();
     await first.goto(app.url);
     await first.getByRole('tab', { name: 'Run' }).waitFor();
-    await first.waitForTimeout(500); // the first visit's own saves are done
+    // the first visit's own saves are done (the app writes these once it has loaded, then only on a change)
+    await expect.poll(() => savedSettings(first), { timeout: 60_000 }).toEqual(['config', 'models', 'theme']);
     await poison(first, p.records);
     await first.close(); // a new page loads from scratch: nothing of the first visit can rewrite the records
     const page = await context.newPage();
