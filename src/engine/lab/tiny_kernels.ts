@@ -1,11 +1,14 @@
 /**
- * The Lab's fast path, attention on WebAssembly SIMD (tiny_kernels.wat): for a block of consecutive
- * rows of one sequence — a turn's new tokens — two rows at a time, one per f64x2 lane, over heads of
- * 16 channels. The scores and the weighted sums are each lane's own sum in the scalar loop's order
- * (f64 products of f32 values, added from +0 in ascending order), the max, the exponentials (the
- * reference's Math.exp) and their sum stay here, so every value equals tiny_lm.ts's JavaScript loop
- * (attendRow16) bit for bit — tests/unit/tiny_lm.test.ts runs both. About twice as fast on the
- * Lab's turns (docs/benchmarks.md). Null where WebAssembly SIMD is not there: the loops run instead.
+ * The Lab's fast path on WebAssembly SIMD (tiny_kernels.wat):
+ *   - attention for a block of consecutive rows of one sequence — a turn's new tokens — two rows at
+ *     a time, one per f64x2 lane, over heads of 16 channels; the max, the exponentials (the
+ *     reference's Math.exp) and their sum stay here;
+ *   - the projections (x·Wᵀ and the adapter's delta), two outputs a lane pair, the weights kept in
+ *     the module's memory as f64 (the base once, the adapter once per version).
+ * Each lane is the scalar loop's own sum in its order (f64 products of f32 values, added from +0 in
+ * ascending order, rounded to f32 where the loops store into a Float32Array), so every value equals
+ * tiny_lm.ts's JavaScript loops bit for bit — tests/unit/tiny_lm.test.ts runs both. Null where
+ * WebAssembly SIMD is not there: the loops run instead.
  */
 import { TINY_KERNELS_WASM } from './tiny_kernels_wasm.ts';
 
@@ -13,30 +16,86 @@ interface Exports {
   memory: WebAssembly.Memory;
   scores2(qp: number, kp: number, kstride: number, n: number, ep: number, sc: number): void;
   wsum2(ep: number, vp: number, vstride: number, n: number, op: number): void;
+  mm(a: number, b: number, out: number, M: number, N: number, K: number, acc: number, alpha: number): void;
 }
 
-/** Byte offsets of the fixed slots: the two rows' q as 16 lane pairs, the 16 lane pairs out; then the per-call regions. */
-const QP = 0;
-const OP = 256;
-const EP = 512;
+/** An adapter's A and B for one projection, in the module's memory (byte offsets), with its rank and scale. */
+export interface KernelLora {
+  A: number;
+  B: number;
+  r: number;
+  scale: number;
+}
+
 const PAGE = 65536;
 
-export class AttentionKernel {
+export class TinyKernels {
   private readonly x: Exports;
   private f64: Float64Array;
+  /** Stored arrays (weights) by key: byte offset and length; they fill the memory from 0, the scratch follows. */
+  private readonly stored = new Map<string, { at: number; n: number }>();
+  private storedEnd = 0;
 
   private constructor(x: Exports) {
     this.x = x;
     this.f64 = new Float64Array(x.memory.buffer);
   }
 
-  /** The kernel, or null where WebAssembly (with SIMD) is not available. */
-  static create(): AttentionKernel | null {
+  /** The kernels, or null where WebAssembly (with SIMD) is not available. */
+  static create(): TinyKernels | null {
     if (typeof WebAssembly !== 'object') return null;
     const bytes = Uint8Array.from(atob(TINY_KERNELS_WASM), (c) => c.charCodeAt(0));
     if (!WebAssembly.validate(bytes)) return null;
     const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), {}); // ~1 KiB: synchronous compile is allowed
-    return new AttentionKernel(instance.exports as unknown as Exports);
+    return new TinyKernels(instance.exports as unknown as Exports);
+  }
+
+  /** Keep `data` (as f64) under `key`, in place when it was kept before with the same length; its byte offset. */
+  put(key: string, data: Float32Array): number {
+    let s = this.stored.get(key);
+    if (!s || s.n !== data.length) {
+      s = { at: this.storedEnd, n: data.length };
+      this.storedEnd += Math.ceil(data.length / 2) * 16;
+      this.stored.set(key, s);
+      this.room(this.storedEnd);
+    }
+    this.f64.set(data, s.at / 8);
+    return s.at;
+  }
+
+  /**
+   * out (M, nOut) = f32(x·Wᵀ (+ out with `acc`)), then with an adapter out = f32(scale·f32(x·Aᵀ)·Bᵀ + out):
+   * TinyLm.linear's values. w, lora.A, lora.B: offsets of Wᵀ (nIn, nOut), Aᵀ (nIn, r), Bᵀ (r, nOut)
+   * from put(); nOut and r multiples of 8.
+   */
+  linear(
+    x: Float32Array,
+    M: number,
+    nIn: number,
+    nOut: number,
+    out: Float32Array,
+    acc: boolean,
+    w: number,
+    lora: KernelLora | null,
+  ): void {
+    const X = this.scratch();
+    const Y = X + M * nIn * 8;
+    const XA = Y + M * nOut * 8;
+    this.room(XA + M * (lora?.r ?? 0) * 8);
+    const m = this.f64;
+    m.set(x.subarray(0, M * nIn), X / 8);
+    if (acc) m.set(out.subarray(0, M * nOut), Y / 8);
+    this.x.mm(X, w, Y, M, nOut, nIn, acc ? 1 : 0, 1);
+    if (lora) {
+      this.x.mm(X, lora.A, XA, M, lora.r, nIn, 0, 1);
+      this.x.mm(XA, lora.B, Y, M, nOut, lora.r, 1, lora.scale);
+    }
+    out.set(m.subarray(Y / 8, Y / 8 + M * nOut));
+  }
+
+  /** Where the per-call scratch starts (after the stored arrays, 16-byte aligned). */
+  private scratch(): number {
+    return Math.ceil(this.storedEnd / 16) * 16;
   }
 
   /** Memory for `bytes`, grown (and the view made again) when short. */
@@ -65,6 +124,10 @@ export class AttentionKernel {
   ): void {
     const nMax = pos0 + nRows;
     const width = Hkv * 16;
+    // the two rows' q as 16 lane pairs, the 16 lane pairs out, the scores, the keys and values as f64
+    const QP = this.scratch();
+    const OP = QP + 256;
+    const EP = OP + 256;
     const K = EP + nMax * 16;
     const V = K + nMax * width * 8;
     this.room(V + nMax * width * 8);
@@ -82,8 +145,8 @@ export class AttentionKernel {
         const na = pos0 + i + 1;
         const nb = pair ? na + 1 : na;
         for (let d = 0; d < 16; d++) {
-          m[2 * d] = qr[qa + d]!;
-          m[2 * d + 1] = qr[qb + d]!;
+          m[QP / 8 + 2 * d] = qr[qa + d]!;
+          m[QP / 8 + 2 * d + 1] = qr[qb + d]!;
         }
         this.x.scores2(QP, K + kvh * 128, stride, nb, EP, sc);
         let ma = -Infinity;

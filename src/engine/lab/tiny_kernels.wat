@@ -1,8 +1,9 @@
-;; The Lab's fast path (tiny_lm.ts): attention's two inner sums for two query rows at once, one per
-;; f64x2 lane, over a head of 16 channels (the Lab's models). Every lane is the scalar loop's own sum
-;; in its order (f64 products of f32 values, added from +0 in ascending order, no fused multiply-add),
-;; so the values equal tiny_lm.ts's JavaScript loops bit for bit; the exponentials stay in JavaScript
-;; (Math.exp, the reference's). Built into tiny_kernels_wasm.ts by scripts/build_tiny_kernels.js.
+;; The Lab's fast path (tiny_lm.ts) on WebAssembly SIMD: attention's two inner sums for two query rows
+;; at once, one per f64x2 lane, over a head of 16 channels (the Lab's models), and the matmul, two
+;; outputs a lane pair. Every lane is the scalar loop's own sum in its order (f64 products of f32
+;; values, added from +0 in ascending order, no fused multiply-add), so the values equal tiny_lm.ts's
+;; JavaScript loops bit for bit; the exponentials stay in JavaScript (Math.exp, the reference's).
+;; Built into tiny_kernels_wasm.ts by scripts/build_tiny_kernels.js.
 (module
   (memory (export "memory") 1)
 
@@ -105,5 +106,59 @@
     (v128.store offset=208 (local.get $op) (local.get $a13))
     (v128.store offset=224 (local.get $op) (local.get $a14))
     (v128.store offset=240 (local.get $op) (local.get $a15))
+  )
+
+  ;; mm: out (M, N) = f32(alpha·a·b (+ out when acc)), a (M, K) and b (K, N) row-major f64, N a multiple
+  ;; of 8; each output its own sum over p = 0..K−1 ascending from +0, eight outputs (four lane pairs)
+  ;; a pass, then alpha·s (+ out) rounded to f32 (kept as f64) — tiny_lm.ts's mmNN into a Float32Array.
+  (func (export "mm") (param $a i32) (param $b i32) (param $out i32) (param $M i32) (param $N i32) (param $K i32) (param $acc i32) (param $alpha f64)
+    (local $i i32) (local $j i32) (local $p i32) (local $pa i32) (local $pb i32) (local $po i32) (local $rowb i32) (local $av v128) (local $al v128)
+    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)
+    (local.set $al (f64x2.splat (local.get $alpha)))
+    (local.set $rowb (i32.shl (local.get $N) (i32.const 3)))
+    (local.set $po (local.get $out))
+    (block $rows_done
+      (loop $rows
+        (br_if $rows_done (i32.ge_u (local.get $i) (local.get $M)))
+        (local.set $j (i32.const 0))
+        (block $cols_done
+          (loop $cols
+            (br_if $cols_done (i32.ge_u (local.get $j) (local.get $N)))
+            (local.set $s0 (f64x2.splat (f64.const 0)))
+            (local.set $s1 (f64x2.splat (f64.const 0)))
+            (local.set $s2 (f64x2.splat (f64.const 0)))
+            (local.set $s3 (f64x2.splat (f64.const 0)))
+            (local.set $pa (i32.add (local.get $a) (i32.shl (i32.mul (local.get $i) (local.get $K)) (i32.const 3))))
+            (local.set $pb (i32.add (local.get $b) (i32.shl (local.get $j) (i32.const 3))))
+            (local.set $p (i32.const 0))
+            (block $k_done
+              (loop $k
+                (br_if $k_done (i32.ge_u (local.get $p) (local.get $K)))
+                (local.set $av (v128.load64_splat (local.get $pa)))
+                (local.set $s0 (f64x2.add (local.get $s0) (f64x2.mul (local.get $av) (v128.load offset=0 (local.get $pb)))))
+                (local.set $s1 (f64x2.add (local.get $s1) (f64x2.mul (local.get $av) (v128.load offset=16 (local.get $pb)))))
+                (local.set $s2 (f64x2.add (local.get $s2) (f64x2.mul (local.get $av) (v128.load offset=32 (local.get $pb)))))
+                (local.set $s3 (f64x2.add (local.get $s3) (f64x2.mul (local.get $av) (v128.load offset=48 (local.get $pb)))))
+                (local.set $pa (i32.add (local.get $pa) (i32.const 8)))
+                (local.set $pb (i32.add (local.get $pb) (local.get $rowb)))
+                (local.set $p (i32.add (local.get $p) (i32.const 1)))
+                (br $k)))
+            (local.set $s0 (f64x2.mul (local.get $al) (local.get $s0)))
+            (if (local.get $acc) (then (local.set $s0 (f64x2.add (local.get $s0) (v128.load offset=0 (local.get $po))))))
+            (v128.store offset=0 (local.get $po) (f64x2.promote_low_f32x4 (f32x4.demote_f64x2_zero (local.get $s0))))
+            (local.set $s1 (f64x2.mul (local.get $al) (local.get $s1)))
+            (if (local.get $acc) (then (local.set $s1 (f64x2.add (local.get $s1) (v128.load offset=16 (local.get $po))))))
+            (v128.store offset=16 (local.get $po) (f64x2.promote_low_f32x4 (f32x4.demote_f64x2_zero (local.get $s1))))
+            (local.set $s2 (f64x2.mul (local.get $al) (local.get $s2)))
+            (if (local.get $acc) (then (local.set $s2 (f64x2.add (local.get $s2) (v128.load offset=32 (local.get $po))))))
+            (v128.store offset=32 (local.get $po) (f64x2.promote_low_f32x4 (f32x4.demote_f64x2_zero (local.get $s2))))
+            (local.set $s3 (f64x2.mul (local.get $al) (local.get $s3)))
+            (if (local.get $acc) (then (local.set $s3 (f64x2.add (local.get $s3) (v128.load offset=48 (local.get $po))))))
+            (v128.store offset=48 (local.get $po) (f64x2.promote_low_f32x4 (f32x4.demote_f64x2_zero (local.get $s3))))
+            (local.set $po (i32.add (local.get $po) (i32.const 64)))
+            (local.set $j (i32.add (local.get $j) (i32.const 8)))
+            (br $cols)))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $rows)))
   )
 )

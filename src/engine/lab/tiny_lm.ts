@@ -37,7 +37,7 @@ import { gradClipScale } from '../kernels/adamw.ts';
 import { ropeFrequencies } from '../kernels/rope.ts';
 import type { LlamaModel } from '../model/model.ts';
 import type { CpuTensor } from '../ops/cpu_ops.ts';
-import { AttentionKernel } from './tiny_kernels.ts';
+import { TinyKernels, type KernelLora } from './tiny_kernels.ts';
 
 const f32 = Math.fround;
 /** A value per projection. */
@@ -680,12 +680,13 @@ function attentionBackRow16(
   dq[qo + 15] = g15;
 }
 
-/** One layer's base weights, and each projection's Wᵀ (nIn, nOut) for the forward. */
+/** One layer's base weights, and each projection's Wᵀ (nIn, nOut) for the forward (and its offset in the kernels' memory). */
 interface LayerW {
   inNorm: Float32Array;
   postNorm: Float32Array;
   w: Record<LoraModule, Float32Array>;
   wt: Record<LoraModule, Float32Array>;
+  wk: Record<LoraModule, number> | null;
 }
 
 /**
@@ -699,6 +700,8 @@ interface Lora {
   B: Record<LoraModule, Float32Array>[];
   At: Record<LoraModule, Float32Array>[];
   Bt: Record<LoraModule, Float32Array>[];
+  /** Aᵀ and Bᵀ in the kernels' memory (null: no kernels, or a rank they do not take). */
+  k: Record<LoraModule, KernelLora>[] | null;
 }
 
 /** A sequence's contiguous KV cache and its tokens. */
@@ -739,7 +742,7 @@ export class TinyLm {
   private readonly layers: LayerW[] = [];
 
   /** Attention on WebAssembly SIMD for blocks of rows (null: the loops alone). */
-  private readonly kernel: AttentionKernel | null;
+  private readonly kernel: TinyKernels | null;
 
   /** `o.wasm` false: attention in the JavaScript loops only (the kernel gives the same values; tests compare). */
   constructor(
@@ -751,7 +754,7 @@ export class TinyLm {
     if (c.qkNorm || c.qkvBias || c.oBias)
       throw new RangeError('TinyLm: the fast path has no q/k-norm and no biases (a Llama-shaped tiny model only)');
     if (llm.ops.device !== 'cpu') throw new RangeError('TinyLm: the fast path shares the CPU model’s adapter arrays');
-    this.kernel = o.wasm === false ? null : AttentionKernel.create();
+    this.kernel = o.wasm === false ? null : TinyKernels.create();
     this.C = c.hiddenSize;
     this.F = c.intermediateSize;
     this.Hq = c.numHeads;
@@ -776,7 +779,14 @@ export class TinyLm {
         down_proj: weights.f32(n.down),
       };
       const wt = mapModules((m) => transpose(w[m], ...this.shape(m)));
-      this.layers.push({ inNorm: weights.f32(n.inputNorm), postNorm: weights.f32(n.postAttentionNorm), w, wt });
+      const kernel = this.kernel;
+      const wk = kernel
+        ? (Object.fromEntries(LORA_MODULES.map((m) => [m, kernel.put(`W${i}.${m}`, wt[m])])) as Record<
+            LoraModule,
+            number
+          >)
+        : null;
+      this.layers.push({ inNorm: weights.f32(n.inputNorm), postNorm: weights.f32(n.postAttentionNorm), w, wt, wk });
     }
   }
 
@@ -847,14 +857,21 @@ export class TinyLm {
       const A = this.layers.map((_, i) => side(i, 'A'));
       const B = this.layers.map((_, i) => side(i, 'B'));
       const r = l.r;
-      lora = {
-        r,
-        scale: l.scale,
-        A,
-        B,
-        At: A.map((x) => mapModules((m) => transpose(x[m], r, this.shape(m)[1]))),
-        Bt: B.map((x) => mapModules((m) => transpose(x[m], this.shape(m)[0], r))),
-      };
+      const At = A.map((x) => mapModules((m) => transpose(x[m], r, this.shape(m)[1])));
+      const Bt = B.map((x) => mapModules((m) => transpose(x[m], this.shape(m)[0], r)));
+      const kernel = r % 8 === 0 ? this.kernel : null;
+      const k = kernel
+        ? At.map(
+            (_, i) =>
+              Object.fromEntries(
+                LORA_MODULES.map((m) => [
+                  m,
+                  { A: kernel.put(`A${i}.${m}`, At[i]![m]), B: kernel.put(`B${i}.${m}`, Bt[i]![m]), r, scale: l.scale },
+                ]),
+              ) as Record<LoraModule, KernelLora>,
+          )
+        : null;
+      lora = { r, scale: l.scale, A, B, At, Bt, k };
     }
     return (this.derived = { version, lora, l0: [] });
   }
@@ -993,6 +1010,11 @@ export class TinyLm {
     xa: Float32Array,
   ) {
     const [nOut, nIn] = this.shape(m);
+    const wk = this.layers[li]!.wk;
+    if (wk && M >= 2 && nOut % 8 === 0 && (!lora || lora.k)) {
+      this.kernel!.linear(x, M, nIn, nOut, out, acc, wk[m], lora ? lora.k![li]![m] : null);
+      return;
+    }
     mmNN(x, this.layers[li]!.wt[m], out, M, nOut, nIn, acc);
     if (!lora) return;
     mmNN(x, lora.At[li]![m], xa, M, lora.r, nIn);
