@@ -16,6 +16,7 @@ interface Exports {
   memory: WebAssembly.Memory;
   scores2(qp: number, kp: number, kstride: number, n: number, ep: number, sc: number): void;
   wsum2(ep: number, vp: number, vstride: number, n: number, op: number): void;
+  max2(ep: number, n: number, op: number): void;
   mm(a: number, b: number, out: number, M: number, N: number, K: number, acc: number, alpha: number): void;
 }
 
@@ -149,27 +150,35 @@ export class TinyKernels {
           m[QP / 8 + 2 * d + 1] = qr[qb + d]!;
         }
         this.x.scores2(QP, K + kvh * 128, stride, nb, EP, sc);
-        let ma = -Infinity;
-        for (let j = 0; j < na; j++) ma = Math.max(ma, m[e0 + 2 * j]!);
+        // each row's max (row b's last key after the others: max is exact in any order), then
+        // e = exp(s − max) and their sums in key order
+        const o = OP / 8;
+        this.x.max2(EP, na, OP);
+        const ma = m[o]!;
         let sa = 0;
-        for (let j = 0; j < na; j++) {
-          const x = Math.exp(m[e0 + 2 * j]! - ma);
-          m[e0 + 2 * j] = x;
-          sa += x;
-        }
         let sb = 0;
         if (pair) {
-          let mb = -Infinity;
-          for (let j = 0; j < nb; j++) mb = Math.max(mb, m[e0 + 2 * j + 1]!);
-          for (let j = 0; j < nb; j++) {
-            const x = Math.exp(m[e0 + 2 * j + 1]! - mb);
-            m[e0 + 2 * j + 1] = x;
-            sb += x;
+          const last = e0 + 2 * na + 1;
+          const mb = Math.max(m[o + 1]!, m[last]!);
+          for (let j = 0, at = e0; j < na; j++, at += 2) {
+            const xa = Math.exp(m[at]! - ma);
+            m[at] = xa;
+            sa += xa;
+            const xb = Math.exp(m[at + 1]! - mb);
+            m[at + 1] = xb;
+            sb += xb;
           }
-        }
+          const xb = Math.exp(m[last]! - mb);
+          m[last] = xb;
+          sb += xb;
+        } else
+          for (let j = 0, at = e0; j < na; j++, at += 2) {
+            const xa = Math.exp(m[at]! - ma);
+            m[at] = xa;
+            sa += xa;
+          }
         // both lanes over row a's keys; row b's own last key is added after them (its sum stays in order)
         this.x.wsum2(EP, V + kvh * 128, stride, na, OP);
-        const o = OP / 8;
         for (let d = 0; d < 16; d++) att[qa + d] = m[o + 2 * d]! / sa;
         if (pair) {
           const eb = m[e0 + 2 * na + 1]!;

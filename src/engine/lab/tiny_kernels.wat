@@ -108,6 +108,22 @@
     (v128.store offset=240 (local.get $op) (local.get $a15))
   )
 
+  ;; max2: out = (max_j ea_j, max_j eb_j) over the n lane pairs at ep (f64x2.max: NaN wins, +0 over −0,
+  ;; as Math.max), from −inf.
+  (func (export "max2") (param $ep i32) (param $n i32) (param $op i32)
+    (local $j i32) (local $e i32) (local $m v128)
+    (local.set $m (f64x2.splat (f64.const -inf)))
+    (local.set $e (local.get $ep))
+    (block $done
+      (loop $next
+        (br_if $done (i32.ge_u (local.get $j) (local.get $n)))
+        (local.set $m (f64x2.max (local.get $m) (v128.load (local.get $e))))
+        (local.set $e (i32.add (local.get $e) (i32.const 16)))
+        (local.set $j (i32.add (local.get $j) (i32.const 1)))
+        (br $next)))
+    (v128.store (local.get $op) (local.get $m))
+  )
+
   ;; mm: out (M, N) = f32(alpha·a·b (+ out when acc)), a (M, K) and b (K, N) row-major f64, N a multiple
   ;; of 8; each output its own sum over p = 0..K−1 ascending from +0, eight outputs (four lane pairs)
   ;; a pass, then alpha·s (+ out) rounded to f32 (kept as f64) — tiny_lm.ts's mmNN into a Float32Array.
