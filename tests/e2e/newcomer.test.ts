@@ -128,8 +128,9 @@ describe('a newcomer on a software adapter', () => {
     const context = await app.browser.newContext({ viewport: { width: 1280, height: 900 } });
     const page = await context.newPage();
     await page.goto(`${app.url}#panel=settings`);
+    // the panel renders after the app's first load: wait for it rather than read an empty page
+    await expect.poll(() => page.locator('form.settings label').count(), { timeout: 60_000 }).toBeGreaterThan(40);
     const labels = await page.locator('form.settings label').allTextContents();
-    expect(labels.length).toBeGreaterThan(40);
     for (const l of labels) {
       expect(l, l).toMatch(/^[A-Z][^()]* ?(\([^()]+\))?$/); // a label, then its unit in brackets
       expect(l.replace(/ ?\(.*\)$/, ''), l).not.toMatch(/[a-z][A-Z]|_/); // no camelCase or snake_case names
