@@ -17,11 +17,27 @@ interface Exports {
   scores2(qp: number, kp: number, kstride: number, n: number, ep: number, sc: number): void;
   wsum2(ep: number, vp: number, vstride: number, n: number, op: number): void;
   max2(ep: number, n: number, op: number): void;
-  mm(a: number, b: number, out: number, M: number, N: number, K: number, acc: number, alpha: number): void;
+  mm(
+    a: number,
+    ai: number,
+    ap: number,
+    b: number,
+    out: number,
+    M: number,
+    N: number,
+    K: number,
+    acc: number,
+    alpha: number,
+  ): void;
 }
 
-/** An adapter's A and B for one projection, in the module's memory (byte offsets), with its rank and scale. */
+/**
+ * An adapter's A and B for one projection in the module's memory (byte offsets): Aᵀ (nIn, r) and Bᵀ
+ * (r, nOut) for the forward, A (r, nIn) and B (nOut, r) for the backward; with its rank and scale.
+ */
 export interface KernelLora {
+  At: number;
+  Bt: number;
   A: number;
   B: number;
   r: number;
@@ -64,9 +80,30 @@ export class TinyKernels {
     return s.at;
   }
 
+  /** a (M, K) · b (K, N) into out (M, N), or added to out; byte offsets (mm's rows of a, N a multiple of 8). */
+  private mmNN(a: number, b: number, out: number, M: number, N: number, K: number, acc: boolean, alpha = 1) {
+    this.x.mm(a, K * 8, 8, b, out, M, N, K, acc ? 1 : 0, alpha);
+  }
+
+  /** out (M, N) += alpha · a (K, M)ᵀ · b (K, N) (mm reading a transposed). */
+  private mmTN(a: number, b: number, out: number, M: number, N: number, K: number, alpha: number) {
+    this.x.mm(a, 8, M * 8, b, out, M, N, K, 1, alpha);
+  }
+
+  /** Copy n values of src into the memory at byte offset `at` (as f64); the offset after them. */
+  private in(src: Float32Array, n: number, at: number): number {
+    this.f64.set(src.subarray(0, n), at / 8);
+    return at + n * 8;
+  }
+
+  /** Copy n values at byte offset `at` out into dst (f32: they are rounded to f32 already). */
+  private out(at: number, n: number, dst: Float32Array): void {
+    dst.set(this.f64.subarray(at / 8, at / 8 + n));
+  }
+
   /**
-   * out (M, nOut) = f32(x·Wᵀ (+ out with `acc`)), then with an adapter out = f32(scale·f32(x·Aᵀ)·Bᵀ + out):
-   * TinyLm.linear's values. w, lora.A, lora.B: offsets of Wᵀ (nIn, nOut), Aᵀ (nIn, r), Bᵀ (r, nOut)
+   * out (M, nOut) = f32(x·Wᵀ (+ out with `acc`)), then with an adapter xa = f32(x·Aᵀ) (copied into
+   * `xaOut` when given) and out = f32(scale·xa·Bᵀ + out): TinyLm.linear's values. w: Wᵀ's offset
    * from put(); nOut and r multiples of 8.
    */
   linear(
@@ -78,20 +115,71 @@ export class TinyKernels {
     acc: boolean,
     w: number,
     lora: KernelLora | null,
+    xaOut?: Float32Array,
   ): void {
+    const r = lora?.r ?? 0;
     const X = this.scratch();
     const Y = X + M * nIn * 8;
     const XA = Y + M * nOut * 8;
-    this.room(XA + M * (lora?.r ?? 0) * 8);
-    const m = this.f64;
-    m.set(x.subarray(0, M * nIn), X / 8);
-    if (acc) m.set(out.subarray(0, M * nOut), Y / 8);
-    this.x.mm(X, w, Y, M, nOut, nIn, acc ? 1 : 0, 1);
+    this.room(XA + M * r * 8);
+    this.in(x, M * nIn, X);
+    if (acc) this.in(out, M * nOut, Y);
+    this.mmNN(X, w, Y, M, nOut, nIn, acc);
     if (lora) {
-      this.x.mm(X, lora.A, XA, M, lora.r, nIn, 0, 1);
-      this.x.mm(XA, lora.B, Y, M, nOut, lora.r, 1, lora.scale);
+      this.mmNN(X, lora.At, XA, M, r, nIn, false);
+      this.mmNN(XA, lora.Bt, Y, M, nOut, r, true, lora.scale);
+      if (xaOut) this.out(XA, M * r, xaOut);
     }
-    out.set(m.subarray(Y / 8, Y / 8 + M * nOut));
+    this.out(Y, M * nOut, out);
+  }
+
+  /**
+   * The backward of one projection with its adapter (TinyLm.backward's linBack, the same steps in
+   * the same order): dx = f32(dy·W (+ dx with `acc`)) when dx is given, gB += f32(s·dyᵀ·xa),
+   * dyB = f32(dy·B), gA += f32(s·dyBᵀ·x), dx = f32(s·dyB·A + dx). w: W (nOut, nIn)'s offset.
+   */
+  linearBack(
+    T: number,
+    nIn: number,
+    nOut: number,
+    x: Float32Array,
+    dy: Float32Array,
+    xa: Float32Array,
+    dx: Float32Array | null,
+    acc: boolean,
+    w: number,
+    lora: KernelLora,
+    gA: Float32Array,
+    gB: Float32Array,
+  ): void {
+    const r = lora.r;
+    const sc = lora.scale;
+    const DY = this.scratch();
+    const X = DY + T * nOut * 8;
+    const XA = X + T * nIn * 8;
+    const DX = XA + T * r * 8;
+    const GA = DX + T * nIn * 8;
+    const GB = GA + r * nIn * 8;
+    const DYB = GB + nOut * r * 8;
+    this.room(DYB + T * r * 8);
+    this.in(dy, T * nOut, DY);
+    this.in(x, T * nIn, X);
+    this.in(xa, T * r, XA);
+    this.in(gA, r * nIn, GA);
+    this.in(gB, nOut * r, GB);
+    if (dx) {
+      if (acc) this.in(dx, T * nIn, DX);
+      this.mmNN(DY, w, DX, T, nIn, nOut, acc);
+    }
+    this.mmTN(DY, XA, GB, nOut, r, T, sc);
+    this.mmNN(DY, lora.B, DYB, T, r, nOut, false);
+    this.mmTN(DYB, X, GA, r, nIn, T, sc);
+    if (dx) {
+      this.mmNN(DYB, lora.A, DX, T, nIn, r, true, sc);
+      this.out(DX, T * nIn, dx);
+    }
+    this.out(GA, r * nIn, gA);
+    this.out(GB, nOut * r, gB);
   }
 
   /** Where the per-call scratch starts (after the stored arrays, 16-byte aligned). */

@@ -124,10 +124,12 @@
     (v128.store (local.get $op) (local.get $m))
   )
 
-  ;; mm: out (M, N) = f32(alpha·a·b (+ out when acc)), a (M, K) and b (K, N) row-major f64, N a multiple
-  ;; of 8; each output its own sum over p = 0..K−1 ascending from +0, eight outputs (four lane pairs)
-  ;; a pass, then alpha·s (+ out) rounded to f32 (kept as f64) — tiny_lm.ts's mmNN into a Float32Array.
-  (func (export "mm") (param $a i32) (param $b i32) (param $out i32) (param $M i32) (param $N i32) (param $K i32) (param $acc i32) (param $alpha f64)
+  ;; mm: out (M, N) = f32(alpha·Σ_p a[i, p]·b[p, j] (+ out when acc)), b (K, N) row-major f64, N a
+  ;; multiple of 8, a[i, p] at a + i·ai + p·ap bytes (ai = 8K, ap = 8: a (M, K), tiny_lm.ts's mmNN;
+  ;; ai = 8, ap = 8M: a (K, M) read transposed, its mmTNacc); each output its own sum over p = 0..K−1
+  ;; ascending from +0, eight outputs (four lane pairs) a pass, then alpha·s (+ out) rounded to f32
+  ;; (kept as f64), as the loops store into a Float32Array.
+  (func (export "mm") (param $a i32) (param $ai i32) (param $ap i32) (param $b i32) (param $out i32) (param $M i32) (param $N i32) (param $K i32) (param $acc i32) (param $alpha f64)
     (local $i i32) (local $j i32) (local $p i32) (local $pa i32) (local $pb i32) (local $po i32) (local $rowb i32) (local $av v128) (local $al v128)
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)
     (local.set $al (f64x2.splat (local.get $alpha)))
@@ -144,7 +146,7 @@
             (local.set $s1 (f64x2.splat (f64.const 0)))
             (local.set $s2 (f64x2.splat (f64.const 0)))
             (local.set $s3 (f64x2.splat (f64.const 0)))
-            (local.set $pa (i32.add (local.get $a) (i32.shl (i32.mul (local.get $i) (local.get $K)) (i32.const 3))))
+            (local.set $pa (i32.add (local.get $a) (i32.mul (local.get $i) (local.get $ai))))
             (local.set $pb (i32.add (local.get $b) (i32.shl (local.get $j) (i32.const 3))))
             (local.set $p (i32.const 0))
             (block $k_done
@@ -155,7 +157,7 @@
                 (local.set $s1 (f64x2.add (local.get $s1) (f64x2.mul (local.get $av) (v128.load offset=16 (local.get $pb)))))
                 (local.set $s2 (f64x2.add (local.get $s2) (f64x2.mul (local.get $av) (v128.load offset=32 (local.get $pb)))))
                 (local.set $s3 (f64x2.add (local.get $s3) (f64x2.mul (local.get $av) (v128.load offset=48 (local.get $pb)))))
-                (local.set $pa (i32.add (local.get $pa) (i32.const 8)))
+                (local.set $pa (i32.add (local.get $pa) (local.get $ap)))
                 (local.set $pb (i32.add (local.get $pb) (local.get $rowb)))
                 (local.set $p (i32.add (local.get $p) (i32.const 1)))
                 (br $k)))

@@ -168,6 +168,27 @@ function transpose(w: Float32Array, rows: number, cols: number): Float32Array {
   return t;
 }
 
+/** ropeAppendCpu's rotation of one head's row: x[xo..] rotated by the angles at t0 into dst[dOff..]. */
+function ropeRow(
+  x: Float32Array,
+  xo: number,
+  dst: Float32Array,
+  dOff: number,
+  cos: Float64Array,
+  sin: Float64Array,
+  t0: number,
+  half: number,
+) {
+  for (let i = 0; i < half; i++) {
+    const c = cos[t0 + i]!;
+    const sn = sin[t0 + i]!;
+    const x1 = x[xo + i]!;
+    const x2 = x[xo + i + half]!;
+    dst[dOff + i] = x1 * c - x2 * sn;
+    dst[dOff + i + half] = x2 * c + x1 * sn;
+  }
+}
+
 /** rmsnormCpu over R rows of width C into out. */
 function rmsnorm(x: Float32Array, w: Float32Array, out: Float32Array, R: number, C: number, eps: number) {
   for (let r = 0; r < R; r++) {
@@ -686,7 +707,8 @@ interface LayerW {
   postNorm: Float32Array;
   w: Record<LoraModule, Float32Array>;
   wt: Record<LoraModule, Float32Array>;
-  wk: Record<LoraModule, number> | null;
+  /** Wᵀ (t) and W (n) in the kernels' memory (byte offsets), or null without kernels. */
+  wk: Record<LoraModule, { t: number; n: number }> | null;
 }
 
 /**
@@ -781,10 +803,9 @@ export class TinyLm {
       const wt = mapModules((m) => transpose(w[m], ...this.shape(m)));
       const kernel = this.kernel;
       const wk = kernel
-        ? (Object.fromEntries(LORA_MODULES.map((m) => [m, kernel.put(`W${i}.${m}`, wt[m])])) as Record<
-            LoraModule,
-            number
-          >)
+        ? (Object.fromEntries(
+            LORA_MODULES.map((m) => [m, { t: kernel.put(`Wt${i}.${m}`, wt[m]), n: kernel.put(`W${i}.${m}`, w[m]) }]),
+          ) as Record<LoraModule, { t: number; n: number }>)
         : null;
       this.layers.push({ inNorm: weights.f32(n.inputNorm), postNorm: weights.f32(n.postAttentionNorm), w, wt, wk });
     }
@@ -866,7 +887,14 @@ export class TinyLm {
               Object.fromEntries(
                 LORA_MODULES.map((m) => [
                   m,
-                  { A: kernel.put(`A${i}.${m}`, At[i]![m]), B: kernel.put(`B${i}.${m}`, Bt[i]![m]), r, scale: l.scale },
+                  {
+                    At: kernel.put(`At${i}.${m}`, At[i]![m]),
+                    Bt: kernel.put(`Bt${i}.${m}`, Bt[i]![m]),
+                    A: kernel.put(`A${i}.${m}`, A[i]![m]),
+                    B: kernel.put(`B${i}.${m}`, B[i]![m]),
+                    r,
+                    scale: l.scale,
+                  },
                 ]),
               ) as Record<LoraModule, KernelLora>,
           )
@@ -1012,7 +1040,7 @@ export class TinyLm {
     const [nOut, nIn] = this.shape(m);
     const wk = this.layers[li]!.wk;
     if (wk && M >= 2 && nOut % 8 === 0 && (!lora || lora.k)) {
-      this.kernel!.linear(x, M, nIn, nOut, out, acc, wk[m], lora ? lora.k![li]![m] : null);
+      this.kernel!.linear(x, M, nIn, nOut, out, acc, wk[m].t, lora ? lora.k![li]![m] : null);
       return;
     }
     mmNN(x, this.layers[li]!.wt[m], out, M, nOut, nIn, acc);
@@ -1050,7 +1078,7 @@ export class TinyLm {
         rowPos[n] = at + j;
         rowId[n] = id;
         blockLen[n] = it.ids.length;
-        h.set(this.embed.subarray(id * C, (id + 1) * C), n * C);
+        for (let c = 0, src = id * C, dst = n * C; c < C; c++) h[dst + c] = this.embed[src + c]!;
         n++;
       }
       maxPos = Math.max(maxPos, at + it.ids.length - 1);
@@ -1060,17 +1088,8 @@ export class TinyLm {
     const half = D / 2;
     const sc = 1 / Math.sqrt(D);
     let e = w.e;
-    const rope = (x: Float32Array, xo: number, dst: Float32Array, dOff: number, pos: number) => {
-      const t0 = pos * half;
-      for (let i = 0; i < half; i++) {
-        const c = cos[t0 + i]!;
-        const sn = sin[t0 + i]!;
-        const x1 = x[xo + i]!;
-        const x2 = x[xo + i + half]!;
-        dst[dOff + i] = x1 * c - x2 * sn;
-        dst[dOff + i + half] = x2 * c + x1 * sn;
-      }
-    };
+    const rope = (x: Float32Array, xo: number, dst: Float32Array, dOff: number, pos: number) =>
+      ropeRow(x, xo, dst, dOff, cos, sin, pos * half, half);
     // The last layer's attention, o-projection and MLP only matter for the rows whose logits are
     // read (each item's last row): the other rows need only their k and v there. Skipping them
     // changes no value that is used (the reference computes and drops them).
@@ -1346,8 +1365,12 @@ export class TinyLm {
         xa: {} as Record<LoraModule, Float32Array>,
       };
       const linear = (x: Float32Array, m: LoraModule, nOut: number, nIn: number, y: Float32Array) => {
-        mmNN(x, L.wt[m], y, T, nOut, nIn);
         const xa = (t.xa[m] = new Float32Array(T * r));
+        if (L.wk && lora.k && nOut % 8 === 0) {
+          this.kernel!.linear(x, T, nIn, nOut, y, false, L.wk[m].t, lora.k[li]![m], xa);
+          return;
+        }
+        mmNN(x, L.wt[m], y, T, nOut, nIn);
         mmNN(x, lora.At[li]![m], xa, T, r, nIn);
         mmNN(xa, lora.Bt[li]![m], y, T, nOut, r, true, lora.scale);
       };
@@ -1553,6 +1576,25 @@ export class TinyLm {
         dx = true,
       ) => {
         const out = into ?? new Float32Array(dx ? T * nIn : 0);
+        if (L.wk && lora.k && nIn % 8 === 0) {
+          const gA = grads.get(loraKey(li, m, 'A'))!;
+          const gB = grads.get(loraKey(li, m, 'B'))!;
+          this.kernel!.linearBack(
+            T,
+            nIn,
+            nOut,
+            x,
+            dy,
+            t.xa[m],
+            dx ? out : null,
+            Boolean(into),
+            L.wk[m].n,
+            lora.k[li]![m],
+            gA,
+            gB,
+          );
+          return out;
+        }
         if (dx) mmNN(dy, L.w[m], out, T, nIn, nOut, Boolean(into));
         mmTNacc(dy, t.xa[m], grads.get(loraKey(li, m, 'B'))!, nOut, r, T, sc);
         const dyB = new Float32Array(T * r);
