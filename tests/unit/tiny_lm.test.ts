@@ -145,6 +145,36 @@ describe('the fast path gives the references’ numbers', () => {
     }
   });
 
+  it('the GRPO step on WebAssembly and on the loops: the same adapter after each of two steps', async () => {
+    const make = async (wasm: boolean) => {
+      const m = await toyModel('01234', { seed: 6, layers: 2, hidden: 16, std: 0.4 });
+      const lm = new TinyLm(m.llm as never, m.weights, { wasm });
+      const ids = [...m.allowed].sort((a, b) => a - b);
+      return { m, lm, chat: new TinyChat('toy', lm, m.tokenizer, ids), ids };
+    };
+    const [k, j] = [await make(true), await make(false)];
+    const samples: TokenSample[] = [];
+    for (const [n, text] of ['Lock 3 digits, 0-4. Digit 1?', 'Mirror 2 digits: Digit 1', 'Echo 4'].entries()) {
+      const t = (await k.chat.chat([{ role: 'user', content: text }], { temperature: 1, max_tokens: 4, seed: n }))
+        .tokens!;
+      const ids = [...t.prompt, ...t.completion];
+      samples.push({
+        role: 'agent',
+        ids,
+        spans: [[t.prompt.length, ids.length]],
+        logprobs: t.logprobs,
+        advantage: [0.8, -1, 0.3][n]!,
+        key: String(n),
+      });
+    }
+    const o = { lr: 1e-2, temperature: 1, ...TINY_TRAIN_DEFAULTS };
+    const [a, b] = [tinyTrainer(k.lm, { ...o, allowed: k.ids }), tinyTrainer(j.lm, { ...o, allowed: j.ids })];
+    for (let step = 0; step < 2; step++) {
+      expect(await a.step(samples)).toMatchObject({ ...(await b.step(samples)), ms: expect.any(Number) });
+      expect(adapter(k.m)).toEqual(adapter(j.m));
+    }
+  });
+
   it('the committed WebAssembly is the compile of tiny_kernels.wat', async () => {
     const { generate } = await import('../../scripts/build_tiny_kernels.js');
     expect(readFileSync(new URL('../../src/engine/lab/tiny_kernels_wasm.ts', import.meta.url), 'utf8')).toBe(
