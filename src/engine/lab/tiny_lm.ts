@@ -43,8 +43,14 @@ const f32 = Math.fround;
 /** A value per projection. */
 const mapModules = (f: (m: LoraModule) => Float32Array) =>
   Object.fromEntries(LORA_MODULES.map((m) => [m, f(m)])) as Record<LoraModule, Float32Array>;
-/** swiglu.ts's sigmoid, the same expression (so the same rounding). */
-const sigmoid = (g: number) => (g >= 0 ? 1 / (1 + Math.exp(-g)) : Math.exp(g) / (1 + Math.exp(g)));
+/**
+ * swiglu.ts's sigmoid, the same expression (so the same rounding): 1 / (1 + exp(−g)) for g ≥ 0,
+ * exp(g) / (1 + exp(g)) below; both exponents are −|g|, so one exp serves.
+ */
+const sigmoid = (g: number) => {
+  const t = Math.exp(-Math.abs(g));
+  return g >= 0 ? 1 / (1 + t) : t / (1 + t);
+};
 
 // --- matmuls in matmulCpu's order: out[i][j] = f32(alpha·Σ_p a·b + acc), p ascending, f64 sum ---
 //
@@ -1879,6 +1885,7 @@ export class TinyChat implements ChatModel {
     for (let c = this.cache.length - 1; c >= 0; c--) {
       const t = this.cache[c]!.tokens;
       const n = Math.min(t.length, cap);
+      if (n <= best || t[best] !== prompt[best]) continue; // it cannot match more than `best` tokens
       let i = 0;
       while (i < n && t[i] === prompt[i]) i++;
       if (i > best) [best, from] = [i, c];
