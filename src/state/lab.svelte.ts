@@ -58,6 +58,17 @@ export interface CompareRow {
   status: 'waiting' | 'running' | 'done' | 'screened';
 }
 
+/** A row's curves and counts before its first cycle (a new row, or a paused one starting over). */
+const noProgress = (): Omit<CompareRow, 'seed' | 'designer' | 'status'> => ({
+  curve: [],
+  hardCurve: [],
+  stages: [],
+  level: [],
+  medianRegret: [],
+  distinctLevels: [],
+  steps: { agent: 0, designer: 0 },
+});
+
 /** The finished rows as the comparison's per-seed runs. */
 export const rowsToRuns = (rows: readonly CompareRow[]): SeedRun[] =>
   rows
@@ -301,13 +312,7 @@ export class LabState {
         PRE_REGISTERED_SPEC.arms.map((designer) => ({
           seed,
           designer,
-          curve: [],
-          hardCurve: [],
-          stages: [],
-          level: [],
-          medianRegret: [],
-          distinctLevels: [],
-          steps: { agent: 0, designer: 0 },
+          ...noProgress(),
           status: 'waiting' as const,
         })),
       );
@@ -329,15 +334,7 @@ export class LabState {
           continue;
         }
         row.status = 'running';
-        Object.assign(row, {
-          curve: [],
-          hardCurve: [],
-          stages: [],
-          level: [],
-          medianRegret: [],
-          distinctLevels: [],
-          steps: { agent: 0, designer: 0 },
-        });
+        Object.assign(row, noProgress());
         await this.api?.reset(compareKey(row)); // a paused row starts over: its events were dropped with its state
         const arm = ARMS[row.designer]!;
         const r = await this.remote().run(

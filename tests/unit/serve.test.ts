@@ -8,32 +8,20 @@ import { appendFile, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { recordFromCode, type EnvRecord } from '../../src/core/env/envset.ts';
+import { recordFromCode } from '../../src/core/env/envset.ts';
 import { FAKE_ENV } from '../../src/core/env/hostile.ts';
 import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
 import { UsageError } from '../../src/core/errors.ts';
 import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
-import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 import { EnvCatalog, sampleEnv } from '../../src/platform/node/serve/env_catalog.ts';
 import { SpadeServer } from '../../src/platform/node/serve/server.ts';
 import { OpenEnvWsClient } from '../../src/platform/node/serve/ws_client.ts';
+import { solutionOf } from '../helpers/solution_of.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 
 const lantern = SEED_ENVS.find((e) => e.title === 'Lantern Lock')!;
 const tool = SEED_ENVS.find((e) => e.setting === 'tool_use')!;
-
-/** The reference solution of `rec` at `seed`, played through a pool of our own. */
-async function solutionOf(rec: EnvRecord, seed: number): Promise<string[]> {
-  const pool = createNodeSandboxPool();
-  try {
-    const env = await pool.load(rec.code);
-    await pool.reset(env.id, seed);
-    return await pool.solution(env.id);
-  } finally {
-    await pool.terminate();
-  }
-}
 
 async function http(server: SpadeServer, path: string, body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(server.url + path, {

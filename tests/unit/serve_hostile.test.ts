@@ -17,27 +17,15 @@ import { FAKE_ENV } from '../../src/core/env/hostile.ts';
 import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
 import { UsageError } from '../../src/core/errors.ts';
-import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 import { EnvCatalog, loadCatalog, sampleEnv } from '../../src/platform/node/serve/env_catalog.ts';
 import { SpadeServer } from '../../src/platform/node/serve/server.ts';
 import { OpenEnvWsClient } from '../../src/platform/node/serve/ws_client.ts';
 import { forgeSameId } from '../helpers/forge_id.ts';
 import { archiveRecord, line } from '../helpers/run_records.ts';
+import { solutionOf } from '../helpers/solution_of.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const lantern = SEED_ENVS.find((e) => e.title === 'Lantern Lock')!;
-
-/** The reference solution of `rec` at `seed`, played through a pool of our own. */
-async function solutionOf(rec: EnvRecord, seed: number): Promise<string[]> {
-  const pool = createNodeSandboxPool();
-  try {
-    const env = await pool.load(rec.code);
-    await pool.reset(env.id, seed);
-    return await pool.solution(env.id);
-  } finally {
-    await pool.terminate();
-  }
-}
 
 interface Reply {
   status: number;

@@ -6,10 +6,10 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { recordFromCode, type EnvRecord } from '../../src/core/env/envset.ts';
 import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
-import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
 import { EnvCatalog } from '../../src/platform/node/serve/env_catalog.ts';
 import { SpadeServer } from '../../src/platform/node/serve/server.ts';
 import { OpenEnvWsClient } from '../../src/platform/node/serve/ws_client.ts';
+import { solutionOf } from '../helpers/solution_of.ts';
 
 const lantern = SEED_ENVS.find((e) => e.title === 'Lantern Lock')!;
 const other = SEED_ENVS.find((e) => e.title !== 'Lantern Lock' && e.setting === 'games')!;
@@ -17,17 +17,6 @@ const other = SEED_ENVS.find((e) => e.title !== 'Lantern Lock' && e.setting === 
 const trap = recordFromCode(
   `// @title Trap\nclass TrapEnv { reset(s){ return ['go', {}]; } step(a){ if (a.includes('spring')) { let n = 0; Array.prototype.join.call({ get length() { return n++ ? 2 ** 32 - 1 : 0; } }); } return ['x', 0, false, false, {}]; } solution(){ return ['\\\\boxed{1}']; } }`,
 );
-
-async function solutionOf(rec: EnvRecord, seed: number): Promise<string[]> {
-  const pool = createNodeSandboxPool();
-  try {
-    const env = await pool.load(rec.code);
-    await pool.reset(env.id, seed);
-    return await pool.solution(env.id);
-  } finally {
-    await pool.terminate();
-  }
-}
 
 /** Reset to `rec` at `seed` and play `plan`: the observations' data, the reset's first. */
 async function play(c: OpenEnvWsClient, rec: EnvRecord, seed: number, plan: string[]): Promise<unknown[]> {
