@@ -1,37 +1,37 @@
 /**
- * The Lab worker: src/core/lab/lab.ts's MicroLab off the page, on the engine's CPU
+ * The Lab worker: src/core/lab/lab.ts's LabLoop off the page, on the engine's CPU
  * references (CpuOps: the lab's two models are 2 layers × hidden 16, where a GPU dispatch would cost
  * more than the arithmetic) and the in-process QuickJS sandbox (createSandboxWorkerApi: generated
  * environments still run only in QuickJS, here inside this worker). Nothing is downloaded: both
  * models are made from the seed on the spot (engine/lab/toy_train.ts's toyModel, the `engine init` path).
  *
- * The models and trainers are built by engine/lab/roles.ts, as `spade micro` builds them (the
+ * The models and trainers are built by engine/lab/roles.ts, as `spade lab` builds them (the
  * trainers at the lab's sampling temperature), so a browser run prints the CLI's numbers for the
  * same settings.
  *
  * Several labs live side by side under a key (the panel's run, and one per seed and designer for
  * "Compare designers"); one runs at a time. check() runs a family's learning-curve check
- * (roles.ts learningCheck, as `spade micro check`). run() streams events through a comlink proxy callback and stops
+ * (roles.ts learningCheck, as `spade lab check`). run() streams events through a comlink proxy callback and stops
  * between cycles when pause() was called. Created by
  * `new Worker(new URL('../../workers/lab.worker.ts', import.meta.url), { type: 'module' })`.
  */
 import {
-  MICRO_DEFAULTS,
-  MicroLab,
+  LAB_LOOP_DEFAULTS,
+  LabLoop,
   type CycleReport,
-  type MicroSettings,
+  type LabLoopSettings,
   type ProbeReport,
 } from '../src/core/lab/lab.ts';
 import type { EnvRunner } from '../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
-import { engineMicroDeps, learningCheck, screenMicroSeed, type LearningCheck } from '../src/engine/engine_api.ts';
+import { engineLabDeps, learningCheck, screenLabSeed, type LearningCheck } from '../src/engine/engine_api.ts';
 import type { ScreenResult } from '../src/core/lab/lab.ts';
 import type { SpaceName } from '../src/core/lab/spaces.ts';
 import { exposeApi } from '../src/platform/rpc.ts';
 
 /** The settings a lab is made from (what the panel's link carries, minus the cycle count). */
 export type LabSettings = Pick<
-  MicroSettings,
+  LabLoopSettings,
   'seed' | 'designer' | 'space' | 'estimator' | 'levels' | 'plays' | 'probePlays' | 'plannedCycles'
 >;
 
@@ -55,7 +55,7 @@ export interface LabWorkerApi {
   ): Promise<{ cycles: number; paused: boolean }>;
   /** The learning-curve check of one family (the fixed designer on its easiest level for `cycles` cycles). */
   check(family: number, seed: number, cycles: number, space: SpaceName): Promise<LearningCheck>;
-  /** The dead-seed screen of a seed (its fresh agent on the space's easiest level, as `spade micro compare`). */
+  /** The dead-seed screen of a seed (its fresh agent on the space's easiest level, as `spade lab compare`). */
   screen(seed: number, space: SpaceName): Promise<ScreenResult>;
   /** Stop the running lab after its current cycle. */
   pause(): void;
@@ -81,7 +81,7 @@ function counting(inner: EnvRunner, onReset: () => void): EnvRunner {
 }
 
 interface Entry {
-  lab: MicroLab;
+  lab: LabLoop;
   made: string;
 }
 
@@ -93,15 +93,15 @@ let running = false;
 let onReset: () => void = () => undefined;
 const runner = counting(sandbox, () => onReset());
 
-async function labFor(key: string, s: LabSettings): Promise<MicroLab> {
+async function labFor(key: string, s: LabSettings): Promise<LabLoop> {
   const made = JSON.stringify([s.seed, s.designer, s.space, s.estimator, s.levels, s.plays, s.probePlays]);
   const have = labs.get(key);
   if (have?.made === made) return have.lab;
   if (have) await have.lab.close();
-  const temperature = MICRO_DEFAULTS.temperature;
-  const lab = new MicroLab(
+  const temperature = LAB_LOOP_DEFAULTS.temperature;
+  const lab = new LabLoop(
     { ...s, temperature },
-    await engineMicroDeps(s.seed, s.designer, runner, { temperature, space: s.space }),
+    await engineLabDeps(s.seed, s.designer, runner, { temperature, space: s.space }),
   );
   labs.set(key, { lab, made });
   return lab;
@@ -164,7 +164,7 @@ const api: LabWorkerApi = {
     if (running) throw new Error('The lab is already running; pause it first.');
     running = true;
     try {
-      return await screenMicroSeed(seed, space, sandbox, { temperature: MICRO_DEFAULTS.temperature });
+      return await screenLabSeed(seed, space, sandbox, { temperature: LAB_LOOP_DEFAULTS.temperature });
     } finally {
       running = false;
     }

@@ -32,9 +32,9 @@ export interface FlagSpec {
 
 export type Flags = Record<string, FlagSpec>;
 
-/** A command (`spade run`) or subcommand (`spade micro compare`): what --help prints, what the parser accepts. */
+/** A command (`spade run`) or subcommand (`spade lab compare`): what --help prints, what the parser accepts. */
 export interface CommandSpec {
-  /** The words after `spade`: "run", "micro compare". */
+  /** The words after `spade`: "run", "lab compare". */
   name: string;
   /** What follows the name in the usage line: positionals and required flags ("FILE... [flags]"). */
   usage: string;
@@ -49,12 +49,12 @@ export interface CommandSpec {
   notes?: string[];
 }
 
-/** A command made of subcommands (`spade bench sandbox|loop|...`), with an optional bare form (`spade micro`). */
+/** A command made of subcommands (`spade bench sandbox|loop|...`), with an optional bare form (`spade lab`). */
 export interface CommandGroup {
   name: string;
   summary: string;
   subcommands: CommandSpec[];
-  /** What runs when no subcommand is named (`spade micro`, `spade run`); absent: a subcommand is required. */
+  /** What runs when no subcommand is named (`spade lab`, `spade run`); absent: a subcommand is required. */
   bare?: CommandSpec;
 }
 
@@ -133,7 +133,7 @@ export function wantsHelp(argv: string[]): boolean {
 
 /**
  * Which subcommand `argv` names, and the arguments after it. Without one, the group's bare form runs
- * (`spade micro`, `spade run`); a group without a bare form needs a subcommand (a usage error that
+ * (`spade lab`, `spade run`); a group without a bare form needs a subcommand (a usage error that
  * lists them). Returns null when help was printed: the group's, or the bare form's with the
  * subcommands listed under it.
  */

@@ -4,7 +4,7 @@
  * and LoraTrainer, what the Lab ran before), measured alternately in one run: each round runs a fresh
  * Lab on the same seed and the Lab's default settings for N cycles on one path, then on the other
  * (the order swapping every round), after one untimed warm-up cycle of each. Both paths go through
- * the same MicroLab loop and sandbox, so the ratio is the models' share of a cycle.
+ * the same LabLoop loop and sandbox, so the ratio is the models' share of a cycle.
  *
  * Figures: cycles per second of each path by wall time (their `ratio`) and by this process's CPU
  * time (`cpuRatio`, steadier on a shared machine), and `sameNumbers`: every round's cycle reports
@@ -14,9 +14,9 @@
  * the numbers differ.
  */
 import { hashSeed } from '../core/rng.ts';
-import { MICRO_DEFAULTS, MicroLab, type CycleReport } from '../core/lab/lab.ts';
+import { LAB_LOOP_DEFAULTS, LabLoop, type CycleReport } from '../core/lab/lab.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
-import { engineMicroDeps, type ModelPath } from '../engine/engine_api.ts';
+import { engineLabDeps, type ModelPath } from '../engine/engine_api.ts';
 import { intFlag, JSON_FLAG, type Args, type CommandSpec, type Io } from './args.ts';
 
 export const BENCH_LAB: CommandSpec = {
@@ -32,7 +32,7 @@ export const BENCH_LAB: CommandSpec = {
       default: 5,
     },
     rounds: { value: 'R', help: 'rounds (each runs both paths)', default: 2 },
-    seed: { value: 'S', help: 'the Lab seed of every run', default: MICRO_DEFAULTS.seed },
+    seed: { value: 'S', help: 'the Lab seed of every run', default: LAB_LOOP_DEFAULTS.seed },
     json: JSON_FLAG,
   },
   example: 'spade bench lab --json',
@@ -57,14 +57,14 @@ export async function benchLab(io: Io, args: Args): Promise<number> {
   const seed = intFlag(args, 'seed');
   if (cycles < 1 || rounds < 1) throw new RangeError('--cycles and --rounds must be ≥ 1');
   const runner = createSandboxWorkerApi();
-  const settings = { ...MICRO_DEFAULTS, seed };
+  const settings = { ...LAB_LOOP_DEFAULTS, seed };
   const runLab = async (path: ModelPath, n: number) => {
-    const deps = await engineMicroDeps(seed, settings.designer, runner, {
+    const deps = await engineLabDeps(seed, settings.designer, runner, {
       path,
       temperature: settings.temperature,
       space: settings.space,
     });
-    const lab = new MicroLab({ ...settings, plannedCycles: n }, deps); // probes as a run of n cycles probes
+    const lab = new LabLoop({ ...settings, plannedCycles: n }, deps); // probes as a run of n cycles probes
     await lab.start(); // the cycle-0 probe is not part of a cycle
     const c0 = process.cpuUsage();
     const t0 = performance.now();

@@ -1,14 +1,14 @@
 /**
- * `spade micro` (also `spade lab`) — the Lab (src/core/lab/lab.ts) on the CPU: two tiny fresh
+ * `spade lab` (also `spade lab`, its older name) — the Lab (src/core/lab/lab.ts) on the CPU: two tiny fresh
  * models made on the spot from the seed (engine/lab/roles.ts, shared with the Lab's worker),
  * one per role, each with its own LoRA adapter and GRPO trainer, on the fast path (tiny_lm.ts) by
  * default. Every default is the Lab panel's (core/lab/settings.ts, one table).
  *
- *   spade micro [flags]          one run; one line per cycle; with --json the last line is one JSON
+ *   spade lab [flags]            one run; one line per cycle; with --json the last line is one JSON
  *                                object (probeReturnFirst, probeReturnLast, probeCurve, stageCurves,
  *                                levelCurve, steps, chance, seconds, …)
- *   spade micro check [flags]    the learning-curve check: per family, the fixed designer on its easiest level
- *   spade micro compare --seeds A-B [flags]
+ *   spade lab check [flags]      the learning-curve check: per family, the fixed designer on its easiest level
+ *   spade lab compare --seeds A-B [flags]
  *                                the pre-registered comparison (core/lab/compare.ts): the dead-seed
  *                                screen, then every arm per seed; with --json a "screen {…}" and a
  *                                "run {…}" line as each finishes and, last, one JSON object naming
@@ -31,15 +31,15 @@ import { FAMILIES, TRAP_FAMILIES } from '../core/lab/families.ts';
 import {
   designerNamed,
   DESIGNERS,
-  MICRO_DEFAULTS,
+  LAB_LOOP_DEFAULTS,
   summarise,
-  type MicroSettings,
+  type LabLoopSettings,
   type ScreenResult,
 } from '../core/lab/lab.ts';
 import { labDefaults } from '../core/lab/settings.ts';
 import { SPACE, SPACES, spaceChance, type SpaceName } from '../core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
-import { learningCheck, MODEL_PATHS, runMicro, screenMicroSeed, type ModelPath } from '../engine/engine_api.ts';
+import { learningCheck, MODEL_PATHS, runLabSeed, screenLabSeed, type ModelPath } from '../engine/engine_api.ts';
 import {
   flag,
   intFlag,
@@ -73,9 +73,9 @@ const LAB_FLAGS: Flags = {
   'probe-every': {
     value: 'C',
     help: 'probe after every C-th cycle and the last two (the gain reads cycle 0 and those)',
-    default: MICRO_DEFAULTS.probeEvery,
+    default: LAB_LOOP_DEFAULTS.probeEvery,
   },
-  temperature: { value: 'T', help: 'both roles’ sampling temperature (> 0)', default: MICRO_DEFAULTS.temperature },
+  temperature: { value: 'T', help: 'both roles’ sampling temperature (> 0)', default: LAB_LOOP_DEFAULTS.temperature },
   traps: { help: 'add the trap family (the vault) to the grid space' },
   path: {
     value: MODEL_PATHS.join('|'),
@@ -85,8 +85,8 @@ const LAB_FLAGS: Flags = {
   json: JSON_FLAG,
 };
 
-export const MICRO: CommandSpec = {
-  name: 'micro',
+export const LAB: CommandSpec = {
+  name: 'lab',
   usage: '[flags]',
   summary:
     'The Lab: two tiny fresh models (designer and agent) on toy levels, on the CPU. One line per\n' +
@@ -97,11 +97,11 @@ export const MICRO: CommandSpec = {
     designer: { value: DESIGNERS.join('|'), help: 'who designs the levels', default: DEFAULTS.designer },
     ...LAB_FLAGS,
   },
-  example: 'spade micro --cycles 8 --designer frontier',
+  example: 'spade lab --cycles 8 --designer frontier',
 };
 
-export const MICRO_CHECK: CommandSpec = {
-  name: 'micro check',
+export const LAB_CHECK: CommandSpec = {
+  name: 'lab check',
   usage: '[flags]',
   summary: "The Lab's learning-curve check: per family of the space, the fixed designer on its easiest level.",
   flags: {
@@ -109,11 +109,11 @@ export const MICRO_CHECK: CommandSpec = {
     cycles: { value: 'N', help: 'cycles per family', default: 16 },
     ...LAB_FLAGS,
   },
-  example: 'spade micro check --json',
+  example: 'spade lab check --json',
 };
 
-export const MICRO_COMPARE: CommandSpec = {
-  name: 'micro compare',
+export const LAB_COMPARE: CommandSpec = {
+  name: 'lab compare',
   usage: '--seeds A-B [flags]',
   summary:
     'The pre-registered comparison: the dead-seed screen, then every arm on each seed, judged by the\n' +
@@ -134,7 +134,7 @@ export const MICRO_COMPARE: CommandSpec = {
       help: 'merge the runs of earlier --json outputs (their last lines, or their "screen"/"run" lines)',
     },
   },
-  example: ['spade micro compare --seeds 1-10 --json > a.txt', 'spade micro compare --combine a.txt b.txt'],
+  example: ['spade lab compare --seeds 1-10 --json > a.txt', 'spade lab compare --combine a.txt b.txt'],
 };
 
 const f2 = (x: number | null) => (x === null ? '  -  ' : x.toFixed(2));
@@ -142,8 +142,8 @@ const r3 = (x: number) => Math.round(x * 1000) / 1000;
 const n3 = (x: number | null) => (x === null ? null : r3(x));
 const probed = (xs: readonly (number | null)[]) => xs.filter((x): x is number => x !== null);
 
-/** The lab settings the flags give (their defaults: the spec's; everything else: MICRO_DEFAULTS). */
-function settingsOf(args: Args): Partial<MicroSettings> & { space: SpaceName } {
+/** The lab settings the flags give (their defaults: the spec's; everything else: LAB_LOOP_DEFAULTS). */
+function settingsOf(args: Args): Partial<LabLoopSettings> & { space: SpaceName } {
   const temperature = Number(flag(args, 'temperature'));
   if (!(temperature > 0)) throw new UsageError('--temperature must be a number > 0');
   const space = flag(args, 'space') as SpaceName;
@@ -178,17 +178,17 @@ function seedRange(text: string | undefined): number[] {
   return Array.from({ length: b - a + 1 }, (_, i) => a + i);
 }
 
-export async function micro(argv: string[], io: Io): Promise<number> {
+export async function lab(argv: string[], io: Io): Promise<number> {
   const picked = pickSubcommand(
-    { name: 'micro', summary: MICRO.summary, bare: MICRO, subcommands: [MICRO_CHECK, MICRO_COMPARE] },
+    { name: 'lab', summary: LAB.summary, bare: LAB, subcommands: [LAB_CHECK, LAB_COMPARE] },
     argv,
     io,
   );
   if (!picked) return 0;
   const args = parseCommand(picked.spec, picked.rest, io);
   if (!args) return 0;
-  if (picked.spec === MICRO_COMPARE) return compare(args, io);
-  if (picked.spec === MICRO_CHECK) return check(args, io);
+  if (picked.spec === LAB_COMPARE) return compare(args, io);
+  if (picked.spec === LAB_CHECK) return check(args, io);
   const json = args.flags.has('json');
   const cycles = intFlag(args, 'cycles');
   const seed = intFlag(args, 'seed');
@@ -198,7 +198,7 @@ export async function micro(argv: string[], io: Io): Promise<number> {
   const settings = settingsOf(args);
   const space = SPACE[settings.space];
   const stageText = (xs: number[]) => space.stages.map((st, i) => `${st} ${f2(xs[i]!)}`).join(', ');
-  const { run, lab } = await runMicro(
+  const { run, lab } = await runLabSeed(
     { ...settings, seed, designer },
     cycles,
     createSandboxWorkerApi(),
@@ -301,7 +301,7 @@ async function compare(args: Args, io: Io): Promise<number> {
         ? parsed.screens
         : lines.filter((l) => l.startsWith('screen {')).map((l) => JSON.parse(l.slice(7)) as ScreenResult);
       if (!done.length && !screened.length)
-        throw new UsageError(`${file}: neither a last line from \`spade micro compare --json\` nor any "run {…}" line`);
+        throw new UsageError(`${file}: neither a last line from \`spade lab compare --json\` nor any "run {…}" line`);
       runs.push(...done);
       screens.push(...screened);
     }
@@ -312,7 +312,7 @@ async function compare(args: Args, io: Io): Promise<number> {
     const runner = createSandboxWorkerApi();
     const path = pathOf(args);
     for (const seed of seeds) {
-      const screen = await screenMicroSeed(seed, space.name, runner, { path, temperature: settings.temperature });
+      const screen = await screenLabSeed(seed, space.name, runner, { path, temperature: settings.temperature });
       screens.push(screen);
       if (json) io.out(`screen ${JSON.stringify(screen)}`);
       io.out(
@@ -321,7 +321,7 @@ async function compare(args: Args, io: Io): Promise<number> {
       if (!screen.pass) continue;
       for (const arm of spec.arms) {
         const a = ARMS[arm]!;
-        const { run } = await runMicro(
+        const { run } = await runLabSeed(
           { ...settings, seed, designer: a.designer, ...(a.estimator ? { estimator: a.estimator } : {}) },
           cycles,
           runner,

@@ -35,10 +35,10 @@ Our engine and training:
   spade train toy                the learning proof: a tiny fresh model learns a toy environment
   spade gpu                      report the WebGPU adapter Node sees
 
-The Lab (tiny models on toy levels, CPU; \`spade lab\` is the same command):
-  spade micro                    one run: designer and agent, one line per cycle
-  spade micro check              the Lab's learning-curve check, per family
-  spade micro compare --seeds A-B
+The Lab (tiny models on toy levels, CPU; \`spade lab\`, its older name, is the same command):
+  spade lab                      one run: designer and agent, one line per cycle
+  spade lab check                the Lab's learning-curve check, per family
+  spade lab compare --seeds A-B
                                  every arm per seed, judged by the pre-registered criteria
 
 Benchmarks (figures measured in one run):
@@ -69,8 +69,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   engine: async () => (await import('./cmd_engine.ts')).engine,
   train: async () => (await import('./cmd_train.ts')).train,
   bench: async () => (await import('./cmd_bench.ts')).bench,
-  micro: async () => (await import('./cmd_lab.ts')).micro,
-  lab: async () => (await import('./cmd_lab.ts')).micro,
+  lab: async () => (await import('./cmd_lab.ts')).lab,
+  micro: async () => (await import('./cmd_lab.ts')).lab,
   serve: async () => (await import('./cmd_serve.ts')).serve,
 };
 

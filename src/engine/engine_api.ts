@@ -55,7 +55,7 @@ export { paramCount, type Architecture } from './io/config.ts';
 export { initCheckpointFiles, initConfig, type InitDType } from './io/init_checkpoint.ts';
 
 // The Lab and the toy demo (engine/lab/, the Lab's own room, which changes with it): everything
-// roles.ts offers, as `spade micro`, the Lab's worker and panel use it, and the toy's toyTrain.
+// roles.ts offers, as `spade lab`, the Lab's worker and panel use it, and the toy's toyTrain.
 // Re-exported as they are (bundlers drop what a page does not use: the engine worker stays as it was).
 export * from './lab/roles.ts';
 export { toyTrain, type ToyUpdate } from './lab/toy_train.ts';

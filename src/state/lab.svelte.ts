@@ -1,10 +1,10 @@
 /**
  * The Lab in the browser, as a rune class: its settings (also in the URL hash, so a link reproduces
  * a run: same seed and settings → the same numbers), ▶ run / pause / reset, the cycles streamed from
- * the Lab's worker (workers/lab.worker.ts: MicroLab on the engine's fast path and the in-process
+ * the Lab's worker (workers/lab.worker.ts: LabLoop on the engine's fast path and the in-process
  * QuickJS sandbox), the measured time per cycle, the learning-curve check per family, "Compare
  * designers" (the dead-seed screen, then every pre-registered arm on `seeds` seeds from the seed, one
- * after another, judged by core/lab/compare.ts as `spade micro compare` judges them) and "play this
+ * after another, judged by core/lab/compare.ts as `spade lab compare` judges them) and "play this
  * level yourself" records for the Environments panel.
  *
  * ▶ runs the chosen designer and, beside it, random levels on the same seed (the same fresh agent),
@@ -12,7 +12,7 @@
  * what random levels do.
  *
  * The Lab's settings, their ranges and defaults are core/lab/settings.ts's table — the same
- * defaults as `spade micro` (one source); in the link they are the `lab.*` keys, read by the app's
+ * defaults as `spade lab` (one source); in the link they are the `lab.*` keys, read by the app's
  * one link parser (core/url_state.ts): the app's config has a `seed` of its own, and the Lab's keys
  * mean nothing elsewhere.
  */
@@ -30,7 +30,7 @@ import type { LearningCheck } from '../engine/engine_api.ts';
 import { hashSeed } from '../core/rng.ts';
 import type { LabEvent, LabSettings, LabWorkerApi } from '../../workers/lab.worker.ts';
 
-/** The Lab's starting settings: the schema's defaults (`spade micro`'s), the `browser` preset's seeds. */
+/** The Lab's starting settings: the schema's defaults (`spade lab`'s), the `browser` preset's seeds. */
 export const LAB_DEFAULTS: Readonly<LabChoices> = Object.freeze(labDefaults('browser'));
 
 /** Typed-in settings made valid: into their range, anything unreadable back to the Lab's default. */

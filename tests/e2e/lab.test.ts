@@ -2,13 +2,13 @@
 // then ▶), the pre-registered result's plain sentence is there before any run, the charts appear
 // after a cycle (the learned designer and random levels beside it), the link carries the Lab's seed
 // and settings, and opening that link in a fresh browser context reproduces the first cycle's
-// numbers (the levels designed and the probe per stage) — the numbers `spade micro` computes in Node
+// numbers (the levels designed and the probe per stage) — the numbers `spade lab` computes in Node
 // for the same settings. Short on purpose: one cycle, K = 2 levels, N = 1 play, 1 probe play.
 import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { engineMicroDeps } from '../../src/engine/lab/roles.ts';
+import { engineLabDeps } from '../../src/engine/lab/roles.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { MicroLab, type ProbeReport } from '../../src/core/lab/lab.ts';
+import { LabLoop, type ProbeReport } from '../../src/core/lab/lab.ts';
 import { CHAIN_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
 import { appInBrowser, resultPath, watchErrors } from './browser.ts';
 
@@ -19,10 +19,10 @@ const f2 = (x: number) => x.toFixed(2);
 const probeText = (p: ProbeReport) =>
   `${f2(p.mean)} (${CHAIN_SPACE.stages.map((st, i) => `${st} ${f2(p.byStage[i]!)}`).join(', ')})`;
 
-/** The same first cycle computed in Node, as `spade micro` computes it (engineMicroDeps, CPU references). */
+/** The same first cycle computed in Node, as `spade lab` computes it (engineLabDeps, CPU references). */
 async function nodeFirstCycle(): Promise<{ levels: string; probe: string; probe0: string }> {
-  const deps = await engineMicroDeps(SETTINGS.seed, SETTINGS.designer, createSandboxWorkerApi(), { space: 'chain' });
-  const lab = new MicroLab({ ...SETTINGS, plannedCycles: 1 }, deps); // a run of 1 cycle: probed after it, as the Lab's worker plans it
+  const deps = await engineLabDeps(SETTINGS.seed, SETTINGS.designer, createSandboxWorkerApi(), { space: 'chain' });
+  const lab = new LabLoop({ ...SETTINGS, plannedCycles: 1 }, deps); // a run of 1 cycle: probed after it, as the Lab's worker plans it
   const r = await lab.cycle();
   await lab.close();
   return {
@@ -62,7 +62,7 @@ describe('the Lab in Chromium', () => {
     expect((await page.getByTestId('lab-measured-sentence').textContent())!.length).toBeGreaterThan(40);
     await page.getByTestId('lab-run').click();
     const first = await firstCycle(page);
-    // what the CLI computes for the same settings: the worker builds the lab exactly as `spade micro`
+    // what the CLI computes for the same settings: the worker builds the lab exactly as `spade lab`
     expect(first).toEqual(await nodeFirstCycle());
     // five charts (the probe, per stage, the designed level, the agent's steps, the reward), the live run in one
     // sentence, the chance level and the measured speed

@@ -32,7 +32,7 @@ const GROUPS = ['bench', 'engine', 'train', 'share', 'config'];
 describe('spade --help', { timeout: 60_000 }, () => {
   it('the overview lists every command, and `help`, `--help`, `-h` print it with exit 0', async () => {
     expect(COMMANDS.map((w) => w.join(' '))).toEqual(
-      expect.arrayContaining(['run', 'run export', 'micro', 'micro check', 'micro compare', 'serve', 'bench sandbox']),
+      expect.arrayContaining(['run', 'run export', 'lab', 'lab check', 'lab compare', 'serve', 'bench sandbox']),
     );
     for (const h of ['help', '--help', '-h']) {
       const r = await spade(h);
@@ -84,10 +84,12 @@ describe('spade --help', { timeout: 60_000 }, () => {
   });
 
   it('the bare forms list their subcommands under their own flags', async () => {
-    const micro = await spade('micro', '-h');
-    expect(micro.out[0]).toMatch(/^Usage: spade micro /);
-    expect(micro.out).toContain('Subcommands:');
-    expect(micro.text).toMatch(/\n {2}spade micro check +\S.*\n {2}spade micro compare +\S/);
+    const lab = await spade('lab', '-h');
+    expect(lab.out[0]).toMatch(/^Usage: spade lab /);
+    expect(lab.out).toContain('Subcommands:');
+    expect(lab.text).toMatch(/\n {2}spade lab check +\S.*\n {2}spade lab compare +\S/);
+    // `spade micro`, the older name, is the same command
+    expect((await spade('micro', '-h')).text).toBe(lab.text);
     const run = await spade('run', '--help');
     expect(run.text).toMatch(/spade run export\s+One run file/);
   });
@@ -103,11 +105,11 @@ describe('spade --help', { timeout: 60_000 }, () => {
   it('an undeclared flag, a value given to a switch, a missing value, a stray argument or a bad value exit 2', async () => {
     const cases: [string[], string][] = [
       [['validate', 'x.js', '--nope'], 'spade validate: unknown flag --nope (spade validate --help lists its flags)'],
-      [['micro', '--cycles'], '--cycles needs a value'],
-      [['micro', '--traps=yes'], '--traps is a switch and takes no value'],
+      [['lab', '--cycles'], '--cycles needs a value'],
+      [['lab', '--traps=yes'], '--traps is a switch and takes no value'],
       [['gpu', 'extra'], 'spade gpu takes no argument "extra"'],
       [['bench', 'nope'], 'spade bench: unknown subcommand "nope"'],
-      [['micro', 'nope'], 'spade micro takes no argument "nope"'],
+      [['lab', 'nope'], 'spade lab takes no argument "nope"'],
       [['validate', 'x.js', '--max-turns', '2.5'], '--max-turns must be a whole number; got "2.5"'],
       [
         ['engine', 'generate', '--model', 'm', '--tokens', '1', '--device', 'tpu'],

@@ -1,7 +1,7 @@
 // The Lab's pre-registered comparison (src/core/lab/compare.ts): gain (with unprobed cycles), the
 // 95% t-interval, the criterion computed from per-seed runs of any arms (a clear win, a noisy tie, a
 // loss, the headroom pair, screened-out seeds), the plain sentence, the first two pre-registrations'
-// measured results (measured.json), and the `spade micro compare` command end to end — a small
+// measured results (measured.json), and the `spade lab compare` command end to end — a small
 // seeded smoke whose last line is the JSON object (spadeDesigner, gain[arm].perSeed for every arm),
 // the same on a second run, and --combine of two outputs.
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -172,9 +172,9 @@ describe('the measured third pre-registration (held-out seeds 41–50, run once)
   });
 });
 
-describe('spade micro compare', () => {
+describe('spade lab compare', () => {
   const smoke = [
-    'micro',
+    'lab',
     'compare',
     '--seeds',
     '2',
@@ -228,10 +228,11 @@ describe('spade micro compare', () => {
     const b = await cli(smoke);
     expect(strip((JSON.parse(b.lines.at(-1)!) as { runs: SeedRun[] }).runs)).toEqual(strip(out.runs));
     // two outputs combined: the same runs, judged together
-    const dir = mkdtempSync(join(tmpdir(), 'micro-compare-'));
+    const dir = mkdtempSync(join(tmpdir(), 'lab-compare-'));
     const moved = out.runs.map((r) => ({ ...r, seed: 3 }));
     writeFileSync(join(dir, 'a.log'), `seed 2 …\n${a.lines.at(-1)}\n`);
     writeFileSync(join(dir, 'b.log'), JSON.stringify({ runs: moved }));
+    // (as `spade micro compare`, the older name: the same command)
     const c = await cli([
       'micro',
       'compare',
@@ -243,9 +244,9 @@ describe('spade micro compare', () => {
       '--json',
     ]);
     expect((JSON.parse(c.lines.at(-1)!) as { seeds: number[] }).seeds).toEqual([2, 3]);
-    const bad = await cli(['micro', 'compare', '--seeds', 'ten']);
+    const bad = await cli(['lab', 'compare', '--seeds', 'ten']);
     expect(bad.code).toBe(2);
-    const badArm = await cli(['micro', 'compare', '--seeds', '1', '--arms', 'oracle']);
+    const badArm = await cli(['lab', 'compare', '--seeds', '1', '--arms', 'oracle']);
     expect(badArm.code).toBe(2);
   }, 240_000);
 });

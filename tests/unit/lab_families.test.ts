@@ -49,7 +49,7 @@ async function play(
   return { ret: 0, obs0 };
 }
 
-describe('micro families', () => {
+describe('Lab families', () => {
   it('every family at every knob setting passes the checker and its solution wins', async () => {
     const levels = allLevels();
     expect(levels).toHaveLength(FAMILIES.length * 64);
@@ -152,7 +152,7 @@ describe('micro families', () => {
   });
 });
 
-describe('micro level descriptions', () => {
+describe('Lab level descriptions', () => {
   it('parses the long and the short form', () => {
     expect(parseLevel('F2 L3 A1 D0')).toEqual({ ok: true, level: { family: 2, L: 3, A: 1, D: 0 }, clamped: false });
     expect(parseLevel('f1l2a3d1')).toEqual({ ok: true, level: { family: 1, L: 2, A: 3, D: 1 }, clamped: false });

@@ -6,17 +6,10 @@
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage, ChatModel, ChatResult } from '../../src/core/llm/chat_model.ts';
 import { describeLevel, levelValues, lockDigit, type Level } from '../../src/core/lab/families.ts';
-import {
-  EDIT_FROM,
-  MicroLab,
-  screenSeed,
-  summarise,
-  type CycleReport,
-  type MicroPolicy,
-} from '../../src/core/lab/lab.ts';
+import { EDIT_FROM, LabLoop, screenSeed, summarise, type CycleReport, type LabPolicy } from '../../src/core/lab/lab.ts';
 import { CHAIN2_SPACE, CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { engineMicroDeps } from '../../src/engine/lab/roles.ts';
+import { engineLabDeps } from '../../src/engine/lab/roles.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
 import type { LocalChatModel } from '../../src/engine/model/local_model.ts';
 
@@ -48,7 +41,7 @@ describe('the Lab, scripted models', () => {
     const replies = ['000', '110', 'x'];
     let i = 0;
     const designer = { chat: scripted(() => replies[i++]!), trainer: null };
-    const lab = new MicroLab(
+    const lab = new LabLoop(
       {
         seed: 3,
         designer: 'learned',
@@ -103,7 +96,7 @@ describe('the Lab, scripted models', () => {
   });
 
   it('learnability sees the frontier: a level won 1 time in 8 scores 0.44, one never won 0', async () => {
-    const lab = new MicroLab(
+    const lab = new LabLoop(
       {
         seed: 1,
         designer: 'fixed',
@@ -120,7 +113,7 @@ describe('the Lab, scripted models', () => {
     await lab.close();
     let n = 0;
     const oneIn8 = scripted((m) => (n++ < 3 ? String(lockDigit(oks(m), 2)) : '4')); // only the first play wins
-    const lab2 = new MicroLab(
+    const lab2 = new LabLoop(
       {
         seed: 1,
         designer: 'fixed',
@@ -141,7 +134,7 @@ describe('the Lab, scripted models', () => {
 
   it('the learned designer trains on its edit slot: the slot’s level as the designer writes it, scored by its policy', async () => {
     const scored: string[] = [];
-    const designer: MicroPolicy = {
+    const designer: LabPolicy = {
       chat: scripted(() => '0'),
       trainer: { step: async () => ({ loss: 0, clipFraction: 0, approxKl: 0, gradNorm: 0, tokens: 1, ms: 0 }) },
       score: async (_m, reply) => {
@@ -149,7 +142,7 @@ describe('the Lab, scripted models', () => {
         return { ids: [1, 2, 3], spans: [[2, 3]], logprobs: [-2] };
       },
     };
-    const lab = new MicroLab(
+    const lab = new LabLoop(
       { seed: 4, designer: 'learned', space: 'chain2', levels: 2, plays: 2, probePlays: 1 },
       { runner, agent: { chat: lockUpTo(3), trainer: null }, designer },
     );
@@ -167,7 +160,7 @@ describe('the Lab, scripted models', () => {
       expect(lab.lastBatch.designer.some((s) => s.key === `${r.cycle}:1`)).toBe(true);
     }
     // with trainEdit off the slot is scored and centred but never trained
-    const off = new MicroLab(
+    const off = new LabLoop(
       { seed: 4, designer: 'learned', space: 'chain2', levels: 2, plays: 2, probePlays: 1, trainEdit: false },
       { runner, agent: { chat: lockUpTo(3), trainer: null }, designer },
     );
@@ -180,7 +173,7 @@ describe('the Lab, scripted models', () => {
   });
 
   it('frontier replays the most learnable levels seen, edits one knob up from a won level and adds a uniform one', async () => {
-    const lab = new MicroLab(
+    const lab = new LabLoop(
       { seed: 5, designer: 'frontier', space: 'chain2', levels: 4, plays: 2, probePlays: 1 },
       { runner, agent: { chat: never, trainer: null } },
     );
@@ -203,7 +196,7 @@ describe('the Lab, scripted models', () => {
 
   it('ladder climbs the space easiest first, ladderStep cycles a rung; fixed is off the probe; random is seeded and uniform', async () => {
     const agent = { chat: never, trainer: null };
-    const ladder = new MicroLab(
+    const ladder = new LabLoop(
       { seed: 1, designer: 'ladder', space: 'chain2', levels: 2, plays: 1, probePlays: 1, ladderStep: 2 },
       { runner, agent },
     );
@@ -212,7 +205,7 @@ describe('the Lab, scripted models', () => {
     const chain = CHAIN2_SPACE.levelsOf(2).map(describeLevel);
     expect(rungs).toEqual([chain[0], chain[0], chain[1], chain[1], chain[2]]);
     await ladder.close();
-    const fixed = new MicroLab(
+    const fixed = new LabLoop(
       { seed: 1, designer: 'fixed', space: 'chain2', levels: 2, plays: 1, probePlays: 1 },
       { runner, agent },
     );
@@ -221,7 +214,7 @@ describe('the Lab, scripted models', () => {
     expect(CHAIN2_SPACE.probe.map(describeLevel)).not.toContain(f[0]); // the probe is the space: length 3 with 1 distractor is not in it
     await fixed.close();
     const designs = async (seed: number) => {
-      const lab = new MicroLab(
+      const lab = new LabLoop(
         {
           seed,
           designer: 'random',
@@ -245,7 +238,7 @@ describe('the Lab, scripted models', () => {
 
   it('the control edits a level from memory won at least once (1 of N counts) and at most 85%, by one knob', async () => {
     const agent = { chat: never, trainer: null };
-    const lab = new MicroLab(
+    const lab = new LabLoop(
       {
         seed: 9,
         designer: 'control',
@@ -270,7 +263,7 @@ describe('the Lab, scripted models', () => {
   });
 
   it('probes per stage and the hardest half; the chain probe is the whole space; the chance line is a uniform player’s', async () => {
-    const lab = new MicroLab(
+    const lab = new LabLoop(
       { seed: 1, designer: 'fixed', space: 'chain2', levels: 1, plays: 1, probePlays: 2 },
       { runner, agent: { chat: lockUpTo(3), trainer: null } },
     );
@@ -286,7 +279,7 @@ describe('the Lab, scripted models', () => {
   });
 
   it('probes after every probeEvery-th cycle and the last two of a planned run; the ladder spreads its rungs over it', async () => {
-    const lab = new MicroLab(
+    const lab = new LabLoop(
       {
         seed: 1,
         designer: 'ladder',
@@ -341,7 +334,7 @@ describe('the Lab, scripted models', () => {
 
   it('continues after close(): the level programs are reloaded on demand (the worker closes labs between runs)', async () => {
     const probeLevels = [{ family: 2, L: 0, A: 0, D: 0 }];
-    const lab = new MicroLab(
+    const lab = new LabLoop(
       { seed: 1, designer: 'fixed', space: 'chain2', levels: 1, plays: 1, probePlays: 2, probeEvery: 1, probeLevels },
       { runner, agent: { chat: lockOfTwo, trainer: null } },
     );
@@ -356,14 +349,14 @@ describe('the Lab, scripted models', () => {
 
   it('refuses settings it cannot run', () => {
     const agent = { chat: lockOfTwo, trainer: null };
-    expect(() => new MicroLab({ designer: 'learned' }, { runner, agent })).toThrow(/designer policy/);
-    expect(() => new MicroLab({ designer: 'oracle' as never }, { runner, agent })).toThrow(
+    expect(() => new LabLoop({ designer: 'learned' }, { runner, agent })).toThrow(/designer policy/);
+    expect(() => new LabLoop({ designer: 'oracle' as never }, { runner, agent })).toThrow(
       /learned, frontier, ladder, random, fixed, control/,
     );
-    expect(() => new MicroLab({ designer: 'fixed', plays: 0 }, { runner, agent })).toThrow(/plays/);
-    expect(() => new MicroLab({ designer: 'fixed', space: 'cube' as never }, { runner, agent })).toThrow(/space/);
-    expect(() => new MicroLab({ designer: 'fixed', families: [7] }, { runner, agent })).toThrow(/families/);
-    expect(() => new MicroLab({ designer: 'frontier', levels: 2 }, { runner, agent })).toThrow(/frontier/);
+    expect(() => new LabLoop({ designer: 'fixed', plays: 0 }, { runner, agent })).toThrow(/plays/);
+    expect(() => new LabLoop({ designer: 'fixed', space: 'cube' as never }, { runner, agent })).toThrow(/space/);
+    expect(() => new LabLoop({ designer: 'fixed', families: [7] }, { runner, agent })).toThrow(/families/);
+    expect(() => new LabLoop({ designer: 'frontier', levels: 2 }, { runner, agent })).toThrow(/frontier/);
   });
 });
 
@@ -383,8 +376,8 @@ describe('the Lab on two tiny engine models', () => {
     ],
   };
   const oneCycle = async (seed: number) => {
-    const deps = await engineMicroDeps(seed, 'learned', runner, { layers: 1, hidden: 16, space: 'chain2' });
-    const lab = new MicroLab({ ...settings, seed }, deps);
+    const deps = await engineLabDeps(seed, 'learned', runner, { layers: 1, hidden: 16, space: 'chain2' });
+    const lab = new LabLoop({ ...settings, seed }, deps);
     const r = await lab.cycle();
     await lab.close();
     return { lab, r, deps };
@@ -452,12 +445,12 @@ describe('the Lab on two tiny engine models', () => {
   }, 240_000);
 });
 
-describe('spade micro', () => {
+describe('spade lab', () => {
   it('refuses an unknown designer with exit code 2 and says which ones exist; reads the old name regret', async () => {
     const { main } = await import('../../src/cli/spade.ts');
     const lines: string[] = [];
     const io = { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) };
-    expect(await main(['micro', '--designer', 'oracle'], io)).toBe(2);
+    expect(await main(['lab', '--designer', 'oracle'], io)).toBe(2);
     expect(lines.join('\n')).toMatch(/learned, frontier, ladder, random, fixed, control/);
   });
 });

@@ -5,14 +5,14 @@
 import { describe, expect, it } from 'vitest';
 import { extendTrace } from '../../src/core/train/grpo.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { CHECK_PLAYS, engineMicroDeps, learningCheck } from '../../src/engine/lab/roles.ts';
+import { CHECK_PLAYS, engineLabDeps, learningCheck } from '../../src/engine/lab/roles.ts';
 
 const runner = createSandboxWorkerApi();
 
-describe('micro lab trainer temperature', () => {
+describe('Lab trainer temperature', () => {
   it('trains at the temperature the lab samples at: the first step on a fresh sample has ratio 1', async () => {
     for (const temperature of [0.5, 1.5]) {
-      const { agent } = await engineMicroDeps(2, 'fixed', runner, { layers: 1, hidden: 16, temperature });
+      const { agent } = await engineLabDeps(2, 'fixed', runner, { layers: 1, hidden: 16, temperature });
       const samples = [];
       for (let j = 0; j < 4; j++) {
         const reply = await agent.chat.chat([{ role: 'user', content: 'Lock 2 digits, 0-1. Digit 1?' }], {

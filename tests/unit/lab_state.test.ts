@@ -1,7 +1,7 @@
 // The Lab panel's pure parts (src/state/lab.svelte.ts): its settings in the link (the app's one link
 // parser, core/url_state.ts, over the Lab's schema, core/lab/settings.ts: bad values are dropped
 // with a warning, the old designer name `regret` read as `learned`) and the comparison it shows (the
-// rows of its runs judged by core/lab/compare.ts as `spade micro compare` judges them, screened-out
+// rows of its runs judged by core/lab/compare.ts as `spade lab compare` judges them, screened-out
 // seeds left out).
 import { describe, expect, it } from 'vitest';
 import { compareRuns, PRE_REGISTERED_SPEC } from '../../src/core/lab/compare.ts';
@@ -94,7 +94,7 @@ describe('compare designers: what the panel shows', () => {
       ),
     );
 
-  it('waits for every run, then judges them exactly as `spade micro compare`', () => {
+  it('waits for every run, then judges them exactly as `spade lab compare`', () => {
     expect(compareResult(rows(false))).toBeNull();
     expect(compareResult([])).toBeNull();
     const r = compareResult(rows())!;

@@ -5,7 +5,7 @@
 // as a throw, with nothing wrong applied.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MAX_LINK_CHARS } from '../../src/core/env/envset.ts';
-import { MICRO_DEFAULTS, PRE_REGISTERED_CYCLES } from '../../src/core/lab/lab.ts';
+import { LAB_LOOP_DEFAULTS, PRE_REGISTERED_CYCLES } from '../../src/core/lab/lab.ts';
 import {
   clampLabChoices,
   LAB_KEYS,
@@ -65,7 +65,7 @@ describe('the lab settings table', () => {
       seeds: 10,
     });
     for (const k of ['seed', 'designer', 'estimator', 'space', 'levels', 'plays', 'probePlays'] as const)
-      expect(LAB_SCHEMA[k].default, k).toBe(MICRO_DEFAULTS[k]);
+      expect(LAB_SCHEMA[k].default, k).toBe(LAB_LOOP_DEFAULTS[k]);
   });
 
   it('one source: the command and the panel start from the same settings; the browser preset changes only the seeds it compares', () => {
@@ -79,11 +79,11 @@ describe('the lab settings table', () => {
       }
   });
 
-  it('`spade micro` starts one run from the Lab’s defaults (seed, designer), the flags over it, and shows them in its help', async () => {
+  it('`spade lab` starts one run from the Lab’s defaults (seed, designer), the flags over it, and shows them in its help', async () => {
     const { main } = await import('../../src/cli/spade.ts');
     const lines: string[] = [];
     const io = { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) };
-    const argv = ['micro', '--cycles', '1', '--levels', '2', '--plays', '1', '--probe-plays', '1', '--json'];
+    const argv = ['lab', '--cycles', '1', '--levels', '2', '--plays', '1', '--probe-plays', '1', '--json'];
     const code = await main(argv, io);
     expect(code, lines.join('\n')).toBe(0);
     const summary = JSON.parse(lines.at(-1)!) as { seed: number; designer: string; space: string; cycles: number };
@@ -94,7 +94,7 @@ describe('the lab settings table', () => {
       cycles: 1,
     });
     lines.length = 0;
-    expect(await main(['micro', '--help'], io)).toBe(0);
+    expect(await main(['lab', '--help'], io)).toBe(0);
     const help = lines.join('\n');
     expect(help).toContain(`(default: ${LAB_DEFAULTS.seed})`);
     expect(help).toContain(`(default: ${LAB_DEFAULTS.cycles})`);

@@ -5,10 +5,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
-import { MicroLab } from '../../src/core/lab/lab.ts';
+import { LabLoop } from '../../src/core/lab/lab.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
-import { engineMicroDeps } from '../../src/engine/lab/roles.ts';
+import { engineLabDeps } from '../../src/engine/lab/roles.ts';
 import { TINY_TRAIN_DEFAULTS, TinyChat, TinyLm, tinyTrainer } from '../../src/engine/lab/tiny_lm.ts';
 import { toyModel } from '../../src/engine/lab/toy_train.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';
@@ -100,9 +100,9 @@ describe('the fast path gives the references’ numbers', () => {
       ],
     };
     const run = async (path: 'fast' | 'reference') => {
-      const lab = new MicroLab(
+      const lab = new LabLoop(
         settings,
-        await engineMicroDeps(2, 'learned', runner, { path, temperature: 1, space: 'chain2' }),
+        await engineLabDeps(2, 'learned', runner, { path, temperature: 1, space: 'chain2' }),
       );
       const r = await lab.cycle();
       await lab.close();

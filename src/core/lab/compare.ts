@@ -1,6 +1,6 @@
 /**
  * The Lab's pre-registered comparison, pure: per-seed runs of the arms in, the figures and the
- * success criterion out (docs/lab.md). Used by `spade micro compare` and the Lab panel alike, so
+ * success criterion out (docs/lab.md). Used by `spade lab compare` and the Lab panel alike, so
  * both print the same numbers.
  *
  *   arm          a designer, and for the learned designer its reward (ARMS): `learnability` is the

@@ -35,7 +35,7 @@
  * designer that plays where the agent sometimes wins gives it more steps. That is part of what a
  * curriculum does; each cycle reports its steps per role so a comparison shows it.
  *
- * Pure: the models and trainers come in as MicroPolicies (engine/lab/roles.ts builds them on
+ * Pure: the models and trainers come in as LabPolicies (engine/lab/roles.ts builds them on
  * the engine), the sandbox as an EnvRunner. Everything follows from the settings: environment seeds
  * and sampling seeds are hashes of (seed, cycle, design, play); the designs and the minibatch order
  * use Rngs forked from the seed.
@@ -78,7 +78,7 @@ export function designerNamed(name: string): DesignerKind | null {
   return DESIGNER_ALIASES[name] ?? null;
 }
 
-export interface MicroSettings {
+export interface LabLoopSettings {
   seed: number;
   designer: DesignerKind;
   /** The level space (spaces.ts). */
@@ -108,7 +108,7 @@ export interface MicroSettings {
   fixedLevel: Omit<Level, 'family'> | null;
   /** The ladder's cycles per rung; null: the run's planned cycles spread over the family's levels (else 5). */
   ladderStep: number | null;
-  /** The run's length when known (runMicro, the Lab's worker): the ladder's rungs and the last two probes follow it. */
+  /** The run's length when known (runLabSeed, the Lab's worker): the ladder's rungs and the last two probes follow it. */
   plannedCycles: number | null;
   /** Train the learned designer on its edit slot too (false: scored and centred, never trained). */
   trainEdit: boolean;
@@ -120,11 +120,11 @@ export interface MicroSettings {
 }
 
 /**
- * The Lab's defaults — one source for `spade micro`, `spade micro compare` and the Lab panel
+ * The Lab's defaults — one source for `spade lab`, `spade lab compare` and the Lab panel
  * (settings.ts builds the panel's table from these). What each value is and why: docs/lab.md,
  * "Pre-registration 3".
  */
-export const MICRO_DEFAULTS: MicroSettings = {
+export const LAB_LOOP_DEFAULTS: LabLoopSettings = {
   seed: 1,
   designer: 'learned',
   space: 'chain',
@@ -150,7 +150,7 @@ export const MICRO_DEFAULTS: MicroSettings = {
 export const PRE_REGISTERED_CYCLES = 40;
 
 /** One role's model and, when the role learns, its trainer (the engine's GRPO step). */
-export interface MicroPolicy {
+export interface LabPolicy {
   chat: ChatModel;
   trainer: PolicyTrainer | null;
   /**
@@ -161,11 +161,11 @@ export interface MicroPolicy {
   score?(messages: ChatMessage[], reply: string): Promise<TokenTrace>;
 }
 
-export interface MicroDeps {
+export interface LabLoopDeps {
   runner: EnvRunner;
-  agent: MicroPolicy;
+  agent: LabPolicy;
   /** Required for the learned designer; ignored by the others. */
-  designer?: MicroPolicy;
+  designer?: LabPolicy;
 }
 
 /** The designer's prompt for a family (a few bytes: its reply, the level, is what it learns). */
@@ -200,7 +200,7 @@ export const median = (xs: readonly number[]) => {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
 
-export interface MicroEpisode {
+export interface LabEpisode {
   return: number;
   turns: number;
   actions: string[];
@@ -260,7 +260,7 @@ export interface CycleReport {
   /** Optimiser steps per role (the updates, counted). */
   steps: { agent: number; designer: number };
   samples: { agent: number; designer: number };
-  /** The probe after this cycle's update (null: not probed this cycle, MicroSettings.probeEvery). */
+  /** The probe after this cycle's update (null: not probed this cycle, LabLoopSettings.probeEvery). */
   probe: ProbeReport | null;
   ms: number;
 }
@@ -274,15 +274,15 @@ interface Written {
 }
 
 /** Play one episode of a loaded level: one reply token per turn, the hint on the first observation. */
-export async function playMicroEpisode(
+export async function playLabEpisode(
   runner: EnvRunner,
   envId: string,
   model: ChatModel,
   o: { seed: number; hint: string | null; maxTurns: number; sampleSeed: number; temperature: number },
-): Promise<MicroEpisode> {
+): Promise<LabEpisode> {
   const [obs0] = await runner.reset(envId, o.seed);
   const messages: ChatMessage[] = [{ role: 'user', content: o.hint ? `${obs0}${HINT_PREFIX}${o.hint}` : obs0 }];
-  const ep: MicroEpisode = { return: 0, turns: 0, actions: [], trace: null };
+  const ep: LabEpisode = { return: 0, turns: 0, actions: [], trace: null };
   let trace: TokenTrace | null | undefined;
   for (let t = 0; t < o.maxTurns; t++) {
     const reply = await model.chat(messages, { temperature: o.temperature, max_tokens: 1, seed: o.sampleSeed + t });
@@ -311,8 +311,8 @@ async function hintFor(runner: EnvRunner, envId: string, level: Level, seed: num
 const LOADED_LEVELS = 24;
 
 /** The Lab: call cycle() repeatedly; the state (adapters, baselines, memory, rngs) lives inside. */
-export class MicroLab {
-  readonly settings: MicroSettings;
+export class LabLoop {
+  readonly settings: LabLoopSettings;
   readonly space: LevelSpace;
   readonly history: CycleReport[] = [];
   /** The probe before any training (cycle 0); set by start(). */
@@ -328,10 +328,10 @@ export class MicroLab {
   private loaded = new Map<string, string>();
 
   constructor(
-    settings: Partial<MicroSettings>,
-    readonly deps: MicroDeps,
+    settings: Partial<LabLoopSettings>,
+    readonly deps: LabLoopDeps,
   ) {
-    this.settings = { ...MICRO_DEFAULTS, ...settings };
+    this.settings = { ...LAB_LOOP_DEFAULTS, ...settings };
     const s = this.settings;
     if (!SPACES.includes(s.space))
       throw new RangeError(`space must be one of ${SPACES.join(', ')}; got ${String(s.space)}`);
@@ -507,17 +507,17 @@ export class MicroLab {
     const samples: TokenSample[] = [];
     const v = levelValues(level);
     const env = await this.envFor(level);
-    const unhinted: MicroEpisode[] = [];
+    const unhinted: LabEpisode[] = [];
     for (let j = 0; j < s.plays; j++) {
       const seed = hashSeed(`${s.seed}:env:${cycle}:${k}:${j}`);
       const base = { seed, maxTurns: v.maxTurns, temperature: s.temperature };
-      const a = await playMicroEpisode(runner, env, agent.chat, {
+      const a = await playLabEpisode(runner, env, agent.chat, {
         ...base,
         hint: null,
         sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:0`),
       });
       const hint = await hintFor(runner, env, level, seed);
-      const b = await playMicroEpisode(runner, env, hinted, {
+      const b = await playLabEpisode(runner, env, hinted, {
         ...base,
         hint,
         sampleSeed: hashSeed(`${s.seed}:play:${cycle}:${k}:${j}:1`),
@@ -649,7 +649,7 @@ export class MicroLab {
       const env = await this.envFor(level);
       const rets: number[] = [];
       for (let j = 0; j < s.probePlays; j++) {
-        const ep = await playMicroEpisode(runner, env, agent.chat, {
+        const ep = await playLabEpisode(runner, env, agent.chat, {
           seed: 1000 + j,
           hint: null,
           maxTurns: levelValues(level).maxTurns,
@@ -712,7 +712,7 @@ export async function screenSeed(
   let wins = 0;
   try {
     for (let j = 0; j < plays; j++) {
-      const ep = await playMicroEpisode(runner, env.id, agent, {
+      const ep = await playLabEpisode(runner, env.id, agent, {
         seed: hashSeed(`${seed}:screen:${j}`),
         hint: null,
         maxTurns: levelValues(level).maxTurns,
@@ -727,7 +727,7 @@ export async function screenSeed(
   return { seed, level: describeLevel(level), wins, plays, pass: wins >= 1 };
 }
 
-export interface MicroSummary {
+export interface LabSummary {
   probeReturnFirst: number;
   probeReturnLast: number;
   difficultyFirst: number | null;
@@ -736,14 +736,14 @@ export interface MicroSummary {
 }
 
 /** The last probe of a lab (the cycle-0 probe when no cycle was probed yet). */
-export const lastProbe = (lab: Pick<MicroLab, 'history' | 'initialProbe'>): ProbeReport | null =>
+export const lastProbe = (lab: Pick<LabLoop, 'history' | 'initialProbe'>): ProbeReport | null =>
   lab.history.findLast((c) => c.probe)?.probe ?? lab.initialProbe;
 
 /** Whether cycle `c` (1-based) of a run of `cycles` is probed: every probeEvery-th, and the last two (the gain's). */
 export const probedCycle = (c: number, cycles: number, probeEvery: number) => c % probeEvery === 0 || c >= cycles - 1;
 
 /** The CLI's headline numbers: the probe before training and the last one; the first and last cycle's mean designed level. */
-export function summarise(lab: Pick<MicroLab, 'history' | 'initialProbe'>): MicroSummary {
+export function summarise(lab: Pick<LabLoop, 'history' | 'initialProbe'>): LabSummary {
   const h = lab.history;
   return {
     probeReturnFirst: lab.initialProbe?.mean ?? 0,

@@ -2,24 +2,24 @@
  * The Lab's settings as one schema table of Fields (schema.ts), like config.ts's CONFIG_SCHEMA: each
  * setting a person, a flag or a link chooses has its type, the range a link and the Lab's inputs
  * accept, its key in the link, its default and the reason for that default. The defaults come from lab.ts's
- * MICRO_DEFAULTS and PRE_REGISTERED_CYCLES — one source: `spade micro`, `spade micro compare` and
+ * LAB_LOOP_DEFAULTS and PRE_REGISTERED_CYCLES — one source: `spade lab`, `spade lab compare` and
  * the Lab panel start from the same values, so a Lab link and a command with the same settings print
  * the same numbers. One preset, `browser`, sets what the Lab's live comparison runs by default (fewer
  * seeds than the command: a tab is not a batch job), with its reason.
  *
  * Read by the link parser (core/url_state.ts), the Lab (state/lab.svelte.ts, ui/LabPanel.svelte)
- * and `spade micro` (cli/cmd_lab.ts). The Lab's algorithm settings past these (temperature,
- * minibatches, the ladder's step) stay in lab.ts's MICRO_DEFAULTS.
+ * and `spade lab` (cli/cmd_lab.ts). The Lab's algorithm settings past these (temperature,
+ * minibatches, the ladder's step) stay in lab.ts's LAB_LOOP_DEFAULTS.
  */
 import { ESTIMATORS } from '../config.ts';
-import { DESIGNERS, designerNamed, MICRO_DEFAULTS, PRE_REGISTERED_CYCLES } from './lab.ts';
+import { DESIGNERS, designerNamed, LAB_LOOP_DEFAULTS, PRE_REGISTERED_CYCLES } from './lab.ts';
 import { SPACES } from './spaces.ts';
 import { defaultsOf, field, fieldProblem, fromText, int, oneOf, type Field, type Infer } from '../schema.ts';
 
 /** The schema table, in the order the Lab shows its inputs. */
 export const LAB_SCHEMA = {
   seed: field(int(0, 2 ** 31 - 1), {
-    default: MICRO_DEFAULTS.seed,
+    default: LAB_LOOP_DEFAULTS.seed,
     why: 'seed 1: the first deciding seed of every pre-registration (docs/lab.md); every random choice of a run derives from it, so a link replays the run',
     url: 'lab.seed',
   }),
@@ -29,39 +29,39 @@ export const LAB_SCHEMA = {
     url: 'lab.cycles',
   }),
   designer: field(oneOf(DESIGNERS), {
-    default: MICRO_DEFAULTS.designer,
+    default: LAB_LOOP_DEFAULTS.designer,
     why: "the method's own designer: a tiny model trained on the designer reward; the others are scripted references and baselines",
     url: 'lab.designer',
   }),
   estimator: field(oneOf(ESTIMATORS), {
-    default: MICRO_DEFAULTS.estimator,
+    default: LAB_LOOP_DEFAULTS.estimator,
     why: 'learnability 4p(1 − p) sees a level the agent wins 1 time in 8 (0.44), which paper_blend scores like one it never wins (pre-registration 3)',
     url: 'lab.est',
   }),
   space: field(oneOf(SPACES), {
-    default: MICRO_DEFAULTS.space,
+    default: LAB_LOOP_DEFAULTS.space,
     why: 'the lock chain at alphabet 5, lengths 2–9: each length learnable once the one before it is, a probe that weighs every stage, and room for a curriculum (the alphabet-2 chain had none; pre-registration 3)',
     url: 'lab.space',
   }),
   levels: field(int(1, 8), {
-    default: MICRO_DEFAULTS.levels,
+    default: LAB_LOOP_DEFAULTS.levels,
     why: 'K = 4 levels a cycle: the learned designer writes 3 and one slot is an edit of a level the agent can already win',
     url: 'lab.K',
   }),
   plays: field(int(1, 16), {
-    default: MICRO_DEFAULTS.plays,
+    default: LAB_LOOP_DEFAULTS.plays,
     why: 'N = 8 plays per level and arm: 32 agent episodes a cycle at K = 4',
     url: 'lab.N',
   }),
   probePlays: field(int(1, 32), {
-    default: MICRO_DEFAULTS.probePlays,
+    default: LAB_LOOP_DEFAULTS.probePlays,
     why: '16 plays per probe level, on fixed seeds (8 at temperature 1 differed from an independent probe by up to 0.08)',
     url: 'lab.P',
   }),
   /** The seeds "Compare designers" runs, from `seed` up. */
   seeds: field(int(1, 20), {
     default: 10,
-    why: 'pre-registered: ten seeds decide (`spade micro compare --seeds 1-10` takes them as a range)',
+    why: 'pre-registered: ten seeds decide (`spade lab compare --seeds 1-10` takes them as a range)',
     url: 'lab.S',
   }),
 } as const satisfies Record<string, Field & { url: string }>;

@@ -1,5 +1,5 @@
 /**
- * The Lab's two roles on our engine (shared by `spade micro` and workers/lab.worker.ts, so a
+ * The Lab's two roles on our engine (shared by `spade lab` and workers/lab.worker.ts, so a
  * browser run prints the CLI's numbers for the same settings): a tiny fresh model per role made on
  * the spot from the seed (toy_train.ts's toyModel, the `engine init` path) with its vocabulary
  * constraint, a LoRA adapter and the clipped-GRPO trainer behind the lab's PolicyTrainer interface.
@@ -12,15 +12,15 @@ import type { EnvRunner } from '../../core/env/checker.ts';
 import type { SeedRun } from '../../core/lab/compare.ts';
 import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../../core/lab/families.ts';
 import {
-  MICRO_DEFAULTS,
-  MicroLab,
-  playMicroEpisode,
+  LAB_LOOP_DEFAULTS,
+  LabLoop,
+  playLabEpisode,
   screenSeed,
   type CycleReport,
   type DesignerKind,
-  type MicroDeps,
-  type MicroPolicy,
-  type MicroSettings,
+  type LabLoopDeps,
+  type LabPolicy,
+  type LabLoopSettings,
   type ScreenResult,
 } from '../../core/lab/lab.ts';
 import { SPACE, type SpaceName } from '../../core/lab/spaces.ts';
@@ -35,7 +35,7 @@ import type { LlamaModel } from '../model/model.ts';
 import type { CpuTensor } from '../ops/cpu_ops.ts';
 import { LoraTrainer } from '../train/train.ts';
 
-export interface MicroEngineOptions {
+export interface LabEngineOptions {
   /**
    * Agent learning rate (default 3e-3, from the learning-curve check: 1e-2 with 4–8 steps a cycle
    * collapsed the fresh agent onto one losing digit; 3e-3 masters each family's easiest level in
@@ -68,7 +68,7 @@ export const MODEL_PATHS = ['fast', 'reference'] as const;
 export type ModelPath = (typeof MODEL_PATHS)[number];
 
 export const AGENT_LR = 3e-3;
-/** The init std of both roles' fresh models (MicroEngineOptions.std). */
+/** The init std of both roles' fresh models (LabEngineOptions.std). */
 export const MODEL_STD = 0.2;
 export const DESIGNER_LR = 5e-3;
 
@@ -77,8 +77,8 @@ export async function enginePolicy(
   allowed: string,
   seed: number,
   lr: number,
-  o: MicroEngineOptions = {},
-): Promise<MicroPolicy> {
+  o: LabEngineOptions = {},
+): Promise<LabPolicy> {
   const m = await toyModel(allowed, { seed, layers: o.layers ?? 2, hidden: o.hidden ?? 16, std: o.std ?? MODEL_STD });
   const temperature = o.temperature ?? 1;
   if ((o.path ?? 'fast') === 'fast') {
@@ -124,51 +124,51 @@ export async function enginePolicy(
 }
 
 /** The Lab's dependencies: the agent (and, for the learned designer, the designer) on fresh tiny models. */
-export async function engineMicroDeps(
+export async function engineLabDeps(
   seed: number,
   designer: DesignerKind,
   runner: EnvRunner,
-  o: MicroEngineOptions & { space?: SpaceName } = {},
-): Promise<MicroDeps> {
+  o: LabEngineOptions & { space?: SpaceName } = {},
+): Promise<LabLoopDeps> {
   const agent = await enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), o.agentLr ?? AGENT_LR, o);
-  const deps: MicroDeps = { runner, agent };
+  const deps: LabLoopDeps = { runner, agent };
   if (designer === 'learned') {
-    const digits = SPACE[o.space ?? MICRO_DEFAULTS.space].designerDigits;
+    const digits = SPACE[o.space ?? LAB_LOOP_DEFAULTS.space].designerDigits;
     deps.designer = await enginePolicy(digits, hashSeed(`micro-designer:${seed}`), o.designerLr ?? DESIGNER_LR, o);
   }
   return deps;
 }
 
 /** The fresh agent of a seed (the same for every arm: its model depends only on the seed). */
-export async function freshAgent(seed: number, o: MicroEngineOptions = {}): Promise<MicroPolicy> {
+export async function freshAgent(seed: number, o: LabEngineOptions = {}): Promise<LabPolicy> {
   return enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), o.agentLr ?? AGENT_LR, o);
 }
 
 /** The dead-seed screen of a seed (lab.ts screenSeed) on its fresh agent. */
-export async function screenMicroSeed(
+export async function screenLabSeed(
   seed: number,
   space: SpaceName,
   runner: EnvRunner,
-  o: MicroEngineOptions = {},
+  o: LabEngineOptions = {},
 ): Promise<ScreenResult> {
   const agent = await freshAgent(seed, o);
-  return screenSeed(seed, SPACE[space], runner, agent.chat, o.temperature ?? MICRO_DEFAULTS.temperature);
+  return screenSeed(seed, SPACE[space], runner, agent.chat, o.temperature ?? LAB_LOOP_DEFAULTS.temperature);
 }
 
-/** Run one designer on one seed for `cycles` cycles (the lab built as `spade micro` builds it); onCycle sees each cycle. */
-export async function runMicro(
-  settings: Partial<MicroSettings> & { seed: number; designer: DesignerKind },
+/** Run one designer on one seed for `cycles` cycles (the lab built as `spade lab` builds it); onCycle sees each cycle. */
+export async function runLabSeed(
+  settings: Partial<LabLoopSettings> & { seed: number; designer: DesignerKind },
   cycles: number,
   runner: EnvRunner,
-  o: MicroEngineOptions = {},
-  onCycle: (r: CycleReport, lab: MicroLab) => void = () => undefined,
+  o: LabEngineOptions = {},
+  onCycle: (r: CycleReport, lab: LabLoop) => void = () => undefined,
   arm: string = settings.designer,
-): Promise<{ run: SeedRun; lab: MicroLab }> {
+): Promise<{ run: SeedRun; lab: LabLoop }> {
   const t0 = performance.now();
-  const temperature = settings.temperature ?? o.temperature ?? MICRO_DEFAULTS.temperature;
-  const space = settings.space ?? MICRO_DEFAULTS.space;
-  const deps = await engineMicroDeps(settings.seed, settings.designer, runner, { ...o, temperature, space });
-  const lab = new MicroLab({ ...settings, temperature, plannedCycles: cycles }, deps);
+  const temperature = settings.temperature ?? o.temperature ?? LAB_LOOP_DEFAULTS.temperature;
+  const space = settings.space ?? LAB_LOOP_DEFAULTS.space;
+  const deps = await engineLabDeps(settings.seed, settings.designer, runner, { ...o, temperature, space });
+  const lab = new LabLoop({ ...settings, temperature, plannedCycles: cycles }, deps);
   try {
     await lab.start();
     for (let c = 1; c <= cycles; c++) onCycle(await lab.cycle(), lab);
@@ -179,7 +179,7 @@ export async function runMicro(
 }
 
 /** A finished lab as the comparison reads it. */
-export function seedRun(lab: MicroLab, arm: string, seconds: number): SeedRun {
+export function seedRun(lab: LabLoop, arm: string, seconds: number): SeedRun {
   const h = lab.history;
   return {
     seed: lab.settings.seed,
@@ -224,11 +224,11 @@ export async function learningCheck(
   seed: number,
   cycles: number,
   runner: EnvRunner,
-  settings: Partial<MicroSettings> = {},
-  o: MicroEngineOptions = {},
+  settings: Partial<LabLoopSettings> = {},
+  o: LabEngineOptions = {},
 ): Promise<LearningCheck> {
   const knobs = { L: 0, A: 0, D: 0 };
-  const { run, lab } = await runMicro(
+  const { run, lab } = await runLabSeed(
     {
       ...settings,
       seed,
@@ -255,7 +255,7 @@ export async function learningCheck(
           arm === 'withHint'
             ? (await runner.reset(env.id, envSeed), hintText(level, await runner.solution(env.id)))
             : null;
-        const ep = await playMicroEpisode(runner, env.id, lab.deps.agent.chat, {
+        const ep = await playLabEpisode(runner, env.id, lab.deps.agent.chat, {
           seed: envSeed,
           hint,
           maxTurns: v.maxTurns,
