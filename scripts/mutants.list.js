@@ -296,8 +296,8 @@ export const MUTANTS = [
   {
     id: 'link-keeps-invalid-values',
     file: 'src/core/url_state.ts',
-    find: 'else (fields.config as Record<string, unknown>)[key] = value;',
-    replace: '(fields.config as Record<string, unknown>)[key] = value;',
+    find: 'message: `ignored from the link: ${problem}` });\n      continue;',
+    replace: 'message: `ignored from the link: ${problem}` });',
     test: 'tests/unit/url_state.test.ts',
     why: 'a link value that fails its schema check is dropped, not applied',
   },

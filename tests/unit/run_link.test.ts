@@ -71,6 +71,24 @@ describe('opening a run link', () => {
     expect(run.opening).toBeNull();
   });
 
+  it('a steady download outlives the idle time-out: each piece re-arms it (fake clock)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const run = new RunState(new MemoryStore());
+      // a byte every 20 ms for ever; the idle time-out is 100 ms, the total 1 s: only the total may end it
+      const drip = serving(async (c) => {
+        await sleep(20);
+        c.enqueue(new Uint8Array([0x20]));
+      });
+      const done = run.openRunUrl('https://steady.example/run.json', drip, { totalMs: 1000, idleMs: 100 });
+      for (let t = 0; t < 60 && run.opening; t++) await vi.advanceTimersByTimeAsync(20);
+      expect(await done).toBe(false);
+      expect(run.openError).toMatch(/the download took longer than 1 s after \d+ bytes, so it was stopped/);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('gives up on a server that stalls, and on a fetch that never answers', async () => {
     const run = new RunState(new MemoryStore());
     let sent = false;
