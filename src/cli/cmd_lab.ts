@@ -1,5 +1,5 @@
 /**
- * `spade lab` (also `spade lab`, its older name) — the Lab (src/core/lab/lab.ts) on the CPU: two tiny fresh
+ * `spade lab` (also `spade micro`, its older name) — the Lab (src/core/lab/lab.ts) on the CPU: two tiny fresh
  * models made on the spot from the seed (engine/lab/roles.ts, shared with the Lab's worker),
  * one per role, each with its own LoRA adapter and GRPO trainer, on the fast path (tiny_lm.ts) by
  * default. Every default is the Lab panel's (core/lab/settings.ts, one table).
@@ -90,7 +90,7 @@ export const LAB: CommandSpec = {
   usage: '[flags]',
   summary:
     'The Lab: two tiny fresh models (designer and agent) on toy levels, on the CPU. One line per\n' +
-    'cycle; the probe says whether the agent learned, per stage (docs/lab.md). Also `spade lab`.',
+    'cycle; the probe says whether the agent learned, per stage (docs/lab.md). Also `spade micro`, its older name.',
   flags: {
     cycles: { value: 'N', help: 'cycles to run', default: DEFAULTS.cycles },
     seed: { value: 'S', help: 'every random choice of the run derives from it', default: DEFAULTS.seed },

@@ -35,7 +35,7 @@ Our engine and training:
   spade train toy                the learning proof: a tiny fresh model learns a toy environment
   spade gpu                      report the WebGPU adapter Node sees
 
-The Lab (tiny models on toy levels, CPU; \`spade lab\`, its older name, is the same command):
+The Lab (tiny models on toy levels, CPU; \`spade micro\`, its older name, is the same command):
   spade lab                      one run: designer and agent, one line per cycle
   spade lab check                the Lab's learning-curve check, per family
   spade lab compare --seeds A-B

@@ -88,8 +88,10 @@ describe('spade --help', { timeout: 60_000 }, () => {
     expect(lab.out[0]).toMatch(/^Usage: spade lab /);
     expect(lab.out).toContain('Subcommands:');
     expect(lab.text).toMatch(/\n {2}spade lab check +\S.*\n {2}spade lab compare +\S/);
-    // `spade micro`, the older name, is the same command
+    // `spade micro`, the older name, is the same command, and both helps say so
     expect((await spade('micro', '-h')).text).toBe(lab.text);
+    expect(lab.text).toContain('Also `spade micro`, its older name.');
+    expect(USAGE).toContain('`spade micro`, its older name, is the same command');
     const run = await spade('run', '--help');
     expect(run.text).toMatch(/spade run export\s+One run file/);
   });
