@@ -14,6 +14,7 @@
  * model through EngineChatModel (engine_chat_model.ts), so they exercise the same wiring. Code
  * outside src/engine imports it through the front door, engine_api.ts.
  */
+import { SCHEDULER_DEFAULTS } from '../core/defaults.ts';
 import { EngineStateError, ModelLoadError } from '../core/errors.ts';
 import type { ChatMessage, ChatOptions, ChatResult } from '../core/llm/chat_model.ts';
 import type { Thinking } from '../core/llm/thinking.ts';
@@ -424,7 +425,11 @@ export class InProcessEngine implements EngineApi {
     // one prompt with the f32 cache: generate(), the reference path; otherwise the batching scheduler
     if (prompts.length === 1 && kvFormat === 'f32')
       return [await generate(llm, prompts[0]!, { ...per(0), stepsPerReadback })];
-    const scheduler = new DecodeScheduler(llm, { maxBatch: maxBatch ?? 16, stepsPerReadback, kvFormat });
+    const scheduler = new DecodeScheduler(llm, {
+      maxBatch: maxBatch ?? SCHEDULER_DEFAULTS.maxBatch,
+      stepsPerReadback,
+      kvFormat,
+    });
     try {
       return await Promise.all(prompts.map((p, i) => scheduler.generate(p, per(i))));
     } finally {

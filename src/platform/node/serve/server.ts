@@ -195,7 +195,7 @@ export class SpadeServer {
    * listen; resolves once the port is bound (`url` is then http://host:port).
    */
   static async start(opts: ServeOptions): Promise<SpadeServer> {
-    const host = opts.host ?? '127.0.0.1';
+    const host = opts.host ?? SERVE_DEFAULTS.host;
     if (!isLoopback(host) && !opts.token)
       throw new UsageError(
         `Binding to ${host} exposes the server beyond this machine: give a bearer token (--token or SPADE_SERVE_TOKEN).`,
@@ -211,7 +211,7 @@ export class SpadeServer {
       );
       await new Promise<void>((resolve, reject) => {
         server.http.once('error', reject);
-        server.http.listen(opts.port ?? 8000, host, () => resolve());
+        server.http.listen(opts.port ?? SERVE_DEFAULTS.port, host, () => resolve());
       });
     } catch (err) {
       opts.catalog.stop();
