@@ -2,7 +2,8 @@
 // Compiles the Lab's WebAssembly kernels, src/engine/lab/tiny_kernels.wat, with wabt (a dev
 // dependency) into src/engine/lab/tiny_kernels_wasm.ts (the module's bytes as base64, committed, so
 // neither the app nor the CLI needs wabt). With --check it writes nothing and exits 1 when the
-// committed file is not the .wat's compile (tests/unit/tiny_lm.test.ts runs that check).
+// committed file is not the .wat's compile (tests/unit/tiny_lm.test.ts makes the same comparison
+// through generate()).
 // Usage: node scripts/build_tiny_kernels.js [--check]
 import { readFileSync, writeFileSync } from 'node:fs';
 import wabtInit from 'wabt';

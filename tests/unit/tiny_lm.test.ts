@@ -13,9 +13,14 @@ import { TINY_TRAIN_DEFAULTS, TinyChat, TinyLm, tinyTrainer } from '../../src/en
 import { toyModel } from '../../src/engine/lab/toy_train.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';
 
-const twin = async (seed: number) => {
-  const ref = await toyModel('01234', { seed, layers: 2, hidden: 16, std: 0.4 });
-  const fast = await toyModel('01234', { seed, layers: 2, hidden: 16, std: 0.4 });
+/**
+ * The same fresh model twice: one for the references, one for the fast path. `hidden` 16 is the Lab's
+ * (one head of 16); 32 has two query heads sharing one key/value head (the head offsets), and 24 one
+ * head of 24 (the general loops, not the D = 16 ones, and no WebAssembly attention).
+ */
+const twin = async (seed: number, hidden = 16) => {
+  const ref = await toyModel('01234', { seed, layers: 2, hidden, std: 0.4 });
+  const fast = await toyModel('01234', { seed, layers: 2, hidden, std: 0.4 });
   const lm = new TinyLm(fast.llm as never, fast.weights);
   const ids = [...fast.allowed].sort((a, b) => a - b);
   return { ref, fast, lm, ids, chat: new TinyChat('toy', lm, fast.tokenizer, ids) };
@@ -26,63 +31,69 @@ const adapter = (m: { llm: { lora: { w: Map<string, unknown> } | null } }) =>
   [...m.llm.lora!.w.entries()].map(([k, t]) => [k, Array.from((t as { data: Float32Array }).data)] as const);
 
 describe('the fast path gives the references’ numbers', () => {
-  it('the same prompt ids, replies and log-probs over an episode’s turns', async () => {
-    const { ref, chat } = await twin(3);
-    const messages: ChatMessage[] = [
-      { role: 'user', content: 'Lock 3 digits, 0-1, same code every time. Digit 1? [4 0 2]' },
-    ];
-    for (let turn = 0; turn < 4; turn++) {
-      const o = { temperature: 1, max_tokens: 1, seed: 100 + turn };
-      const [a, b] = [await ref.chat.chat(messages, o), await chat.chat(messages, o)];
-      expect(b.tokens).toEqual(a.tokens); // prompt ids (continued from the last call), the sampled id, log π
-      expect(b.text).toBe(a.text);
-      messages.push({ role: 'assistant', content: a.text }, { role: 'user', content: `no. Digit ${turn + 1}? [7]` });
-    }
-    // a second conversation reuses the first's prefix from the cache and still answers the same
-    const other: ChatMessage[] = [
-      { role: 'user', content: 'Lock 3 digits, 0-1, same code every time. Digit 1? [9 9 9]' },
-    ];
-    const o = { temperature: 0.7, max_tokens: 3, seed: 7 };
-    expect((await chat.chat(other, o)).tokens).toEqual((await ref.chat.chat(other, o)).tokens);
-    expect(chat.counts.reused).toBeGreaterThan(0);
-  });
+  it.each([16, 32, 24])(
+    'the same prompt ids, replies and log-probs over an episode’s turns (hidden %i)',
+    async (hidden) => {
+      const { ref, chat } = await twin(3, hidden);
+      const messages: ChatMessage[] = [
+        { role: 'user', content: 'Lock 3 digits, 0-1, same code every time. Digit 1? [4 0 2]' },
+      ];
+      for (let turn = 0; turn < 4; turn++) {
+        const o = { temperature: 1, max_tokens: 1, seed: 100 + turn };
+        const [a, b] = [await ref.chat.chat(messages, o), await chat.chat(messages, o)];
+        expect(b.tokens).toEqual(a.tokens); // prompt ids (continued from the last call), the sampled id, log π
+        expect(b.text).toBe(a.text);
+        messages.push({ role: 'assistant', content: a.text }, { role: 'user', content: `no. Digit ${turn + 1}? [7]` });
+      }
+      // a second conversation reuses the first's prefix from the cache and still answers the same
+      const other: ChatMessage[] = [
+        { role: 'user', content: 'Lock 3 digits, 0-1, same code every time. Digit 1? [9 9 9]' },
+      ];
+      const o = { temperature: 0.7, max_tokens: 3, seed: 7 };
+      expect((await chat.chat(other, o)).tokens).toEqual((await ref.chat.chat(other, o)).tokens);
+      expect(chat.counts.reused).toBeGreaterThan(0);
+    },
+  );
 
-  it('the same GRPO step: the adapter after each of three steps (so the AdamW moments too) and the figures, bit for bit', async () => {
-    const { ref, fast, lm, ids } = await twin(5);
-    // samples from the model itself (so π_old is the sampler's), two of them packed in one forward
-    const samples: TokenSample[] = [];
-    for (const [k, text] of ['Mirror 2 digits: Digit 1', 'Lock 2 digits, 0-1. Digit 1?', 'Echo 4 digits'].entries()) {
-      const r = await ref.chat.chat([{ role: 'user', content: text }], { temperature: 1, max_tokens: 3, seed: k });
-      const t = r.tokens!;
-      samples.push({
-        role: 'agent',
-        ids: [...t.prompt, ...t.completion],
-        spans: [[t.prompt.length, t.prompt.length + t.completion.length]],
-        logprobs: t.logprobs,
-        advantage: [1, -0.5, 0.25][k]!,
-        key: String(k),
+  it.each([16, 32, 24])(
+    'the same GRPO step: the adapter after each of three steps (so the AdamW moments too) and the figures, bit for bit (hidden %i)',
+    async (hidden) => {
+      const { ref, fast, lm, ids } = await twin(5, hidden);
+      // samples from the model itself (so π_old is the sampler's), two of them packed in one forward
+      const samples: TokenSample[] = [];
+      for (const [k, text] of ['Mirror 2 digits: Digit 1', 'Lock 2 digits, 0-1. Digit 1?', 'Echo 4 digits'].entries()) {
+        const r = await ref.chat.chat([{ role: 'user', content: text }], { temperature: 1, max_tokens: 3, seed: k });
+        const t = r.tokens!;
+        samples.push({
+          role: 'agent',
+          ids: [...t.prompt, ...t.completion],
+          spans: [[t.prompt.length, t.prompt.length + t.completion.length]],
+          logprobs: t.logprobs,
+          advantage: [1, -0.5, 0.25][k]!,
+          key: String(k),
+        });
+      }
+      const lr = 3e-3;
+      const reference = new LoraTrainer(ref.llm, {
+        lr,
+        temperature: 1,
+        allowedTokens: ref.allowed,
+        minibatchTokens: 1e9,
       });
-    }
-    const lr = 3e-3;
-    const reference = new LoraTrainer(ref.llm, {
-      lr,
-      temperature: 1,
-      allowedTokens: ref.allowed,
-      minibatchTokens: 1e9,
-    });
-    const tiny = tinyTrainer(lm, { lr, temperature: 1, allowed: ids, ...TINY_TRAIN_DEFAULTS });
-    for (let step = 0; step < 3; step++) {
-      const a = await reference.trainStep(
-        samples.map((s) => ({ ids: s.ids, spans: s.spans, oldLogprobs: s.logprobs, advantage: s.advantage })),
-      );
-      const b = await tiny.step(samples);
-      for (const k of ['loss', 'clipFraction', 'approxKl', 'gradNorm', 'tokens'] as const) expect(b[k]).toBe(a[k]);
-      expect(adapter(fast)).toEqual(adapter(ref));
-    }
-    expect(adapter(fast).some(([k, v]) => k.endsWith('.B') && v.some((x) => x !== 0))).toBe(true); // it did train
-    const state = await reference.exportState();
-    expect(state.step).toBe(3);
-  });
+      const tiny = tinyTrainer(lm, { lr, temperature: 1, allowed: ids, ...TINY_TRAIN_DEFAULTS });
+      for (let step = 0; step < 3; step++) {
+        const a = await reference.trainStep(
+          samples.map((s) => ({ ids: s.ids, spans: s.spans, oldLogprobs: s.logprobs, advantage: s.advantage })),
+        );
+        const b = await tiny.step(samples);
+        for (const k of ['loss', 'clipFraction', 'approxKl', 'gradNorm', 'tokens'] as const) expect(b[k]).toBe(a[k]);
+        expect(adapter(fast)).toEqual(adapter(ref));
+      }
+      expect(adapter(fast).some(([k, v]) => k.endsWith('.B') && v.some((x) => x !== 0))).toBe(true); // it did train
+      const state = await reference.exportState();
+      expect(state.step).toBe(3);
+    },
+  );
 
   it('one Lab cycle on each path: the same report', async () => {
     const runner = createSandboxWorkerApi();

@@ -1,8 +1,8 @@
 /**
  * The Lab's fast path on WebAssembly SIMD (tiny_kernels.wat):
  *   - attention for a block of consecutive rows of one sequence — a turn's new tokens — two rows at
- *     a time, one per f64x2 lane, over heads of 16 channels; the max, the exponentials (the
- *     reference's Math.exp) and their sum stay here;
+ *     a time, one per f64x2 lane, over heads of 16 channels (the row maxima too, in the module); the
+ *     exponentials (the reference's Math.exp) and their sum stay here;
  *   - the projections (x·Wᵀ and the adapter's delta), two outputs a lane pair, the weights kept in
  *     the module's memory as f64 (the base once, the adapter once per version).
  * Each lane is the scalar loop's own sum in its order (f64 products of f32 values, added from +0 in

@@ -7,6 +7,8 @@
  *   - attention's exponentials computed once per key (the paged reference recomputes them per output
  *     channel) and every matmul a plain loop over Float32Arrays, no tensor objects per op, reading
  *     Wᵀ (and the adapter's Aᵀ, Bᵀ, made once per adapter version) so eight outputs share a pass;
+ *   - where WebAssembly SIMD is there (tiny_kernels.ts), a turn's attention and every projection of
+ *     decoding and of the GRPO step run there instead, each lane the loop's own sums in its order;
  *   - layer 0's q, k and v depend on the token id alone: computed once per id and adapter version;
  *   - a prefix cache: a prompt starts from the longest cached sequence that shares its tokens (the
  *     template and the level's intro are prefilled once for all plays of a level, and each turn of an
@@ -23,6 +25,7 @@
  * and the KL-to-base term — the Lab's tiny Llama models use none of them (the constructor and
  * the trainer refuse them with a RangeError).
  */
+import { LOCAL_CHAT_DEFAULTS } from '../../core/defaults.ts';
 import type { ChatMessage, ChatModel, ChatOptions, ChatResult, ModelCapabilities } from '../../core/llm/chat_model.ts';
 import { throwIfAborted } from '../../core/llm/chat_model.ts';
 import { createRng } from '../../core/rng.ts';
@@ -54,9 +57,10 @@ const sigmoid = (g: number) => {
 
 // --- matmuls in matmulCpu's order: out[i][j] = f32(alpha·Σ_p a·b + acc), p ascending, f64 sum ---
 //
-// One shape serves every product: b is (K, N) row-major, so a pass reads a row of b's N values
-// contiguously and keeps eight outputs' sums in registers (each output still its own sum over p in
-// order: the same values as one output at a time, fewer loads). The forward's x · Wᵀ reads Wᵀ, made
+// mmNN serves the forward and dx (mmTNacc, reading a transposed, the gradients): b is (K, N)
+// row-major, so a pass reads a row of b's N values contiguously and keeps eight outputs' sums in
+// registers (each output still its own sum over p in order: the same values as one output at a
+// time, fewer loads). The forward's x · Wᵀ reads Wᵀ, made
 // once (the base) or once per adapter version (A and B).
 
 /** out (M, N) = a (M, K) · b (K, N), or with `acc` out = f32(alpha·a·b + out). */
@@ -728,7 +732,7 @@ interface Lora {
   B: Record<LoraModule, Float32Array>[];
   At: Record<LoraModule, Float32Array>[];
   Bt: Record<LoraModule, Float32Array>[];
-  /** Aᵀ and Bᵀ in the kernels' memory (null: no kernels, or a rank they do not take). */
+  /** The adapter in the kernels' memory, as Aᵀ, Bᵀ and (for the backward) A, B (null: no kernels, or a rank they do not take). */
   k: Record<LoraModule, KernelLora>[] | null;
 }
 
@@ -769,10 +773,10 @@ export class TinyLm {
   private readonly norm: Float32Array;
   private readonly layers: LayerW[] = [];
 
-  /** Attention on WebAssembly SIMD for blocks of rows (null: the loops alone). */
+  /** Attention and projections on WebAssembly SIMD (null: the loops alone). */
   private readonly kernel: TinyKernels | null;
 
-  /** `o.wasm` false: attention in the JavaScript loops only (the kernel gives the same values; tests compare). */
+  /** `o.wasm` false: attention and projections in the JavaScript loops only (the kernels give the same values; tests compare). */
   constructor(
     readonly llm: LlamaModel<CpuTensor>,
     weights: TensorStore,
@@ -1911,8 +1915,11 @@ export class TinyChat implements ChatModel {
     const t0 = performance.now();
     if ((o.top_p ?? 1) < 1) throw new RangeError('TinyChat: the fast path samples without top-p');
     const prompt = this.promptIds(messages);
-    const maxNew = Math.max(1, Math.min(o.max_tokens ?? 256, this.capabilities.contextWindow - prompt.length));
-    const temperature = o.temperature ?? 0.6;
+    const maxNew = Math.max(
+      1,
+      Math.min(o.max_tokens ?? LOCAL_CHAT_DEFAULTS.maxTokens, this.capabilities.contextWindow - prompt.length),
+    );
+    const temperature = o.temperature ?? LOCAL_CHAT_DEFAULTS.temperature;
     const rng = createRng(o.seed ?? 0);
     const stops = this.lm.cfg.eosTokenIds;
     this.counts.calls++;
