@@ -296,8 +296,8 @@ export const MUTANTS = [
   {
     id: 'link-keeps-invalid-values',
     file: 'src/core/url_state.ts',
-    find: 'message: `ignored from the link: ${problem}` });\n      continue;',
-    replace: 'message: `ignored from the link: ${problem}` });',
+    find: "scope: 'app', key: url, message: `ignored from the link: ${r.message}` });\n      continue;",
+    replace: "scope: 'app', key: url, message: `ignored from the link: ${r.message}` });",
     test: 'tests/unit/url_state.test.ts',
     why: 'a link value that fails its schema check is dropped, not applied',
   },

@@ -344,15 +344,15 @@ export function fromText(f: ScalarSchema, raw: string): unknown {
   return raw.trim() === '' || Number.isNaN(n) ? raw : n;
 }
 
-/** Parse a setting from text: its value, or the problem in words. */
-export function parseField<T>(
+/** Parse a setting from text (a link's or a flag's): its value, or the problem in words. */
+export function parseField(
   name: string,
-  f: ScalarSchema & Schema<T>,
+  f: ScalarSchema,
   raw: string,
-): { ok: true; value: T } | { ok: false; message: string } {
+): { ok: true; value: unknown } | { ok: false; message: string } {
   const value = fromText(f, raw);
   const problem = fieldProblem(name, f, value);
-  return problem ? { ok: false, message: problem } : { ok: true, value: value as T };
+  return problem ? { ok: false, message: problem } : { ok: true, value };
 }
 
 /** The defaults of a table of Fields, by key. */

@@ -14,7 +14,7 @@
 import { applyPreset, CONFIG_KEYS, CONFIG_SCHEMA, DEFAULTS, type Config } from './config.ts';
 import { MAX_LINK_CHARS } from './env/envset.ts';
 import { LAB_KEYS, LAB_SCHEMA, parseLabField, type LabChoices, type LabKey } from './lab/settings.ts';
-import { field, fieldProblem, fromText, oneOf, text, type Field } from './schema.ts';
+import { field, oneOf, parseField, text, type Field } from './schema.ts';
 
 export const PANELS = ['run', 'environments', 'memory', 'training', 'lab', 'models', 'settings'] as const;
 export type Panel = (typeof PANELS)[number];
@@ -195,14 +195,13 @@ export function parseUrlState(hash: string): { fields: UrlFields; problems: Link
       else problems.push({ code: 'bad-value', scope: 'lab', key: url, message: `ignored from the link: ${r.message}` });
       continue;
     }
-    const value = fromText(k.field, raw);
-    const problem = fieldProblem(url, k.field, value);
-    if (problem) {
-      problems.push({ code: 'bad-value', scope: 'app', key: url, message: `ignored from the link: ${problem}` });
+    const r = parseField(url, k.field, raw);
+    if (!r.ok) {
+      problems.push({ code: 'bad-value', scope: 'app', key: url, message: `ignored from the link: ${r.message}` });
       continue;
     }
-    if (k.to === 'config') (fields.config as Record<string, unknown>)[k.name] = value;
-    else (fields as unknown as Record<string, unknown>)[k.to] = value;
+    if (k.to === 'config') (fields.config as Record<string, unknown>)[k.name] = r.value;
+    else (fields as unknown as Record<string, unknown>)[k.to] = r.value;
   }
   return { fields, problems };
 }

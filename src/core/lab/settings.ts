@@ -14,7 +14,7 @@
 import { ESTIMATORS } from '../config.ts';
 import { DESIGNERS, designerNamed, LAB_LOOP_DEFAULTS, PRE_REGISTERED_CYCLES } from './lab.ts';
 import { SPACES } from './spaces.ts';
-import { defaultsOf, field, fieldProblem, fromText, int, oneOf, type Field, type Infer } from '../schema.ts';
+import { defaultsOf, field, fieldProblem, int, oneOf, parseField, type Field, type Infer } from '../schema.ts';
 
 /** The schema table, in the order the Lab shows its inputs. */
 export const LAB_SCHEMA = {
@@ -102,9 +102,8 @@ export function parseLabField<K extends LabKey>(
   text: string,
 ): { ok: true; value: LabChoices[K] } | { ok: false; message: string } {
   const f: Field & { url: string } = LAB_SCHEMA[key];
-  const value = key === 'designer' ? (designerNamed(text) ?? text) : fromText(f, text);
-  const problem = fieldProblem(f.url, f, value);
-  return problem ? { ok: false, message: problem } : { ok: true, value: value as LabChoices[K] };
+  return parseField(f.url, f, key === 'designer' ? (designerNamed(text) ?? text) : text) as
+    { ok: true; value: LabChoices[K] } | { ok: false; message: string };
 }
 
 /**
