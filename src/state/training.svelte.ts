@@ -74,9 +74,6 @@ export interface CycleDone {
   signal?: AbortSignal;
 }
 
-/** The tiny fresh model's shape (core/defaults.ts, each value with its reason); changeable in the panel. */
-export const FRESH_DEFAULT: FreshModel = FRESH_MODEL_DEFAULTS;
-
 /** A model made by "Start from a tiny fresh model" (engine_api.ts's freshModelName). */
 export const isFreshModel = (name: string | null | undefined): boolean => !!name?.startsWith('fresh-');
 
@@ -133,7 +130,8 @@ export class TrainingState {
   /** What training is doing now, in words, and since when (performance.now()); null when idle. */
   activity = $state<{ what: string; since: number } | null>(null);
   /** The tiny fresh model's shape and seed (the panel's form). */
-  fresh = $state<FreshModel>({ ...FRESH_DEFAULT });
+  // the tiny fresh model's shape: core/defaults.ts (each value with its reason), changeable in the panel
+  fresh = $state<FreshModel>({ ...FRESH_MODEL_DEFAULTS });
   chatModel = $state<ChatModel | null>(null);
   /**
    * How the engine stores the frozen base on the GPU (engine/io/pack.ts). bf16 by default: half of

@@ -16,6 +16,8 @@ import {
 import { LAB_SCHEMA, labDefaults } from '../../src/core/lab/settings.ts';
 import { decode, fieldProblem, type Field, type ScalarSchema, type Schema } from '../../src/core/schema.ts';
 import { APP_LINK_FIELDS, LINK_KEYS } from '../../src/core/url_state.ts';
+import { toyModel } from '../../src/engine/lab/toy_train.ts';
+import { DecodeScheduler } from '../../src/engine/model/batch.ts';
 
 const TABLES: Record<string, Record<string, Schema<unknown> & { default: unknown; why: string; url?: string }>> = {
   config: CONFIG_SCHEMA,
@@ -62,6 +64,9 @@ describe('one Field vocabulary', () => {
     expect(labDefaults().seed).toBe(LAB_SCHEMA.seed.default);
     expect(SERVE_DEFAULTS.maxTurns).toBe(DEFAULTS.maxTurns);
     expect(SCHEDULER_DEFAULTS.maxBatch).toBe(SCHEDULER_FIELDS.maxBatch.default);
+    // a scheduler asked for nothing takes the table's batch
+    const toy = await toyModel('01', { seed: 1, layers: 1, hidden: 16 });
+    expect(new DecodeScheduler(toy.llm).maxBatch).toBe(SCHEDULER_DEFAULTS.maxBatch);
     const lines: string[] = [];
     expect(await main(['serve', '--help'], { out: (l) => lines.push(l), err: (l) => lines.push(l) })).toBe(0);
     const help = lines.join('\n');
