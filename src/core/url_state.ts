@@ -234,7 +234,8 @@ export function configFromLink(current: Config, fields: Pick<UrlFields, 'config'
 /**
  * The one formatter: a hash without "#", every key of LINK_KEYS whose value differs from its
  * default, in the table's order. The Lab's settings, when given, are compared with `labDefaults`
- * (the Lab's own starting values: its `browser` preset), so a link holds only what was changed.
+ * (the Lab's own starting values: its `browser` preset), so a link holds only what was changed;
+ * without `labDefaults` every one of them is written (none is taken for a default).
  */
 export function formatUrlState(state: UrlState, labDefaults?: LabChoices): string {
   const params = new URLSearchParams();
@@ -245,7 +246,7 @@ export function formatUrlState(state: UrlState, labDefaults?: LabChoices): strin
     if (k.to === 'config') [value, dflt] = [state.config[k.name], URL_DEFAULTS.config[k.name]];
     else if (k.to === 'lab') {
       if (!state.lab) continue;
-      [value, dflt] = [state.lab[k.name], (labDefaults ?? state.lab)[k.name]];
+      [value, dflt] = [state.lab[k.name], labDefaults?.[k.name]];
     } else if (k.to === 'set' || k.to === 'run') [value, dflt] = [state[k.to] ?? '', ''];
     else [value, dflt] = [state[k.to], URL_DEFAULTS[k.to]];
     if (value !== dflt) params.set(url, String(value));

@@ -37,6 +37,9 @@ describe('lab URL fields', () => {
     expect(fields.config).toEqual({ seed: 9 });
     expect(problems).toEqual([]);
     expect(formatUrlState({ ...URL_DEFAULTS, lab: LAB_DEFAULTS }, LAB_DEFAULTS)).toBe('');
+    // with no defaults to compare with, every Lab setting is written, none dropped
+    const all = parseUrlState(formatUrlState({ ...URL_DEFAULTS, lab: LAB_DEFAULTS }));
+    expect(all.fields.lab).toEqual(LAB_DEFAULTS);
     // a link from before the rename still opens: `regret` is the learned designer's old name
     expect(parseUrlState('#lab.designer=regret').fields.lab).toEqual({ designer: 'learned' });
   });
