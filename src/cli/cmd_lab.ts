@@ -16,7 +16,6 @@
  *                                merges earlier outputs (their last lines, or their screen/run lines)
  *                                instead of running, so seed ranges can run in separate processes
  */
-import { readFileSync } from 'node:fs';
 import { ESTIMATORS, type Estimator } from '../core/config.ts';
 import { UsageError } from '../core/errors.ts';
 import {
@@ -40,6 +39,7 @@ import { labDefaults } from '../core/lab/settings.ts';
 import { SPACE, SPACES, spaceChance, type SpaceName } from '../core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
 import { learningCheck, MODEL_PATHS, runLabSeed, screenLabSeed, type ModelPath } from '../engine/engine_api.ts';
+import { readUserFile } from '../platform/node/regular_file.ts';
 import {
   flag,
   intFlag,
@@ -287,7 +287,8 @@ async function compare(args: Args, io: Io): Promise<number> {
   const combine = args.flags.get('combine');
   if (combine?.length) {
     for (const file of combine) {
-      const lines = readFileSync(file, 'utf8').trim().split('\n');
+      // a compare output is a few KiB: 64 MiB bounds it; a FIFO or a device is refused unread
+      const lines = (await readUserFile(file, '--combine', 64 * 2 ** 20)).trim().split('\n');
       let parsed: { runs?: SeedRun[]; screens?: ScreenResult[] } = {};
       try {
         parsed = JSON.parse(lines.at(-1) ?? '') as typeof parsed;

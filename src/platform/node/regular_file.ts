@@ -128,11 +128,12 @@ export async function checkRegular(path: string): Promise<void> {
 }
 
 /**
- * A file a person named on the command line (`--config`, `--memory`, `--replay`, a corpus): its
- * text, read as readRegularText reads it; a file that is not there is a UsageError naming the flag.
+ * A file a person named on the command line (`--config`, `--memory`, `--replay`, a corpus,
+ * `--combine`): its text, read as readRegularText reads it (at most `limit` bytes); a file that is
+ * not there is a UsageError naming the flag.
  */
-export async function readUserFile(path: string, what: string): Promise<string> {
-  const text = await readRegularText(path);
+export async function readUserFile(path: string, what: string, limit?: number): Promise<string> {
+  const text = await readRegularText(path, limit);
   if (text === null) throw new UsageError(`${what} ${path}: no such file`, { path });
   return text;
 }
