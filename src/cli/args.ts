@@ -11,6 +11,11 @@ import { UsageError } from '../core/errors.ts';
 export interface Io {
   out: (line: string) => void;
   err: (line: string) => void;
+  /**
+   * The stream behind `err` when it is the process's stderr: progress draws a bar on it when it is a
+   * terminal (cli/progress.ts). Absent (tests, captured output): progress prints whole lines through `err`.
+   */
+  errStream?: { write(text: string): unknown; isTTY?: boolean; columns?: number };
 }
 
 /** One flag of a command. */

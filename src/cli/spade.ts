@@ -53,7 +53,7 @@ Benchmarks (figures measured in one run):
 
 Exit codes: 0 success, 1 a check failed, 2 bad usage.`;
 
-const defaultIo: Io = { out: (l) => console.log(l), err: (l) => console.error(l) };
+const defaultIo: Io = { out: (l) => console.log(l), err: (l) => console.error(l), errStream: process.stderr };
 
 type Command = (argv: string[], io: Io) => Promise<number>;
 
