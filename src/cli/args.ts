@@ -6,6 +6,7 @@
  * command).
  */
 import { parseArgs as nodeParseArgs } from 'node:util';
+import levenshtein from 'damerau-levenshtein';
 import { UsageError } from '../core/errors.ts';
 
 export interface Io {
@@ -137,9 +138,33 @@ export function wantsHelp(argv: string[]): boolean {
 }
 
 /**
+ * The name among `names` nearest to `word` when it is near enough to be a typo (`rnu` → `run`,
+ * `compre` → `compare`): the fewest edits, a swap of two neighbours counting one (Damerau–Levenshtein,
+ * as git's "did you mean" weighs a swap), and at most 2 edits, or a third of the word's length for
+ * longer words. The first of equals, in `names`' order; null when none is that near.
+ */
+export function nearest(word: string, names: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestSteps = Math.max(2, Math.floor(word.length / 3)) + 1;
+  for (const n of names) {
+    const steps = levenshtein(word, n).steps;
+    if (steps < bestSteps) [best, bestSteps] = [n, steps];
+  }
+  return best;
+}
+
+/** `; did you mean "run"?` when one name is near `word`, else nothing. */
+export function didYouMean(word: string, names: readonly string[]): string {
+  const n = nearest(word, names);
+  return n ? `; did you mean "${n}"?` : '';
+}
+
+/**
  * Which subcommand `argv` names, and the arguments after it. Without one, the group's bare form runs
  * (`spade lab`, `spade run`); a group without a bare form needs a subcommand (a usage error that
- * lists them). Returns null when help was printed: the group's, or the bare form's with the
+ * lists them). A first word that is no subcommand is an unknown subcommand (with the nearest one
+ * suggested) — also for a group with a bare form that takes no positional argument (`spade lab
+ * compre`). Returns null when help was printed: the group's, or the bare form's with the
  * subcommands listed under it.
  */
 export function pickSubcommand(
@@ -150,20 +175,21 @@ export function pickSubcommand(
   const [first, ...rest] = argv;
   const sub = group.subcommands.find((s) => s.name.split(' ').at(-1) === first);
   if (sub) return { spec: sub, rest };
-  if (group.bare) {
+  const names = group.subcommands.map((s) => s.name.split(' ').at(-1)!);
+  const word = first !== undefined && !first.startsWith('-');
+  if (group.bare && !(word && !group.bare.positionals)) {
     if (!wantsHelp(argv)) return { spec: group.bare, rest: argv };
     io.out([helpText(group.bare), '', ...subcommandLines(group)].join('\n'));
     return null;
   }
-  if (first === '--help' || first === '-h') {
+  if (!group.bare && (first === '--help' || first === '-h')) {
     io.out(groupHelpText(group));
     return null;
   }
-  const names = group.subcommands.map((s) => s.name.split(' ').at(-1)).join(', ');
   throw new UsageError(
     first === undefined
-      ? `spade ${group.name} needs a subcommand: ${names} (spade ${group.name} --help)`
-      : `spade ${group.name}: unknown subcommand "${first}"; choose ${names} (spade ${group.name} --help)`,
+      ? `spade ${group.name} needs a subcommand: ${names.join(', ')} (spade ${group.name} --help)`
+      : `spade ${group.name}: unknown subcommand "${first}"${didYouMean(first, names)} (subcommands: ${names.join(', ')}; spade ${group.name} --help)`,
   );
 }
 

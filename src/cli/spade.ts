@@ -1,10 +1,14 @@
 /**
  * The `spade` command (Node). Run with `npx spade <command>` or `npm run spade -- <command>`.
- * Contract: with --json the last line printed is one JSON object; exit 0 on
- * success, 1 on a failed check, 2 on bad usage.
+ * Contract: with --json the last line printed is one JSON object; exit 0 on success, 1 on a
+ * failure (a failed check, a run with no successful model call, an error), 2 on bad usage, 130 when
+ * stopped by Ctrl-C. As git, npm and cargo: `spade --version` (`-V`, `spade version`) prints the
+ * version; `spade help CMD [SUB]` is `spade CMD [SUB] --help`; an unknown command or subcommand
+ * suggests the nearest; every error is one line with one prefix, `spade CMD: `.
  */
+import { readFileSync } from 'node:fs';
 import { serializeError, UsageError } from '../core/errors.ts';
-import type { Io } from './args.ts';
+import { didYouMean, type Io } from './args.ts';
 
 export const USAGE = `spade — SPADE Playground command line
 
@@ -49,9 +53,16 @@ Benchmarks (figures measured in one run):
   spade bench serve              OpenEnv server load test on loopback
   spade bench lab                the Lab's fast path vs the reference path, and the same numbers
 
-  spade help                     this text
+  spade help [COMMAND [SUB]]     this text, or a command's help (the same as COMMAND [SUB] --help)
+  spade --version                the version (also -V, spade version)
 
-Exit codes: 0 success, 1 a check failed, 2 bad usage.`;
+Exit codes: 0 success, 1 a check failed (or the command failed), 2 bad usage, 130 stopped by Ctrl-C.`;
+
+/** The version in package.json (`spade --version`). */
+export function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 const defaultIo: Io = { out: (l) => console.log(l), err: (l) => console.error(l), errStream: process.stderr };
 
@@ -74,15 +85,32 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: async () => (await import('./cmd_serve.ts')).serve,
 };
 
+/**
+ * An error as one line with one prefix: `spade CMD: message` for bad usage, `spade CMD: Name: message`
+ * for any other error (its class says what kind). A usage message that already names the command
+ * (`spade lab compare: unknown flag …`, `spade bench needs a subcommand …`) is printed as it is.
+ */
+export function errorLine(command: string, err: unknown): string {
+  const e = serializeError(err);
+  if (err instanceof UsageError && e.message.startsWith('spade ')) return e.message;
+  return `spade ${command}: ${err instanceof UsageError ? '' : `${e.name}: `}${e.message}`;
+}
+
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === '--version' || name === '-V' || name === 'version') {
+    io.out(`spade ${version()}`);
+    return 0;
+  }
+  if (name === 'help' && rest.length && rest[0] !== 'help') return main([...rest, '--help'], io);
   if (!name || name === 'help' || name === '--help' || name === '-h') {
     io.out(USAGE);
     return name ? 0 : 2;
   }
   const load = COMMANDS[name];
   if (!load) {
-    io.err(`spade: unknown command "${name}"\n\n${USAGE}`);
+    const hint = name.startsWith('-') ? '' : didYouMean(name, Object.keys(COMMANDS));
+    io.err(`spade: unknown command "${name}"${hint} (spade help lists the commands)`);
     return 2;
   }
   try {
@@ -90,9 +118,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       await load()
     )(rest, io);
   } catch (err) {
-    const e = serializeError(err);
-    io.err(`spade ${name}: ${e.name}: ${e.message}`);
-    if (rest.includes('--json')) io.out(JSON.stringify({ ok: false, error: e }));
+    io.err(errorLine(name, err));
+    if (rest.includes('--json')) io.out(JSON.stringify({ ok: false, error: serializeError(err) }));
     return err instanceof UsageError ? 2 : 1;
   }
 }

@@ -50,14 +50,29 @@ beforeAll(async () => {
 });
 
 describe('bin/spade.js', { timeout: 60_000 }, () => {
-  it('help exits 0; an unknown command exits 2 with the usage on stderr', async () => {
+  it('help exits 0; an unknown command exits 2 with one line on stderr, suggesting the nearest', async () => {
     const help = await spade('help');
     expect(help.code).toBe(0);
-    expect(help.stdout).toContain('Exit codes: 0 success, 1 a check failed, 2 bad usage.');
+    expect(help.stdout).toContain(
+      'Exit codes: 0 success, 1 a check failed (or the command failed), 2 bad usage, 130 stopped by Ctrl-C.',
+    );
     const bad = await spade('no-such-command');
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('spade: unknown command "no-such-command"');
+    expect(bad.stderr).toBe('spade: unknown command "no-such-command" (spade help lists the commands)\n');
     expect(bad.stdout).toBe('');
+    const typo = await spade('rnu');
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('did you mean "run"?');
+  });
+
+  it('--version and -V print the version on stdout with exit 0', async () => {
+    const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const v of ['--version', '-V']) {
+      const r = await spade(v);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe(`spade ${pkg.version}\n`);
+      expect(r.stderr).toBe('');
+    }
   });
 
   it('a bad flag value exits 2, and --json still ends with one JSON object', async () => {

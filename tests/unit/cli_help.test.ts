@@ -1,6 +1,7 @@
 // `spade COMMAND --help` and `-h` for every command and subcommand `spade help` lists: exit 0, a
 // usage line, the flags with their defaults and an example, without running the command (`serve
 // --help` would otherwise listen until killed). Plus the strict parser's usage errors (exit 2).
+import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { main, USAGE } from '../../src/cli/spade.ts';
 
@@ -111,7 +112,7 @@ describe('spade --help', { timeout: 60_000 }, () => {
       [['lab', '--traps=yes'], '--traps is a switch and takes no value'],
       [['gpu', 'extra'], 'spade gpu takes no argument "extra"'],
       [['bench', 'nope'], 'spade bench: unknown subcommand "nope"'],
-      [['lab', 'nope'], 'spade lab takes no argument "nope"'],
+      [['lab', 'nope'], 'spade lab: unknown subcommand "nope" (subcommands: check, compare; spade lab --help)'],
       [['validate', 'x.js', '--max-turns', '2.5'], '--max-turns must be a whole number; got "2.5"'],
       [
         ['engine', 'generate', '--model', 'm', '--tokens', '1', '--device', 'tpu'],
@@ -124,6 +125,75 @@ describe('spade --help', { timeout: 60_000 }, () => {
       expect(r.err.join('\n')).toContain(message);
       expect(JSON.parse(r.out.at(-1)!)).toMatchObject({ ok: false, error: { name: 'UsageError' } });
     }
+  });
+
+  it('--version, -V and `version` print the version with exit 0', async () => {
+    const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    for (const v of ['--version', '-V', 'version']) {
+      const r = await spade(v);
+      expect(r.code, v).toBe(0);
+      expect(r.out).toEqual([`spade ${pkg.version}`]);
+      expect(r.err).toEqual([]);
+    }
+  });
+
+  it('`spade help CMD [SUB]` prints what `spade CMD [SUB] --help` prints', async () => {
+    for (const words of [['run'], ['lab', 'compare'], ['bench'], ['run', 'export'], ['lab']]) {
+      const viaHelp = await spade('help', ...words);
+      const viaFlag = await spade(...words, '--help');
+      expect(viaHelp.code, words.join(' ')).toBe(0);
+      expect(viaHelp.text).toBe(viaFlag.text);
+      expect(viaHelp.text).toMatch(new RegExp(`^Usage: spade ${words.join(' ')} `));
+    }
+    expect((await spade('help', 'help')).text).toBe(USAGE);
+    const unknown = await spade('help', 'rnu');
+    expect(unknown.code).toBe(2);
+    expect(unknown.err).toEqual(['spade: unknown command "rnu"; did you mean "run"? (spade help lists the commands)']);
+  });
+
+  it('an unknown command or subcommand says so in one line and suggests the nearest', async () => {
+    const cases: [string[], string][] = [
+      [['rnu'], 'spade: unknown command "rnu"; did you mean "run"? (spade help lists the commands)'],
+      [
+        ['valdiate', 'x.js'],
+        'spade: unknown command "valdiate"; did you mean "validate"? (spade help lists the commands)',
+      ],
+      [['zzzzzz'], 'spade: unknown command "zzzzzz" (spade help lists the commands)'],
+      [
+        ['lab', 'compre'],
+        'spade lab: unknown subcommand "compre"; did you mean "compare"? (subcommands: check, compare; spade lab --help)',
+      ],
+      [
+        ['bench', 'sandbx'],
+        'spade bench: unknown subcommand "sandbx"; did you mean "sandbox"? (subcommands: sandbox, loop, engine, train, serve, lab; spade bench --help)',
+      ],
+      [
+        ['run', 'exprt'],
+        'spade run: unknown subcommand "exprt"; did you mean "export"? (subcommands: export; spade run --help)',
+      ],
+    ];
+    for (const [argv, line] of cases) {
+      const r = await spade(...argv);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.err).toEqual([line]);
+      expect(r.out).toEqual([]);
+    }
+  });
+
+  it('every error has one prefix: the command, then the message (usage) or the error class and the message', async () => {
+    const flagTypo = await spade('lab', '--cylces', '3');
+    expect(flagTypo.err).toEqual(['spade lab: unknown flag --cylces (spade lab --help lists its flags)']);
+    const missing = await spade('run', '--backend', 'replay', '--out', '/nonexistent-dir/x');
+    expect(missing.code).toBe(2);
+    expect(missing.err).toEqual([
+      'spade run: --backend replay needs --replay FILE (a transcript recorded with --record)',
+    ]);
+    const failed = await spade('share', 'decode', 'zzz');
+    expect(failed.code).toBe(1);
+    expect(failed.err).toEqual([expect.stringMatching(/^spade share: ShareLinkError: This link was made by /)]);
+    for (const l of [...flagTypo.err, ...missing.err, ...failed.err]) expect(l.match(/spade [a-z]+:/g)).toHaveLength(1);
   });
 
   it('--help after `--` is an argument, not a request for help', async () => {
