@@ -69,6 +69,11 @@ export class UsageError extends SpadeError {}
 export class SpecialFileError extends StorageError {}
 /** A file holds more than the bound read of it (counted on the bytes actually read, not on stat). */
 export class FileTooLargeError extends StorageError {}
+/**
+ * A file (or folder) where a run directory is written is a symbolic link or has another hard link:
+ * nothing is written through it (data.path, data.kind: 'symbolic link' | 'hard link').
+ */
+export class LinkedFileError extends StorageError {}
 /** `spade serve` refused a request whose Host names another server (e.g. a page's DNS rebinding). */
 export class HostRefusedError extends SpadeError {}
 /** `spade serve` refused a request from a browser page on an origin it does not allow. */
@@ -101,6 +106,7 @@ const REGISTRY: Record<string, new (message: string, data?: ErrorData) => SpadeE
   UsageError,
   SpecialFileError,
   FileTooLargeError,
+  LinkedFileError,
   HostRefusedError,
   OriginRefusedError,
 };

@@ -241,9 +241,12 @@ describe('resume and export read a run directory the same way', () => {
     const e = await new DirRunStore(d).readSpec().catch((x: unknown) => x);
     expect(e).toBeInstanceOf(StorageError);
     expect((e as Error).message).toMatch(/config\.json is not what a run writes/);
+    // a bad index is rebuilt from the lines (resume_hostile.test.ts has the variants), never fatal
     await writeFile(join(d, '.cycles.json'), JSON.stringify({ 0: { 'archive.jsonl': 'x' } }));
-    await expect(new DirRunStore(d).writeCycle(0, cycleRecords(0, 1))).rejects.toThrow(
-      /\.cycles\.json is not what a run writes/,
+    const warnings: string[] = [];
+    await new DirRunStore(d, { onWarning: (w) => warnings.push(w) }).writeCycle(0, cycleRecords(0, 1));
+    expect(warnings.join('\n')).toMatch(
+      /\.cycles\.json: cycle 0's offset in archive\.jsonl \("x"\) is not a byte offset/,
     );
   });
 });
@@ -311,9 +314,14 @@ describe('regular files only, bounds counted on the bytes read', () => {
       const e = await reads[file]().catch((x: unknown) => x);
       expect(e, file).toBeInstanceOf(SpecialFileError);
       expect((e as Error).message).toContain(join(d, file));
-      // appending is refused too: nothing is written to (or through) a special file
-      if (file.endsWith('.jsonl'))
-        await expect(store.writeCycle(1, cycleRecords(1, 1))).rejects.toBeInstanceOf(SpecialFileError);
+      // appending is refused too: nothing is written to (or through) a special file — a FIFO as
+      // such, a link to /dev/zero as a link (a run writes through no link: resume_hostile.test.ts)
+      if (file.endsWith('.jsonl')) {
+        const w = await store.writeCycle(1, cycleRecords(1, 1)).catch((x: unknown) => x);
+        expect(w, file).toBeInstanceOf(StorageError);
+        expect((w as Error).message).toContain(join(d, file));
+        expect((w as Error).message).toMatch(/not a regular file|symbolic link/);
+      }
       const err: string[] = [];
       const code = await main(['run', 'export', d, '--out', join(d, 'out.json')], {
         out: () => undefined,

@@ -161,6 +161,7 @@ export class SpadeLoop {
       ...initialState(this.d.spec),
       ...(this.d.initialMemory ? { memory: this.d.initialMemory } : {}),
     };
+    await store.prepare?.(); // a store that cannot be written refuses now, before any task runs
     const state = this.state;
     // A resumed run gets a fresh error count, and tasks cut short by a failed model call run
     // again (the cause — a server down, a model not loaded — is usually fixed before resuming).

@@ -67,6 +67,11 @@ export interface RunStore {
   writeMemory(memory: Memory): Promise<void>;
   readArchive(): Promise<ArchiveRecord[]>;
   readMetrics(): Promise<MetricsRecord[]>;
+  /**
+   * Called once before a run's first cycle: check that the store can be written, so that a resume
+   * refuses before any work (a run directory refuses files that are links and cuts torn lines).
+   */
+  prepare?(): Promise<void>;
 }
 
 /** A RunStore over the generic Store (collection "runs"), keys prefixed by the run id. */

@@ -9,7 +9,7 @@
  * counted on the bytes read, not on stat's size, which a growing file (or a device) does not keep.
  */
 import { constants } from 'node:buffer';
-import { constants as fs } from 'node:fs';
+import { constants as fs, type Stats } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { FileTooLargeError, SpecialFileError, StorageError, UsageError } from '../../core/errors.ts';
 
@@ -20,7 +20,7 @@ export const MAX_TEXT_BYTES = constants.MAX_STRING_LENGTH;
 const CHUNK = 1 << 20;
 
 /** What a non-regular file is, in words. */
-function kindOf(st: Awaited<ReturnType<FileHandle['stat']>>): string {
+export function kindOf(st: Stats): string {
   if (st.isDirectory()) return 'a directory';
   if (st.isFIFO()) return 'a FIFO (named pipe)';
   if (st.isCharacterDevice()) return 'a character device';
