@@ -15,9 +15,13 @@
  * A cycle's step lines are appended with its save, so a round that was stopped leaves none. The
  * training order of a cycle derives from (seed, cycle), so `--resume` — which reloads the adapter
  * and the optimiser — continues with the same losses as a run that never stopped.
+ *
+ * train/ is read and written as the rest of a run directory (which may come from anyone): it must
+ * be a real folder and none of its files a link (LinkedFileError, before any training); files are
+ * read as regular files within a bound (regular_file.ts), state.json through its shape, and written
+ * without following a link (safe_write.ts).
  */
-import { existsSync, mkdirSync } from 'node:fs';
-import { appendFile, readFile, rename, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../core/config.ts';
 import { LORA_DEFAULTS } from '../core/defaults.ts';
@@ -28,6 +32,8 @@ import type { ArchiveRecord, MetricsRecord, RolloutRecord } from '../core/spade/
 import { ClosedLoop, type LoopProgress, type RoundSummary, type TrainStore } from '../core/train/closed_loop.ts';
 import { closedLoopProblems, trainerOptions } from '../core/train/grpo_rounds.ts';
 import { EngineChatModel, type EngineApi, type LoraModule } from '../engine/engine_api.ts';
+import { MAX_TEXT_BYTES, readRegularBytes, readRegularText } from '../platform/node/regular_file.ts';
+import { appendToFile, checkWritable, openForWrite, runSubdir, writeFileAtomic } from '../platform/node/safe_write.ts';
 import type { Io } from './args.ts';
 
 type CycleRecords = { archive: ArchiveRecord[]; rollouts: RolloutRecord[] };
@@ -40,9 +46,39 @@ export interface RunTraining {
   catchUp(cycles: number, read: (c: number) => Promise<CycleRecords>): Promise<void>;
 }
 
-async function writeAtomic(path: string, data: string | Uint8Array): Promise<void> {
-  await writeFile(`${path}.tmp`, data);
-  await rename(`${path}.tmp`, path);
+/** train/'s files: each is checked before training starts (none may be a link). */
+const TRAIN_FILES = [
+  'adapter_config.json',
+  'adapter_model.safetensors',
+  'optimizer.safetensors',
+  'state.json',
+  'updates.jsonl',
+  'probe.jsonl',
+] as const;
+/** The most bytes of a JSON file of train/ read (they are a few hundred bytes). */
+const MAX_TRAIN_JSON_BYTES = 2 ** 20;
+const ADVICE = "Check that it is the run's own file, or move train/ aside to start the training over.";
+
+const writeAtomic = (path: string, data: string | Uint8Array) => writeFileAtomic(path, data, `${path}.tmp`);
+
+/** train/state.json's progress, read through its shape; a StorageError naming the file otherwise. */
+async function readProgress(path: string): Promise<LoopProgress | null> {
+  const text = await readRegularText(path, MAX_TRAIN_JSON_BYTES, ADVICE);
+  if (text === null) return null;
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    data = undefined;
+  }
+  const p = data as Partial<LoopProgress> | undefined;
+  const whole = (v: unknown, min: number) => Number.isSafeInteger(v) && (v as number) >= min;
+  if (typeof p !== 'object' || p === null || Array.isArray(p) || !whole(p.updates, 0) || !whole(p.trainedThrough, -1))
+    throw new StorageError(
+      `${path} is not what a run writes ({"updates": a whole number from 0, "trainedThrough": a whole number from -1}). ${ADVICE}`,
+      { path },
+    );
+  return { updates: p.updates!, trainedThrough: p.trainedThrough! };
 }
 
 /** The round's line on stderr: samples, steps, the agent's last loss and the TIS figures. */
@@ -63,15 +99,19 @@ function roundLine(r: RoundSummary, tisCap: number): string {
  * --adapter one already loaded, else a fresh one.
  */
 async function openTrainer(engine: EngineApi, cfg: Config, file: (f: string) => string): Promise<void> {
-  if (existsSync(file('adapter_config.json')))
-    await engine.importAdapter(
-      await readFile(file('adapter_config.json'), 'utf8'),
-      await readFile(file('adapter_model.safetensors')),
-    );
-  else if (!(await engine.summary())?.adapter)
+  const config = await readRegularText(file('adapter_config.json'), MAX_TRAIN_JSON_BYTES, ADVICE);
+  if (config !== null) {
+    const weights = await readRegularBytes(file('adapter_model.safetensors'), MAX_TEXT_BYTES, ADVICE);
+    if (weights === null)
+      throw new StorageError(
+        `${file('adapter_config.json')} has no adapter_model.safetensors beside it (a copy cut short?). ${ADVICE}`,
+        { path: file('adapter_model.safetensors') },
+      );
+    await engine.importAdapter(config, weights);
+  } else if (!(await engine.summary())?.adapter)
     await engine.initLora(LORA_DEFAULTS.r, LORA_DEFAULTS.alpha, [...LORA_DEFAULTS.targets] as LoraModule[], cfg.seed);
-  if (existsSync(file('optimizer.safetensors')))
-    await engine.importState(await readFile(file('optimizer.safetensors')), trainOptions(cfg));
+  const optimizer = await readRegularBytes(file('optimizer.safetensors'), MAX_TEXT_BYTES, ADVICE);
+  if (optimizer !== null) await engine.importState(optimizer, trainOptions(cfg));
 }
 
 /** What every training call of the run passes the engine: the schedule's options and the TIS cap. */
@@ -109,13 +149,13 @@ function fileStore(o: {
       }
       const optimizer = await o.engine.exportState();
       if (optimizer) await writeAtomic(file('optimizer.safetensors'), optimizer);
-      if (lines.length) await appendFile(file('updates.jsonl'), lines.map((l) => `${l}\n`).join(''));
+      if (lines.length) await appendToFile(file('updates.jsonl'), lines.map((l) => `${l}\n`).join(''));
       lines = [];
       await writeAtomic(file('state.json'), JSON.stringify(progress));
       io.err(roundLine(summary, o.cfg.tisCap));
     },
     async probe(r) {
-      await appendFile(file('probe.jsonl'), `${JSON.stringify(r)}\n`);
+      await appendToFile(file('probe.jsonl'), `${JSON.stringify(r)}\n`);
       io.err(`probe (${r.label}): mean return ${r.meanReturn.toFixed(3)}, win rate ${r.winRate.toFixed(2)}`);
     },
   };
@@ -137,14 +177,14 @@ export async function attachTraining(o: {
     );
   // the engine the model samples from is the one trained, through the calls the Training panel makes
   const engine = o.model.engine;
-  const dir = join(o.out, 'train');
-  mkdirSync(dir, { recursive: true });
+  // a real folder of the run, and none of its files a link (nor a FIFO where a line is appended)
+  const dir = await runSubdir(o.out, 'train');
   const file = (f: string) => join(dir, f);
+  for (const f of TRAIN_FILES) await checkWritable(file(f));
+  for (const f of ['updates.jsonl', 'probe.jsonl']) await (await openForWrite(file(f)))?.close();
+  const progress: LoopProgress = (await readProgress(file('state.json'))) ?? { updates: 0, trainedThrough: -1 };
   await openTrainer(engine, cfg, file);
   const opts = trainOptions(cfg);
-  const progress: LoopProgress = existsSync(file('state.json'))
-    ? (JSON.parse(await readFile(file('state.json'), 'utf8')) as LoopProgress)
-    : { updates: 0, trainedThrough: -1 };
   // the run's records, for cycles the loop has not seen in this process (catchUp gives them)
   let read = (c: number): Promise<CycleRecords> =>
     Promise.reject(

@@ -10,20 +10,25 @@
 // two; one from an earlier cycle deleted finished cycles. Every offset is now checked against the
 // file's size, a line's start, the order of the cycles and the lines it would cut (each a record
 // of that cycle or later); a bad one is rebuilt from the lines, with a warning naming the index.
-import { link, lstat, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { link, lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { attachTraining } from '../../src/cli/run_training.ts';
 import { DEFAULTS, type Config } from '../../src/core/config.ts';
-import { LinkedFileError, StorageError } from '../../src/core/errors.ts';
+import { LinkedFileError, SpecialFileError, StorageError } from '../../src/core/errors.ts';
 import { scriptedTrio } from '../../src/core/llm/scripted_models.ts';
 import { emptyMemory } from '../../src/core/spade/memory.ts';
 import { chunkText } from '../../src/core/spade/corpus.ts';
 import { initialState, SpadeLoop } from '../../src/core/spade/loop.ts';
 import type { RunSpec } from '../../src/core/spade/run_store.ts';
+import { EngineChatModel, engineCapabilities } from '../../src/engine/engine_api.ts';
+import { nodeEngine } from '../../src/platform/node/engine.ts';
 import { DirRunStore, repairJsonlTail } from '../../src/platform/node/run_dir.ts';
 import { runSubdir, writeFileAtomic } from '../../src/platform/node/safe_write.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
+import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 import { cycleRecords, line } from '../helpers/run_records.ts';
 
 const newDir = (p = 'spade-resume-hostile-') => mkdtemp(join(tmpdir(), p));
@@ -312,5 +317,65 @@ describe('.cycles.json offsets are checked against the lines before a cycle is r
         raw,
       ).toBe(true);
     }
+  });
+});
+
+describe("spade run --train's train/ folder is the run's own", () => {
+  /** The CPU engine on the tiny checkpoint, as the `local` chat model `spade run --train` samples from. */
+  async function localModel(): Promise<EngineChatModel> {
+    const engine = await nodeEngine('cpu');
+    const s = await engine.load({ kind: 'memory', files: tinyCheckpointFiles('qwen2', 'f32', 3).files });
+    return new EngineChatModel(engine, 'tiny', engineCapabilities(s));
+  }
+  const attach = async (out: string) =>
+    attachTraining({
+      model: await localModel(),
+      cfg: { ...DEFAULTS, probeEvery: 0 },
+      out,
+      runner: inProcessRunner(),
+      io: { out: () => undefined, err: () => undefined },
+    });
+
+  it('refuses a train/ that is a link out of the run, writing nothing there', async () => {
+    const out = await newDir();
+    const outside = await newDir('spade-outside-train-');
+    await symlink(outside, join(out, 'train'));
+    const e = await attach(out).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(LinkedFileError);
+    expect((e as Error).message).toContain(join(out, 'train'));
+    expect(await readdir(outside)).toEqual([]);
+  });
+
+  it('refuses a train/ file that is a link, before training, leaving its target as it was', async () => {
+    for (const file of ['updates.jsonl', 'probe.jsonl', 'state.json', 'optimizer.safetensors']) {
+      const out = await newDir();
+      await mkdir(join(out, 'train'));
+      const victim = await outsideFile('{"updates": 0, "trainedThrough": -1}\n');
+      await symlink(victim.path, join(out, 'train', file));
+      const e = await attach(out).catch((x: unknown) => x);
+      expect(e, file).toBeInstanceOf(LinkedFileError);
+      expect((e as Error).message, file).toContain(join(out, 'train', file));
+      await expectUntouched(victim);
+    }
+  });
+
+  it('reads train/ files as regular files within a bound, and its state.json through its schema', async () => {
+    const out = await newDir();
+    await mkdir(join(out, 'train'));
+    execFileSync('mkfifo', [join(out, 'train', 'state.json')]);
+    const fifo = await attach(out).catch((x: unknown) => x);
+    expect(fifo).toBeInstanceOf(SpecialFileError);
+    expect((fifo as Error).message).toContain(join(out, 'train', 'state.json'));
+    for (const bad of ['{"updates": "three"}', '[]', '{"updates": -1, "trainedThrough": 0}', 'not json']) {
+      await rm(join(out, 'train', 'state.json'));
+      await writeFile(join(out, 'train', 'state.json'), bad);
+      const e = await attach(out).catch((x: unknown) => x);
+      expect(e, bad).toBeInstanceOf(StorageError);
+      expect((e as Error).message, bad).toMatch(/train\/state\.json is not what a run writes/);
+    }
+    // an adapter config without its weights is named, not an ENOENT from deep inside
+    await rm(join(out, 'train', 'state.json'));
+    await writeFile(join(out, 'train', 'adapter_config.json'), '{}');
+    await expect(attach(out)).rejects.toThrow(/adapter_model\.safetensors/);
   });
 });
