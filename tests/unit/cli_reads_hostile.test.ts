@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/spade.ts';
+import { isNotFound } from '../../src/engine/io/model_files.ts';
+import { DirModelFiles } from '../../src/platform/node/model_files.ts';
 
 const newDir = (p = 'spade-cli-reads-') => mkdtemp(join(tmpdir(), p));
 const mkfifo = (path: string) => execFileSync('mkfifo', [path]);
@@ -83,5 +85,33 @@ describe('`spade lab compare --combine` reads regular files within a bound', () 
     ]);
     expect(ok.code, ok.err).toBe(0);
     expect((JSON.parse(ok.out.at(-1)!) as { runs: unknown[] }).runs).toHaveLength(1);
+  });
+});
+
+describe('a checkpoint directory is read as regular files, within the size stat gave', () => {
+  it('a FIFO, a link to /dev/zero or a directory named as a weights file reads as not found, unread', async () => {
+    const d = await newDir('spade-model-dir-');
+    mkfifo(join(d, 'model.safetensors'));
+    await symlink('/dev/zero', join(d, 'adapter_model.safetensors'));
+    await mkdir(join(d, 'config.json'));
+    const files = new DirModelFiles(d);
+    for (const name of ['model.safetensors', 'adapter_model.safetensors', 'config.json']) {
+      const e = await files.read(name).catch((x: unknown) => x);
+      expect(isNotFound(e), name).toBe(true);
+    }
+    // listing shows none of them as a file to load
+    expect((await files.list()).map((f) => f.name)).toEqual([]);
+  });
+
+  it('reads a file whole with byte progress, and refuses one that holds more than stat said', async () => {
+    const d = await newDir('spade-model-dir-');
+    await writeFile(join(d, 'a.bin'), Buffer.alloc(3 * 2 ** 20 + 5, 7));
+    const seen: number[] = [];
+    const bytes = await new DirModelFiles(d).read('a.bin', (n) => seen.push(n));
+    expect(bytes.length).toBe(3 * 2 ** 20 + 5);
+    expect(seen).toEqual([0, 2 ** 20, 2 * 2 ** 20, 3 * 2 ** 20, 3 * 2 ** 20 + 5]);
+    // a /proc file says size 0 and holds text: refused, not read past its stat size
+    await symlink('/proc/self/status', join(d, 'status'));
+    await expect(new DirModelFiles(d).read('status')).rejects.toThrow(/status grew while it was being read/);
   });
 });

@@ -1,6 +1,5 @@
 /** Loading a grounding corpus in Node: the bundled default (built on demand) or a user's .jsonl/.txt/.md file. */
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UsageError } from '../../core/errors.ts';
@@ -12,7 +11,8 @@ export async function loadCorpus(spec: string): Promise<CorpusDoc[]> {
   if (spec === 'none') return [];
   if (spec === 'default') {
     if (!existsSync(DEFAULT_CORPUS)) buildDefaultCorpus();
-    return parseCorpusJsonl(await readFile(fileURLToPath(DEFAULT_CORPUS), 'utf8'), 'default');
+    const path = fileURLToPath(DEFAULT_CORPUS);
+    return parseCorpusJsonl(await readUserFile(path, 'the bundled corpus'), 'default');
   }
   const text = await readUserFile(spec, 'the corpus');
   try {

@@ -3,10 +3,9 @@
  * file with byte progress. Names are '/'-separated paths relative to the directory; a name that
  * would leave it ("../x", absolute paths) is rejected.
  */
-import { createReadStream } from 'node:fs';
 import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
-import { ModelLoadError } from '../../core/errors.ts';
+import { abortError, ModelLoadError, SpecialFileError } from '../../core/errors.ts';
 import {
   checkFileName,
   notFound,
@@ -14,6 +13,7 @@ import {
   type ModelFileInfo,
   type ModelFiles,
 } from '../../engine/engine_api.ts';
+import { openRegularFile } from './regular_file.ts';
 
 export class DirModelFiles implements ModelFiles {
   readonly label: string;
@@ -55,32 +55,41 @@ export class DirModelFiles implements ModelFiles {
 
   async read(name: string, onProgress?: FileProgressFn, signal?: AbortSignal): Promise<Uint8Array> {
     const p = this.path(name);
-    let size: number;
+    // opened without blocking and checked on the descriptor (regular_file.ts): a FIFO or a device
+    // (or a link to one) is refused before any read, as is one swapped in after the listing
+    let opened;
     try {
-      const st = await stat(p);
-      if (!st.isFile()) throw notFound(name, this.dir);
-      size = st.size;
+      opened = await openRegularFile(p);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(name, this.dir);
+      if (err instanceof SpecialFileError) throw notFound(name, this.dir);
       throw err;
     }
-    const buf = new Uint8Array(size);
-    let loaded = 0;
-    onProgress?.(0, size);
-    const stream = createReadStream(p, { highWaterMark: 1 << 20, signal });
-    for await (const chunk of stream as AsyncIterable<Buffer>) {
-      if (loaded + chunk.length > size)
-        throw new ModelLoadError(`${name} grew while it was being read`, { code: 'changed', file: name });
-      buf.set(chunk, loaded);
-      loaded += chunk.length;
-      onProgress?.(loaded, size);
+    if (!opened) throw notFound(name, this.dir);
+    const { fh, st } = opened;
+    try {
+      const size = st.size;
+      const buf = new Uint8Array(size);
+      let loaded = 0;
+      onProgress?.(0, size);
+      while (loaded < size) {
+        if (signal?.aborted) throw abortError(signal);
+        const { bytesRead } = await fh.read(buf, loaded, Math.min(1 << 20, size - loaded), loaded);
+        if (bytesRead === 0) break;
+        loaded += bytesRead;
+        onProgress?.(loaded, size);
+      }
+      if (loaded !== size)
+        throw new ModelLoadError(`${name}: read ${loaded} of ${size} bytes (the file changed?)`, {
+          code: 'truncated',
+          file: name,
+        });
+      // the bound is stat's size: a file that holds more (it grew, or stat says 0) is refused
+      const { bytesRead: more } = await fh.read(new Uint8Array(1), 0, 1, size);
+      if (more > 0) throw new ModelLoadError(`${name} grew while it was being read`, { code: 'changed', file: name });
+      return buf;
+    } finally {
+      await fh.close().catch(() => undefined);
     }
-    if (loaded !== size)
-      throw new ModelLoadError(`${name}: read ${loaded} of ${size} bytes (the file changed?)`, {
-        code: 'truncated',
-        file: name,
-      });
-    return buf;
   }
 }
 

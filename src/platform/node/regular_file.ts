@@ -33,15 +33,12 @@ export function kindOf(st: Stats): string {
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(n % 2 ** 20 === 0 ? 0 : n < 2 ** 20 ? 2 : 1)} MiB`;
 
 /**
- * The bytes of the regular file at `path`, at most `limit` of them; null when nothing is there.
- * A FIFO, device, socket or directory is a SpecialFileError (before any read); a file over
- * `limit` bytes a FileTooLargeError once limit + 1 bytes were read; other failures a StorageError.
+ * The regular file at `path` opened for reading, with its stat; null when nothing is there. The file
+ * is opened without blocking and checked on the descriptor: a FIFO, device, socket or directory is
+ * a SpecialFileError before any read, and a file swapped for one after a check is caught too. For
+ * readers that stream (a checkpoint's weights, past a string's size); the caller closes it.
  */
-export async function readRegularBytes(
-  path: string,
-  limit: number = MAX_TEXT_BYTES,
-  advice = 'Check that it is the file meant, or trim it.',
-): Promise<Buffer | null> {
+export async function openRegularFile(path: string): Promise<{ fh: FileHandle; st: Stats } | null> {
   let fh: FileHandle;
   try {
     fh = await open(path, fs.O_RDONLY | fs.O_NONBLOCK);
@@ -65,6 +62,27 @@ export async function readRegularBytes(
         `${path} is ${kindOf(st)}, not a regular file; it was not read. Name a regular file (a copy of the data, not a pipe or a device).`,
         { path, kind: kindOf(st) },
       );
+    return { fh, st };
+  } catch (err) {
+    await fh.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * The bytes of the regular file at `path`, at most `limit` of them; null when nothing is there.
+ * A FIFO, device, socket or directory is a SpecialFileError (before any read); a file over
+ * `limit` bytes a FileTooLargeError once limit + 1 bytes were read; other failures a StorageError.
+ */
+export async function readRegularBytes(
+  path: string,
+  limit: number = MAX_TEXT_BYTES,
+  advice = 'Check that it is the file meant, or trim it.',
+): Promise<Buffer | null> {
+  const opened = await openRegularFile(path);
+  if (!opened) return null;
+  const { fh, st } = opened;
+  try {
     const cap = Math.min(limit, MAX_TEXT_BYTES);
     const tooBig = (what: string) =>
       new FileTooLargeError(`${path} ${what}; at most ${mib(cap)} of it is read. ${advice}`, { path, limit: cap });
