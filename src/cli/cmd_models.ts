@@ -39,7 +39,7 @@ export async function chat(argv: string[], io: Io): Promise<number> {
   const prompt = a.positional.join(' ').trim();
   if (!prompt)
     throw new UsageError('chat needs a prompt, e.g. spade chat --backend openai --base-url URL --model M "Hello"');
-  const model = await modelFromFlags(a);
+  const model = await modelFromFlags(a, undefined, undefined, (l) => io.err(l));
   const json = a.flags.has('json');
   const temperature = numberFlag(a, 'temperature');
   const max_tokens = intFlag(a, 'max-tokens');

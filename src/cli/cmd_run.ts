@@ -12,15 +12,27 @@
  *             (--train: GRPO updates of a LoRA adapter after every cycle, saved under DIR/train/)
  *
  * Writes DIR/config.json, archive.jsonl, rollouts.jsonl, metrics.jsonl, memory.json (and state.json
- * for --resume), with a progress bar on stderr.
+ * for --resume). On stderr (cli/progress.ts): the context window and where it came from at the start,
+ * each cycle's environments as they finish (the probe's and a training round's plays and steps too),
+ * the calls clamped to the window at the end. Ctrl-C stops at the next step, says what the directory
+ * kept and the command that resumes it, and exits 130; a run in which no model call succeeded exits 1.
  */
 import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { readUserFile } from '../platform/node/regular_file.ts';
 import { dirname, join, resolve } from 'node:path';
 import { concurrencySizes, DEFAULTS, parseConfig, type Config } from '../core/config.ts';
-import { RunFileError, StorageError, UsageError } from '../core/errors.ts';
-import { modelLimits, type ChatModel } from '../core/llm/chat_model.ts';
+import { RunFileError, serializeError, StorageError, UsageError } from '../core/errors.ts';
+import { findUrlWithCredentials } from '../core/llm/base_url.ts';
+import {
+  modelLimits,
+  type ChatMessage,
+  type ChatModel,
+  type ChatOptions,
+  type ChatResult,
+  type ModelCapabilities,
+} from '../core/llm/chat_model.ts';
+import { OpenAIChatModel } from '../core/llm/openai_model.ts';
 import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import { importMemory, type SpadeMemoryEntry } from '../core/spade/memory.ts';
@@ -33,7 +45,7 @@ import {
   runFileToGzip,
   runFileToJson,
 } from '../core/spade/run_file.ts';
-import type { RunSpec } from '../core/spade/run_store.ts';
+import type { MetricsRecord, RunSpec, RunState } from '../core/spade/run_store.ts';
 import { loadCorpus } from '../platform/node/corpus.ts';
 import { DirRunStore, readBounded, repairJsonlTail, type RunDirFile } from '../platform/node/run_dir.ts';
 import { createNodeSandboxPool } from '../platform/node/sandbox_pool.ts';
@@ -49,6 +61,7 @@ import {
 } from './args.ts';
 import { CONFIG_FLAGS, configLayers } from './cmd_config.ts';
 import { MODEL_FLAGS, modelFromFlags } from './model_flags.ts';
+import { startProgress, type Progress } from './progress.ts';
 
 export const RUN: CommandSpec = {
   name: 'run',
@@ -139,59 +152,187 @@ async function configFromFlags(a: Args): Promise<Config> {
   return (await configLayers(a)).config;
 }
 
-/** A one-line progress bar on stderr (redrawn in place on a terminal, one line per cycle otherwise). */
-function progress(io: Io, iterations: number, perCycle: number) {
-  const tty = process.stderr.isTTY;
-  let cycle = 0;
-  let done = 0;
-  let stage = 'starting';
-  const draw = (final = false) => {
-    const total = iterations * perCycle;
-    const finished = cycle * perCycle + done;
-    const width = 24;
-    const fill = Math.round((finished / Math.max(1, total)) * width);
-    const line = `[${'█'.repeat(fill)}${'░'.repeat(width - fill)}] cycle ${Math.min(cycle + 1, iterations)}/${iterations} · env ${Math.min(done + 1, perCycle)}/${perCycle} · ${stage}`;
-    if (tty) process.stderr.write(`\r${line.padEnd(100)}${final ? '\n' : ''}`);
-    else if (final) io.err(line);
+/**
+ * The loop's progress on stderr: per cycle, a counter of its environments (cli/progress.ts: a bar
+ * on a terminal, else a line as each environment finishes) noting what the loop is doing; a line for
+ * each failed task; the cycle's figures as it ends.
+ */
+function loopProgress(io: Io, iterations: number, perCycle: number) {
+  let counter: Progress | null = null;
+  const plays = new Map<number, number>();
+  const note = (text: string) => counter?.note(text);
+  return {
+    onEvent(e: LoopEvent) {
+      switch (e.type) {
+        case 'cycle_start':
+          counter?.interrupt();
+          plays.clear();
+          counter = startProgress(io, {
+            label: `cycle ${e.cycle + 1}/${iterations}`,
+            unit: 'environments',
+            total: perCycle,
+          });
+          note(`designing for ${e.skills.join(', ')}`);
+          return;
+        case 'designer_output':
+          return note(`environment ${e.index + 1}: designed (attempt ${e.attempt + 1}), checking`);
+        case 'checks':
+          return note(
+            `environment ${e.index + 1}: checks ${e.ok ? 'pass' : `fail (${e.failures.length})`} on attempt ${e.attempt + 1}`,
+          );
+        case 'hint':
+          return note(`environment ${e.index + 1}: hint written, playing`);
+        case 'rollout_end': {
+          const n = (plays.get(e.index) ?? 0) + 1;
+          plays.set(e.index, n);
+          return note(
+            `environment ${e.index + 1}: ${n} plays done, the last ${e.hinted ? 'with' : 'without'} hint → ${e.return}`,
+          );
+        }
+        case 'task_error':
+          return counter?.say(
+            `cycle ${e.cycle + 1}, environment ${e.index + 1} failed (${e.phase}): ${e.message.slice(0, 160)}`,
+          );
+        case 'env_scored': {
+          const r = e.record;
+          const what = r.stats
+            ? `regret ${r.stats.regret.toFixed(2)}`
+            : r.error
+              ? `failed (${r.error.phase})`
+              : 'invalid';
+          return counter?.tick(1, `environment ${e.index + 1}: ${what}`);
+        }
+        case 'cycle_end':
+          counter?.finish(
+            `validity ${(e.metrics.validityRate * 100).toFixed(0)}%, mean regret ${e.metrics.meanRegret?.toFixed(2) ?? '–'}`,
+          );
+          counter = null;
+          return;
+        case 'error':
+          return counter ? counter.say(`error: ${e.message}`) : io.err(`error: ${e.message}`);
+        default:
+          return;
+      }
+    },
+    interrupt() {
+      counter?.interrupt();
+      counter = null;
+    },
   };
-  return (e: LoopEvent) => {
-    switch (e.type) {
-      case 'cycle_start':
-        cycle = e.cycle;
-        done = 0;
-        stage = `skills ${e.skills.join(', ')}`;
-        break;
-      case 'designer_output':
-        stage = `designed (attempt ${e.attempt + 1})`;
-        break;
-      case 'checks':
-        stage = e.ok ? 'checks pass' : `checks fail: ${e.failures.length}`;
-        break;
-      case 'hint':
-        stage = 'playing';
-        break;
-      case 'rollout_end':
-        stage = `played ${e.hinted ? 'with' : 'without'} hint → ${e.return}`;
-        break;
-      case 'env_scored':
-        done++;
-        stage = e.record.stats ? `regret ${e.record.stats.regret.toFixed(2)}` : 'invalid';
-        break;
-      case 'cycle_end':
-        stage = `cycle done: validity ${(e.metrics.validityRate * 100).toFixed(0)}%, mean regret ${e.metrics.meanRegret?.toFixed(2) ?? '–'}`;
-        draw(true);
-        return;
-      case 'task_error':
-        stage = `task ${e.index + 1} failed (${e.phase}): ${e.message.slice(0, 60)}`;
-        break;
-      case 'error':
-        stage = `error: ${e.message}`;
-        break;
-      default:
-        return;
+}
+
+/** The window the run budgets every call in, and where it came from, in one line (said at the start). */
+export function windowLine(model: ChatModel): string {
+  const n = model.capabilities.contextWindow.toLocaleString('en');
+  if (model instanceof OpenAIChatModel) {
+    const served = model.servedWindow?.toLocaleString('en');
+    if (model.windowSource === 'server')
+      return `context window: ${n} tokens, as the server reports it (GET /v1/models)`;
+    if (model.windowSource === 'setting')
+      return `context window: ${n} tokens, from --context-window (the server reports ${served ?? 'none'})`;
+    return (
+      `context window: ${n} tokens, the fallback: the server reports none (llama.cpp and Ollama do not) and no ` +
+      '--context-window was given. Pass the window the model was started with (llama-server -c, ' +
+      "OLLAMA_CONTEXT_LENGTH): with less, prompts are shrunk and replies clamped to fit (counted in metrics.jsonl's budget)"
+    );
+  }
+  if (model instanceof ReplayChatModel)
+    return `context window: ${n} tokens, ${model.header.contextWindow ? 'as recorded' : "the replay's default (the recording names none)"}`;
+  return `context window: ${n} tokens, the checkpoint's`;
+}
+
+/** The context budget of the cycles run, in one line (said at the end): calls clamped, prompts shrunk, calls skipped. */
+function budgetLine(metrics: MetricsRecord[], window: number): string | null {
+  const b = metrics.map((m) => m.budget).filter((x) => x !== undefined);
+  if (!b.length) return null;
+  const sum = (k: keyof (typeof b)[number]) => b.reduce((a, x) => a + (x[k] ?? 0), 0);
+  return (
+    `context: ${sum('clamped')} of ${sum('calls')} designer, repair, validator and hint calls had max_tokens clamped to fit the ` +
+    `${window.toLocaleString('en')}-token window, ${sum('shrunk')} prompts shrunk, ${sum('skipped')} calls not sent; ` +
+    `${sum('agentTurnsDropped')} agent turns dropped, ${sum('contextFullPlays')} plays ended with the window full`
+  );
+}
+
+/** A ChatModel that counts the calls that answered and the calls that failed (a run with no answer fails). */
+class CallCounter implements ChatModel {
+  ok = 0;
+  failed = 0;
+  lastError: unknown = null;
+  readonly countTokens?: (messages: ChatMessage[]) => Promise<number>;
+  constructor(private readonly inner: ChatModel) {
+    if (inner.countTokens) this.countTokens = (m) => inner.countTokens!(m);
+  }
+  get backend(): string {
+    return this.inner.backend;
+  }
+  get model(): string {
+    return this.inner.model;
+  }
+  get capabilities(): ModelCapabilities {
+    return this.inner.capabilities;
+  }
+  async chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult> {
+    try {
+      const r = await this.inner.chat(messages, options);
+      this.ok++;
+      return r;
+    } catch (err) {
+      if ((err as Error)?.name !== 'AbortError') {
+        this.failed++;
+        this.lastError = err;
+      }
+      throw err;
     }
-    draw();
-  };
+  }
+}
+
+/** A word as a POSIX shell reads it back unchanged. */
+function shellWord(w: string): string {
+  return /^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replaceAll("'", "'\\''")}'`;
+}
+
+/** The command that resumes this run: the same arguments, --resume added, the API key left out. */
+function resumeCommand(argv: string[]): string {
+  const words: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--api-key') i++;
+    else if (argv[i]!.startsWith('--api-key=')) continue;
+    else words.push(argv[i]!);
+  }
+  if (!words.includes('--resume')) words.push('--resume');
+  return ['spade run', ...words.map(shellWord)].join(' ');
+}
+
+/** What a stopped run kept, and the command that continues it (Ctrl-C). */
+async function keptLines(store: DirRunStore, out: string, argv: string[], iterations: number): Promise<string[]> {
+  const state = await store.readState();
+  const cycles = state?.cycle ?? 0;
+  const pending = state?.pending.length ?? 0;
+  const kept =
+    cycles === 0
+      ? 'no finished cycle'
+      : cycles === 1
+        ? 'cycle 1 (finished and written)'
+        : `cycles 1–${cycles} (finished and written)`;
+  const lines = [
+    `stopped ${cycles < iterations ? `during cycle ${cycles + 1} of ${iterations}` : `after cycle ${cycles}`}: ${out} keeps ${kept}` +
+      (pending
+        ? `, and ${pending} finished environment${pending === 1 ? '' : 's'} of cycle ${cycles + 1} (state.json)`
+        : ''),
+  ];
+  const trainState = join(out, 'train', 'state.json');
+  if (!existsSync(trainState) && existsSync(join(out, 'train')))
+    lines.push(`  the adapter in ${join(out, 'train')} has no update yet`);
+  else if (existsSync(trainState)) {
+    const t = JSON.parse(await readFile(trainState, 'utf8')) as { updates: number; trainedThrough: number };
+    lines.push(
+      t.trainedThrough < 0
+        ? `  the adapter in ${join(out, 'train')} has no update yet`
+        : `  the adapter in ${join(out, 'train')} is trained through cycle ${t.trainedThrough + 1} (${t.updates} updates)`,
+    );
+  }
+  lines.push(`  resume with: ${resumeCommand(argv)}`);
+  return lines;
 }
 
 /**
@@ -296,6 +437,9 @@ function recordedRun(run: { spec: unknown; cycles: number } | undefined): { spec
   }
 }
 
+/** Ctrl-C's exit code (128 + SIGINT), as shells report a process stopped by it. */
+export const EXIT_INTERRUPTED = 130;
+
 export async function run(argv: string[], io: Io): Promise<number> {
   const picked = pickSubcommand({ name: 'run', summary: RUN.summary, bare: RUN, subcommands: [RUN_EXPORT] }, argv, io);
   if (!picked) return 0;
@@ -316,7 +460,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
   const config = existing ? existing.config : await configFromFlags(a);
   if (flag(a, 'backend') === 'local')
     io.err(`loading the checkpoint in ${flag(a, 'model-dir') ?? '?'} (${flag(a, 'device')})…`);
-  const model = await modelFromFlags(a, modelLimits(config), config.thinking ?? DEFAULTS.thinking);
+  const model = await modelFromFlags(a, modelLimits(config), config.thinking ?? DEFAULTS.thinking, (l) => io.err(l));
   const fresh = await freshModelWarning(model, flag(a, 'model-dir') ?? '');
   if (fresh) io.err(fresh);
   const recorded = model instanceof ReplayChatModel ? recordedRun(model.header.run) : null;
@@ -349,6 +493,14 @@ export async function run(argv: string[], io: Io): Promise<number> {
       iterations,
     };
   }
+  // nothing written to the run may carry a URL's credentials (a recording's settings, a model name)
+  const leaked = findUrlWithCredentials(JSON.stringify(spec));
+  if (leaked)
+    throw new UsageError(
+      `the run's settings${recorded ? ' (taken from the recording)' : ''} hold a URL with a user name or password (${leaked}); ` +
+        'they are not written to a run directory: remove them from the recording or the model name',
+    );
+  io.err(windowLine(model));
   const corpus = await loadCorpus(spec.corpus);
   const recordFile = flag(a, 'record');
   let used: ChatModel = model;
@@ -364,6 +516,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       cycles: iterations,
     });
   }
+  const calls = new CallCounter(used);
   const memoryFile = flag(a, 'memory');
   let initialMemory;
   if (memoryFile) {
@@ -379,60 +532,87 @@ export async function run(argv: string[], io: Io): Promise<number> {
   await sizeDecodeBatch(model, sizes.decodeBatch);
   const pool = createNodeSandboxPool({ size: sizes.cliSandboxWorkers });
   const ac = new AbortController();
-  const onSig = () => ac.abort();
-  process.once('SIGINT', onSig);
-  const bar = progress(io, iterations, spec.config.skillsPerCycle * (spec.config.envsPerSkill ?? 1));
+  const bar = loopProgress(io, iterations, spec.config.skillsPerCycle * (spec.config.envsPerSkill ?? 1));
+  let training: Awaited<ReturnType<typeof attachTraining>> | null = null;
+  // Ctrl-C: stop at the next step and say what was kept; a second Ctrl-C quits at once
+  const onSig = () => {
+    if (ac.signal.aborted) process.exit(EXIT_INTERRUPTED);
+    bar.interrupt();
+    training?.interrupt();
+    io.err('stopping: the environments in flight are left for --resume (Ctrl-C again to quit at once)…');
+    ac.abort();
+  };
+  process.on('SIGINT', onSig);
+  const json = a.flags.has('json');
   try {
-    const training = a.flags.has('train')
-      ? await attachTraining({ model, cfg, out, runner: pool, io, signal: ac.signal })
-      : null;
-    if (training) {
-      const done = (await store.readState())?.cycle ?? 0;
-      const [archive, rollouts] = [await store.readArchive(), await store.readRollouts()];
-      await training.catchUp(done, async (c) => ({
-        archive: archive.filter((r) => r.cycle === c),
-        rollouts: rollouts.filter((r) => r.cycle === c),
-      }));
-      await training.probeAtStart();
+    let state: RunState;
+    try {
+      training = a.flags.has('train')
+        ? await attachTraining({ model, cfg, out, runner: pool, io, signal: ac.signal })
+        : null;
+      if (training) {
+        const done = (await store.readState())?.cycle ?? 0;
+        const [archive, rollouts] = [await store.readArchive(), await store.readRollouts()];
+        await training.catchUp(done, async (c) => ({
+          archive: archive.filter((r) => r.cycle === c),
+          rollouts: rollouts.filter((r) => r.cycle === c),
+        }));
+        await training.probeAtStart();
+      }
+      const loop = new SpadeLoop({
+        spec,
+        models: { designer: calls, hint: calls, agent: calls },
+        runner: pool,
+        corpus,
+        store,
+        signal: ac.signal,
+        onEvent: (e) => bar.onEvent(e),
+        initialMemory,
+        ...(training ? { afterCycle: (c) => training!.afterCycle(c) } : {}),
+      });
+      state = await loop.run(iterations);
+    } catch (err) {
+      // stopped by Ctrl-C mid-probe or mid-round: an AbortError, which is no failure of the run
+      if (!ac.signal.aborted) throw err;
     }
-    const loop = new SpadeLoop({
-      spec,
-      models: { designer: used, hint: used, agent: used },
-      runner: pool,
-      corpus,
-      store,
-      signal: ac.signal,
-      onEvent: bar,
-      initialMemory,
-      ...(training ? { afterCycle: (c) => training.afterCycle(c) } : {}),
-    });
-    const state = await loop.run(iterations);
+    if (ac.signal.aborted) {
+      for (const l of await keptLines(store, out, argv, iterations)) io.err(l);
+      if (json)
+        io.out(JSON.stringify({ ok: false, out, stopped: true, cycles: (await store.readState())?.cycle ?? 0 }));
+      return EXIT_INTERRUPTED;
+    }
     const metrics = await store.readMetrics();
+    const budget = budgetLine(metrics, model.capabilities.contextWindow);
+    if (budget) io.err(budget);
     const summary = {
-      ok: true,
+      ok: calls.ok > 0 || calls.failed === 0,
       out,
-      cycles: state.cycle,
+      cycles: state!.cycle,
       environments: (await store.readArchive()).length,
-      memory: state.memory.records.length,
+      memory: state!.memory.records.length,
       lastMetrics: metrics[metrics.length - 1] ?? null,
-      stopped: ac.signal.aborted,
+      stopped: false,
+      calls: { ok: calls.ok, failed: calls.failed },
       // the local engine's batching: steps, rows per step, prompt tokens prefilled vs reused from cached k/v
       ...(model.backend === 'local' ? { decode: await localDecodeStats(model) } : {}),
     };
-    if (a.flags.has('json')) io.out(JSON.stringify(summary));
-    else {
-      if (summary.decode) {
-        const d = summary.decode;
-        io.err(
-          `engine: ${d.steps} decode steps, ${(d.rows / Math.max(1, d.steps)).toFixed(1)} rows per step (at most ${d.maxRows}); ` +
-            `prompt tokens prefilled ${d.prefillTokens}, reused from cached k/v ${d.prefixReusedTokens}`,
-        );
-      }
-      io.out(
-        `${ac.signal.aborted ? 'stopped' : 'done'}: ${summary.cycles} cycles, ${summary.environments} environments → ${join(out, 'archive.jsonl')}`,
+    if (summary.decode) {
+      const d = summary.decode;
+      io.err(
+        `engine: ${d.steps} decode steps, ${(d.rows / Math.max(1, d.steps)).toFixed(1)} rows per step (at most ${d.maxRows}); ` +
+          `prompt tokens prefilled ${d.prefillTokens}, reused from cached k/v ${d.prefixReusedTokens}`,
       );
     }
-    return 0;
+    if (!summary.ok) {
+      const last = serializeError(calls.lastError);
+      io.err(
+        `spade run: no model call succeeded (${calls.failed} failed; the last: ${last.name}: ${last.message.slice(0, 300)}). ` +
+          'Check the server, the model name and the key with spade chat first.',
+      );
+    }
+    if (json) io.out(JSON.stringify(summary));
+    else io.out(`done: ${summary.cycles} cycles, ${summary.environments} environments → ${join(out, 'archive.jsonl')}`);
+    return summary.ok ? 0 : 1;
   } finally {
     process.off('SIGINT', onSig);
     await pool.terminate();

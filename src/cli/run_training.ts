@@ -35,11 +35,14 @@ import { EngineChatModel, type EngineApi, type LoraModule } from '../engine/engi
 import { MAX_TEXT_BYTES, readRegularBytes, readRegularText } from '../platform/node/regular_file.ts';
 import { appendToFile, checkWritable, openForWrite, runSubdir, writeFileAtomic } from '../platform/node/safe_write.ts';
 import type { Io } from './args.ts';
+import { startProgress, type Progress } from './progress.ts';
 
 type CycleRecords = { archive: ArchiveRecord[]; rollouts: RolloutRecord[] };
 
 export interface RunTraining {
   afterCycle(c: CycleRecords & { cycle: number; metrics: MetricsRecord }): Promise<void>;
+  /** Stop the progress counter of the phase under way (Ctrl-C): its bar's line is ended, nothing more printed. */
+  interrupt(): void;
   /** Probe before the first update (once per run directory). */
   probeAtStart(): Promise<void>;
   /** Cycles written but not trained (a crash between the two): train them now, in order. */
@@ -117,29 +120,59 @@ async function openTrainer(engine: EngineApi, cfg: Config, file: (f: string) => 
 /** What every training call of the run passes the engine: the schedule's options and the TIS cap. */
 const trainOptions = (cfg: Config) => ({ ...trainerOptions(cfg), tisCap: cfg.tisCap });
 
-/** The run directory's train/ files as the closed loop's store; `read` is the run's cycle records. */
+/**
+ * The run directory's train/ files as the closed loop's store; `read` is the run's cycle records.
+ * Reports on stderr: a line as each phase starts, then a progress counter of its plays (probe,
+ * replays: one line per play off a terminal, a bar on one) or its optimiser steps, so a long probe
+ * or round is never silence.
+ */
 function fileStore(o: {
   engine: EngineApi;
   cfg: Config;
   io: Io;
   file: (f: string) => string;
   read: (c: number) => Promise<CycleRecords>;
-}): TrainStore {
+}): TrainStore & { interrupt(): void } {
   const { file, io } = o;
   let lines: string[] = [];
+  /** The counter of the phase under way, made at its first item (when its total is known). */
+  let counter: Progress | null = null;
+  let label = '';
+  const next = (l: string) => {
+    counter?.finish();
+    counter = null;
+    label = l;
+  };
   return {
     read: (c) => o.read(c),
-    // a line as each phase starts, so a long probe or round is never silence
     phase(p) {
-      if (p.phase === 'probe') io.err(`probe (${p.label}): the agent plays the probe environments at temperature 0…`);
-      else if (p.phase === 'round')
+      if (p.phase === 'probe') {
+        next(`probe (${p.label})`);
+        io.err(`probe (${p.label}): the agent plays the probe environments at temperature 0…`);
+      } else if (p.phase === 'round') {
+        next(`training on cycle ${p.cycle + 1}, round ${p.round + 1}`);
         io.err(
           `training on cycle ${p.cycle + 1}, round ${p.round + 1}: ${p.agent} agent and ${p.designer} designer samples…`,
         );
-      else io.err(`training: the agent replays cycle ${p.cycle + 1}'s environments for round ${p.round + 1}…`);
+      } else {
+        next(`replays of cycle ${p.cycle + 1} for round ${p.round + 1}`);
+        io.err(`training: the agent replays cycle ${p.cycle + 1}'s environments for round ${p.round + 1}…`);
+      }
     },
-    step(s) {
+    plays(p) {
+      counter ??= startProgress(io, { label, unit: 'plays', total: p.total, every: 1 });
+      const note = `${p.title}, seed ${p.seed}${p.turn === null ? '' : `, turn ${p.turn}`}`;
+      if (p.turn === null) counter.tick(p.done - counter.done, note);
+      else counter.note(note);
+    },
+    step(s, done, total) {
       lines.push(JSON.stringify({ ...s, tokensPerSecond: s.ms > 0 ? (s.tokens / s.ms) * 1000 : 0 }));
+      counter ??= startProgress(io, { label, unit: 'optimiser steps', total });
+      counter.tick(done - counter.done, `${s.role} loss ${s.loss.toFixed(4)}`);
+    },
+    interrupt() {
+      counter?.interrupt();
+      counter = null;
     },
     async save(progress: LoopProgress, summary) {
       if ((await o.engine.summary())?.adapter) {
@@ -152,11 +185,15 @@ function fileStore(o: {
       if (lines.length) await appendToFile(file('updates.jsonl'), lines.map((l) => `${l}\n`).join(''));
       lines = [];
       await writeAtomic(file('state.json'), JSON.stringify(progress));
+      next('');
       io.err(roundLine(summary, o.cfg.tisCap));
     },
     async probe(r) {
       await appendToFile(file('probe.jsonl'), `${JSON.stringify(r)}\n`);
-      io.err(`probe (${r.label}): mean return ${r.meanReturn.toFixed(3)}, win rate ${r.winRate.toFixed(2)}`);
+      const result = `mean return ${r.meanReturn.toFixed(3)}, win rate ${r.winRate.toFixed(2)}`;
+      if (counter) counter.finish(result);
+      else io.err(`probe (${r.label}): ${result}`);
+      counter = null;
     },
   };
 }
@@ -192,6 +229,7 @@ export async function attachTraining(o: {
         `Training needs cycle ${c + 1} of ${o.out}, which it was not given: call catchUp before afterCycle.`,
       ),
     );
+  const store = fileStore({ engine, cfg, io: o.io, file, read: (c) => read(c) });
   const loop = new ClosedLoop(
     {
       cfg,
@@ -200,7 +238,7 @@ export async function attachTraining(o: {
         learnerLogprobs: (ss) => engine.learnerLogprobs(ss, opts),
         step: (mb) => engine.trainGrpo(mb, opts),
       },
-      store: fileStore({ engine, cfg, io: o.io, file, read: (c) => read(c) }),
+      store,
       runner: o.runner,
       model: o.model,
       signal: o.signal,
@@ -214,5 +252,6 @@ export async function attachTraining(o: {
       await loop.trainThrough(cycles - 1);
     },
     afterCycle: (c) => loop.afterCycle(c),
+    interrupt: () => store.interrupt(),
   };
 }

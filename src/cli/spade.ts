@@ -4,10 +4,12 @@
  * failure (a failed check, a run with no successful model call, an error), 2 on bad usage, 130 when
  * stopped by Ctrl-C. As git, npm and cargo: `spade --version` (`-V`, `spade version`) prints the
  * version; `spade help CMD [SUB]` is `spade CMD [SUB] --help`; an unknown command or subcommand
- * suggests the nearest; every error is one line with one prefix, `spade CMD: `.
+ * suggests the nearest; every error is one line with one prefix, `spade CMD: `, and shows no URL's
+ * user name or password.
  */
 import { readFileSync } from 'node:fs';
 import { serializeError, UsageError } from '../core/errors.ts';
+import { redactUrlCredentials } from '../core/llm/base_url.ts';
 import { didYouMean, type Io } from './args.ts';
 
 export const USAGE = `spade — SPADE Playground command line
@@ -91,9 +93,14 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
  * (`spade lab compare: unknown flag …`, `spade bench needs a subcommand …`) is printed as it is.
  */
 export function errorLine(command: string, err: unknown): string {
-  const e = serializeError(err);
+  const e = safeError(err);
   if (err instanceof UsageError && e.message.startsWith('spade ')) return e.message;
   return `spade ${command}: ${err instanceof UsageError ? '' : `${e.name}: `}${e.message}`;
+}
+
+/** serializeError with the credentials of any URL in it shown as `***` (a value echoed back from a settings file). */
+function safeError(err: unknown): ReturnType<typeof serializeError> {
+  return JSON.parse(redactUrlCredentials(JSON.stringify(serializeError(err)))) as ReturnType<typeof serializeError>;
 }
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
@@ -119,7 +126,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     )(rest, io);
   } catch (err) {
     io.err(errorLine(name, err));
-    if (rest.includes('--json')) io.out(JSON.stringify({ ok: false, error: serializeError(err) }));
+    if (rest.includes('--json')) io.out(JSON.stringify({ ok: false, error: safeError(err) }));
     return err instanceof UsageError ? 2 : 1;
   }
 }

@@ -348,7 +348,8 @@ describe('openai backend: context window from the server', () => {
     const m = new OpenAIChatModel({ baseURL: server.url, model: 'other/model', contextWindow: 8192 });
     await m.chat(user('hi'));
     expect(m.capabilities.contextWindow).toBe(8192); // the declared window caps the served 32768
-    expect(m.windowSource).toBe('server');
+    expect(m.windowSource).toBe('setting');
+    expect(m.servedWindow).toBe(32768);
   });
 
   it('falls back to the declared window, then to 4096, when the server reports none', async () => {

@@ -81,7 +81,7 @@ describe('spade run --train', () => {
     expect(decode.prefillTokens).toBeGreaterThan(0);
     expect(decode.prefixReusedTokens).toBeGreaterThan(0);
     console.log(`spade run --backend local decode stats: ${JSON.stringify(decode)}`);
-    expect(a.err.join('\n')).toMatch(/probe \(before training\): mean return/);
+    expect(a.err.join('\n')).toMatch(/probe \(before training\): 6\/6 plays · .* · mean return/);
     expect(a.err.join('\n')).toMatch(/trained after cycle 1:/);
     // progress from the first line, in order: the load, the fresh-model warning (at once, before any
     // model call), the probe announced before it plays, its result, the training round, its summary
@@ -90,7 +90,7 @@ describe('spade run --train', () => {
       at(/^loading the checkpoint in .*\(cpu\)…$/),
       at(/^warning: .* is a fresh random model \(259 token ids, random weights\)/),
       at(/^probe \(before training\): the agent plays the probe environments/),
-      at(/^probe \(before training\): mean return/),
+      at(/^probe \(before training\): 6\/6 plays · .* · mean return/),
       at(/^training on cycle 1, round 1: \d+ agent and \d+ designer samples…$/),
       at(/^trained after cycle 1:/),
     ];
@@ -100,6 +100,21 @@ describe('spade run --train', () => {
       a.err.join('\n'),
     ).toBe(true);
     expect(a.err[order[1]!]).toMatch(/no valid\s+environments[\s\S]*--backend openai[\s\S]*ollama pull/);
+    // the probe is never silent: off a terminal, one progress line per play finished (6 plays: 1/6 to
+    // 5/6, then the result line 6/6), each with the time so far, after the first an estimate, and the play
+    const probeLines = a.err.filter((l) => /^probe \(before training\): \d\/6 plays · /.test(l));
+    expect(probeLines.map((l) => l.split(' ')[3])).toEqual(['1/6', '2/6', '3/6', '4/6', '5/6', '6/6']);
+    for (const l of probeLines.slice(0, 5))
+      expect(l).toMatch(
+        /^probe \(before training\): \d\/6 plays · \d+ s(?: · about \S+ s left)? · .+, seed (101|202)$/,
+      );
+    // the window is said at the start, with where it came from
+    expect(a.err).toContain("context window: 2,048 tokens, the checkpoint's");
+    // each cycle counts its environments as they finish
+    expect(a.err.filter((l) => /^cycle 1\/1: \d\/2 environments · /.test(l)).map((l) => l.split(' ')[2])).toEqual([
+      '1/2',
+      '2/2',
+    ]);
     for (const f of [
       'adapter_config.json',
       'adapter_model.safetensors',

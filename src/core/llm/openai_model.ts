@@ -57,6 +57,7 @@ import {
   type WireChunk,
 } from './openai_wire.ts';
 import { stripThinking, type Thinking } from './thinking.ts';
+import { credentialsInUrlMessage, redactUrlCredentials, urlWithCredentials } from './base_url.ts';
 
 export interface OpenAIConfig extends Partial<ModelLimits> {
   /** e.g. http://127.0.0.1:8000/v1 (vLLM), http://127.0.0.1:11434/v1 (Ollama) */
@@ -127,9 +128,13 @@ export class OpenAIChatModel implements ChatModel {
   constructor(readonly config: OpenAIConfig) {
     if (!/^https?:\/\//.test(config.baseURL)) {
       throw new ModelCallError(
-        `The base URL must start with http:// or https://, e.g. http://127.0.0.1:8000/v1; got "${config.baseURL}".`,
+        `The base URL must start with http:// or https://, e.g. http://127.0.0.1:8000/v1; got "${redactUrlCredentials(config.baseURL)}".`,
       );
     }
+    // credentials in the URL would reach every error message, and so the run's records: refused
+    const withCredentials = urlWithCredentials(config.baseURL);
+    if (withCredentials)
+      throw new ModelCallError(credentialsInUrlMessage(withCredentials, 'the API key'), { kind: 'credentials_in_url' });
     if (!config.model.trim())
       throw new ModelCallError('Name the model to use (the server\'s model id, e.g. "Qwen/Qwen2.5-1.5B-Instruct").');
     this.model = config.model;
@@ -158,6 +163,8 @@ export class OpenAIChatModel implements ChatModel {
 
   /** Where capabilities.contextWindow came from (after probe(): 'server' when the server reported it). */
   windowSource: WindowSource = 'default';
+  /** The window the server reported (after probe()), or null: none reported, or not probed yet. */
+  servedWindow: number | null = null;
   private probing: Promise<number> | null = null;
   /** The server answered 400/422 naming chat_template_kwargs: stop sending it. */
   private kwargsRefused = false;
@@ -177,7 +184,13 @@ export class OpenAIChatModel implements ChatModel {
         // no /models (or not reachable yet): keep the declared window; the chat call will say what is wrong
       }
       const window = served !== null ? Math.min(served, declared ?? served) : (declared ?? DEFAULT_CONTEXT_WINDOW);
-      this.windowSource = served !== null ? 'server' : declared !== undefined ? 'setting' : 'default';
+      this.windowSource =
+        served !== null && (declared === undefined || declared >= served)
+          ? 'server'
+          : declared !== undefined
+            ? 'setting'
+            : 'default';
+      this.servedWindow = served;
       this.capabilities.contextWindow = window;
       return window;
     })();

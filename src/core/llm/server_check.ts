@@ -4,6 +4,7 @@
  * one, or why it could not be reached) and the CORS recipe of each common server for this page's
  * origin (a browser only reads a reply whose server allows the page's origin).
  */
+import { credentialsInUrlMessage, redactUrlCredentials, urlWithCredentials } from './base_url.ts';
 import { windowFromModelList } from './openai_model.ts';
 
 export interface ConnectionReport {
@@ -26,7 +27,11 @@ export async function testConnection(
 ): Promise<ConnectionReport> {
   const fail = (message: string): ConnectionReport => ({ ok: false, models: [], contextWindow: null, message });
   if (!/^https?:\/\//.test(baseURL))
-    return fail(`The base URL must start with http:// or https://, e.g. http://127.0.0.1:8000/v1; got "${baseURL}".`);
+    return fail(
+      `The base URL must start with http:// or https://, e.g. http://127.0.0.1:8000/v1; got "${redactUrlCredentials(baseURL)}".`,
+    );
+  const withCredentials = urlWithCredentials(baseURL);
+  if (withCredentials) return fail(credentialsInUrlMessage(withCredentials, 'the API key above'));
   const url = `${baseURL.replace(/\/+$/, '')}/models`;
   let res: Response;
   try {
@@ -94,7 +99,7 @@ export function corsRecipes(origin: string): CorsRecipe[] {
       server: 'llama.cpp',
       baseURL: 'http://127.0.0.1:8080/v1',
       recipe:
-        'llama-server answers any origin: llama-server -m MODEL.gguf --port 8080 -c 4096 (enter the -c value as the window)',
+        'llama-server answers any origin: llama-server -m MODEL.gguf --port 8080 -c 8192 (enter the -c value as the window)',
     },
     {
       server: 'SGLang',

@@ -30,16 +30,37 @@ export function probeEnvs(setting: Config['setting']): { id: string; title: stri
     .map((e) => ({ id: e.id, title: e.title, code: e.code }));
 }
 
+/**
+ * Where a series of plays stands (the probe's, a reuse round's replays): `done` of `total` plays
+ * finished; the play under way is `title` on `seed`, at `turn` (1-based; null when a play just ended).
+ */
+export interface PlaysProgress {
+  done: number;
+  total: number;
+  title: string;
+  seed: number;
+  turn: number | null;
+}
+
+/**
+ * The probe set's plays, one after another; `onProgress` hears of every turn and every finished play
+ * (a probe of a slow model takes minutes, and is never silent).
+ */
 export async function evaluateProbe(
   runner: CheckingRunner,
   agent: ChatModel,
   cfg: Config,
   signal?: AbortSignal,
+  onProgress?: (p: PlaysProgress) => void,
 ): Promise<ProbeResult> {
   const perEnv: ProbeResult['perEnv'] = [];
-  for (const env of probeEnvs(cfg.setting)) {
+  const envs = probeEnvs(cfg.setting);
+  const total = envs.length * PROBE_SEEDS.length;
+  let done = 0;
+  for (const env of envs) {
     const returns: number[] = [];
     for (const seed of PROBE_SEEDS) {
+      const at = { total, title: env.title, seed };
       const ep = await playFresh(
         env.code,
         {
@@ -53,10 +74,12 @@ export async function evaluateProbe(
           temperature: 0,
           sampleSeed: seed,
           signal,
+          onTurn: (_t, i) => onProgress?.({ ...at, done, turn: i + 1 }),
         },
         limitsFromConfig(cfg),
       );
       returns.push(ep.return);
+      onProgress?.({ ...at, done: ++done, turn: null });
     }
     perEnv.push({ id: env.id, title: env.title, returns });
   }

@@ -23,7 +23,7 @@ import type { Config } from '../config.ts';
 import { throwIfAborted, type ChatModel } from '../llm/chat_model.ts';
 import { createRng, hashSeed } from '../rng.ts';
 import type { CheckingRunner } from '../spade/phases.ts';
-import { evaluateProbe, type ProbeResult } from '../spade/probe.ts';
+import { evaluateProbe, type PlaysProgress, type ProbeResult } from '../spade/probe.ts';
 import { replayUnhinted } from '../spade/unhinted_replays.ts';
 import type { ArchiveRecord, RolloutRecord } from '../spade/run_store.ts';
 import type { StepRecord } from './chart_series.ts';
@@ -86,6 +86,8 @@ export interface TrainStore {
   /** A cycle's records from the run (the window after a restart). */
   read(cycle: number): Promise<{ archive: ArchiveRecord[]; rollouts: RolloutRecord[] }>;
   phase?(p: LoopPhase): void;
+  /** The plays of the phase under way (a probe, a replay round): every turn and every finished play. */
+  plays?(p: PlaysProgress): void;
   /** Each optimiser step as it ends: `done` of the round's `total`. */
   step(s: LoopStep, done: number, total: number): void;
   /** A cycle's training is over: keep the adapter, the optimiser and `progress`. */
@@ -168,7 +170,9 @@ export class ClosedLoop {
     for (let round = 1; round < cfg.envReuse; round++) {
       throwIfAborted(signal);
       store.phase?.({ phase: 'replay', cycle: k, round });
-      const replayed = await replayUnhinted(this.d.runner, this.d.model, own.archive, cfg, round, signal);
+      const replayed = await replayUnhinted(this.d.runner, this.d.model, own.archive, cfg, round, signal, (p) =>
+        store.plays?.(p),
+      );
       // the replays join the designer's window of cycle k (its lagged reward reads them)
       own.reuse = [...(own.reuse ?? []), ...replayed];
       const more = cycleBatch([{ cycle: k, archive: [], rollouts: replayed }], k, 0).agent;
@@ -224,7 +228,9 @@ export class ClosedLoop {
 
   private async probe(label: string): Promise<void> {
     this.d.store.phase?.({ phase: 'probe', label });
-    const r = await evaluateProbe(this.d.runner, this.d.model, this.d.cfg, this.d.signal);
+    const r = await evaluateProbe(this.d.runner, this.d.model, this.d.cfg, this.d.signal, (p) =>
+      this.d.store.plays?.(p),
+    );
     throwIfAborted(this.d.signal);
     this.probed = true;
     await this.d.store.probe({ updates: this.progress.updates, label, ...r });
