@@ -505,6 +505,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
   const recordFile = flag(a, 'record');
   let used: ChatModel = model;
   if (recordFile) {
+    // its folder may not exist yet (`--out runs/a --record runs/a.jsonl` on a fresh checkout)
+    await mkdir(dirname(resolve(recordFile)), { recursive: true });
     if (!existsSync(recordFile) || !a.flags.has('resume')) writeFileSync(recordFile, '');
     else {
       // a transcript cut mid-line by a crash is repaired before anything is appended to it
