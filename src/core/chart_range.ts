@@ -38,6 +38,18 @@ export function axisRange(
   return [lo, hi];
 }
 
+/**
+ * The x axis of a chart across cycles or updates (shown 1-based): from the first to the last, and
+ * for a single point one unit centred on it ([c − 0.5, c + 0.5]: the dot in the middle over its one
+ * whole-number tick, not at the left edge of an axis from c to c + 1). No data: [0, 1].
+ */
+export function xAxisRange(xs: ArrayLike<number>): [number, number] {
+  if (!xs.length) return [0, 1];
+  const lo = xs[0]!;
+  const hi = xs[xs.length - 1]!;
+  return hi > lo ? [lo, hi] : [lo - 0.5, lo + 0.5];
+}
+
 /** Decimals that write `v` exactly to 1e-6 of a unit in its last place, at most 4. */
 function decimalsOf(v: number): number {
   let d = 0;

@@ -10,6 +10,7 @@
  * one; loadBlock() says why Load is off.
  * The server form's context window is used when the server does not report one (/v1/models).
  */
+import { keyNeed, withoutUrlCredentials } from '../core/llm/base_url.ts';
 import { modelLimits, ROLES, type ChatModel, type ModelLimits, type ModelRole } from '../core/llm/chat_model.ts';
 import { OpenAIChatModel } from '../core/llm/openai_model.ts';
 import type { Thinking } from '../core/llm/thinking.ts';
@@ -174,7 +175,12 @@ export class ModelsState {
   async save(): Promise<void> {
     const saved: Saved = $state.snapshot({
       roles: this.roles,
-      openai: { ...this.openai, apiKey: this.rememberKey ? this.openai.apiKey : '' },
+      // a user name or password typed into the URL is never saved (the backend refuses such a URL)
+      openai: {
+        ...this.openai,
+        baseURL: withoutUrlCredentials(this.openai.baseURL),
+        apiKey: this.rememberKey ? this.openai.apiKey : '',
+      },
       rememberKey: this.rememberKey,
       webllmId: this.webllmId,
       webllmChosen: this.webllmChosen,
@@ -182,6 +188,44 @@ export class ModelsState {
       vramBudgetMB: this.vramBudgetMB,
     });
     await this.store.put('settings', 'models', saved);
+  }
+
+  /**
+   * Set by "Enter the key" (the Run panel's key guard): the Models panel opens its server form and
+   * puts the cursor in the key field, then clears it.
+   */
+  focusKey = $state(false);
+
+  /**
+   * Why Start should stop, or warn, before the first call: roles on the server whose key this tab
+   * does not hold (a key lives in the tab's memory unless "Remember" is ticked, so a reload forgets
+   * it while the roles still read openai:…). `blocks`: a known hosted API, which answers nothing
+   * without one; otherwise a host off this computer and network, which may need one. Null when no role
+   * uses the server, the key is there, or the server is on this computer or network.
+   */
+  keyGuard(): { roles: ModelRole[]; host: string; blocks: boolean; message: string } | null {
+    const roles = ROLES.filter((r) => this.roles[r] === 'openai');
+    if (!roles.length || this.openai.apiKey) return null;
+    const need = keyNeed(this.openai.baseURL);
+    if (need === 'none') return null;
+    let host = this.openai.baseURL;
+    try {
+      host = new URL(this.openai.baseURL).host;
+    } catch {
+      // the URL's own problem is said when the run starts
+    }
+    const who = roles.length === ROLES.length ? 'Every role' : `The ${roles.join(' and ')}`;
+    const kept =
+      'this tab holds none: a key is kept only in the tab’s memory, and forgotten on a reload, unless “Remember the key” is ticked.';
+    return {
+      roles,
+      host,
+      blocks: need === 'required',
+      message:
+        need === 'required'
+          ? `${who} uses ${host}, which answers nothing without an API key, and ${kept}`
+          : `${who} uses ${host}, which may need an API key, and ${kept} Start anyway if that server needs none.`,
+    };
   }
 
   /** The user picked a WebLLM model: keep it over the adapter's default. */

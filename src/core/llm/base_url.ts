@@ -31,6 +31,11 @@ export function redactUrlCredentials(text: string): string {
   return text.replace(USERINFO, '$1***@');
 }
 
+/** `url` without its user name and password (what may be saved of a URL a user typed with them). */
+export function withoutUrlCredentials(url: string): string {
+  return url.replace(USERINFO, '$1');
+}
+
 /**
  * The URL with its credentials shown as `***` when `url` carries a user name or password
  * (`http://user:pass@host/v1`, `http://token@host/v1`, percent-encoded or not), else null.
