@@ -3,7 +3,7 @@
 // bounds rather than squeezed; and tick labels that read what they mark, one tick included (#32:
 // the only tick of the designed-level chart, at 0.5, read "1").
 import { describe, expect, it } from 'vitest';
-import { axisRange, DEFAULT_MIN_SPAN_SHARE, tickLabels } from '../../src/core/chart_range.ts';
+import { axisRange, DEFAULT_MIN_SPAN_SHARE, tickLabels, xAxisRange } from '../../src/core/chart_range.ts';
 
 describe('the y axis never zooms into noise', () => {
   it('a rate near 0.9 spans at least a fifth of 0–1, moved inside the bounds', () => {
@@ -34,5 +34,14 @@ describe('tick labels', () => {
   it('several ticks take the decimals of their step', () => {
     expect(tickLabels([0.2, 0.4, 0.6])).toEqual(['0.2', '0.4', '0.6']);
     expect(tickLabels([0.8, 0.85, 0.9, 0.95, 1])).toEqual(['0.80', '0.85', '0.90', '0.95', '1.00']);
+  });
+});
+
+describe('the x axis', () => {
+  it('spans the data; a single cycle is centred on its one tick, not at the left of an axis to the next', () => {
+    expect(xAxisRange([1])).toEqual([0.5, 1.5]); // cycle 1 (shown 1-based): the dot mid-chart, tick "1" only
+    expect(xAxisRange([1, 2, 3])).toEqual([1, 3]);
+    expect(xAxisRange(new Float64Array([4, 9]))).toEqual([4, 9]);
+    expect(xAxisRange([])).toEqual([0, 1]);
   });
 });
