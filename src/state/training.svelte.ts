@@ -357,23 +357,31 @@ export class TrainingState {
   private loopStore(c: CycleDone): TrainStore {
     let since = performance.now();
     let samples = '';
+    /** The probe's or the replays' activity, before its count of plays. */
+    let playing = '';
     return {
       read: (cycle) => c.read(cycle),
       phase: (p) => {
+        since = performance.now();
         if (p.phase === 'probe') {
-          this.activity = { what: `probe set (${p.label})`, since: performance.now() };
+          playing = `probe set (${p.label})`;
+          this.activity = { what: playing, since };
           return;
         }
-        since = performance.now();
         if (p.phase === 'replay') {
-          this.activity = {
-            what: `cycle ${p.cycle + 1}: replaying its environments unhinted (round ${p.round})`,
-            since,
-          };
+          playing = `cycle ${p.cycle + 1}: replaying its environments unhinted (round ${p.round})`;
+          this.activity = { what: playing, since };
           return;
         }
         samples = `cycle ${p.cycle + 1}: ${p.agent} agent and ${p.designer} designer samples`;
         this.activity = { what: `${samples}, recomputing π_old (TIS)`, since };
+      },
+      // a probe of a slow model takes minutes: plays done of total, the play under way, an estimate
+      plays: (p) => {
+        const left = ((performance.now() - since) / 1000 / p.done) * (p.total - p.done);
+        const eta = p.done && p.done < p.total ? `, about ${formatSeconds(left)} left` : '';
+        const now = `${p.title}, seed ${p.seed}${p.turn === null ? '' : `, turn ${p.turn}`}`;
+        this.activity = { what: `${playing}: ${p.done} of ${p.total} plays done${eta} (${now})`, since };
       },
       step: (s, done, total) => {
         this.steps = [...this.steps, s];

@@ -176,6 +176,37 @@ describe('the closed training loop', () => {
     ]);
   });
 
+  it('reports every play of the probe and of the replays as it goes (done of total, the play under way)', async () => {
+    const d = doubles();
+    const plays: string[] = [];
+    const store: TrainStore = {
+      ...d.store,
+      phase: (p) => plays.push(p.phase === 'probe' ? 'probe' : p.phase),
+      plays: (p) => plays.push(`${p.done}/${p.total}${p.turn === null ? '' : ` turn ${p.turn}`} ${p.seed}`),
+    };
+    const loop = new ClosedLoop(
+      { cfg: cfgOf({ envReuse: 2 }), trainer: d.trainer, store, runner, model: agent },
+      { updates: 0, trainedThrough: -1, probed: false },
+    );
+    await loop.afterCycle({ cycle: 0, ...cycleRecords(0) });
+    const probe = plays.slice(1, plays.indexOf('round'));
+    // the probe: 3 environments × 2 seeds, a line per turn (the play under way) and one as each play ends
+    expect(probe.filter((l) => !l.includes('turn')).map((l) => l.split(' ')[0])).toEqual([
+      '1/6',
+      '2/6',
+      '3/6',
+      '4/6',
+      '5/6',
+      '6/6',
+    ]);
+    expect(probe[0]).toBe('0/6 turn 1 101');
+    // the replays of round 1: the cycle's two valid environments, playsPerEnv (4) plays each
+    const replays = plays.slice(plays.indexOf('replay') + 1, plays.lastIndexOf('round'));
+    expect(replays.filter((l) => !l.includes('turn')).map((l) => l.split(' ')[0])).toEqual(
+      [1, 2, 3, 4, 5, 6, 7, 8].map((n) => `${n}/8`),
+    );
+  });
+
   it('frees decode memory before the steps when TIS is off (no π_old forward)', async () => {
     const d = doubles();
     const loop = new ClosedLoop(
