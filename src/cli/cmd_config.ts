@@ -50,13 +50,31 @@ const CONFIG_SHOW: CommandSpec = {
 export async function flagLayer(a: Args): Promise<Record<string, unknown>> {
   let base: Record<string, unknown> = {};
   const file = flag(a, 'config');
-  if (file) base = JSON.parse(await readUserFile(file, '--config')) as Record<string, unknown>;
+  if (file) {
+    const text = await readUserFile(file, '--config');
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (err) {
+      throw new UsageError(`--config ${file} is not JSON (${(err as Error).message})`);
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      throw new UsageError(`--config ${file} must hold an object of settings, e.g. {"seed": 1}`);
+    base = parsed as Record<string, unknown>;
+  }
   for (const kv of a.flags.get('set') ?? []) {
     const eq = kv.indexOf('=');
     if (eq < 0) throw new UsageError(`--set takes key=value; got "${kv}"`);
     const k = kv.slice(0, eq);
     const v = kv.slice(eq + 1);
-    base[k] = /^-?\d+(\.\d+)?(e-?\d+)?$/.test(v) ? Number(v) : v;
+    // an own key whatever its name: `base[k] = v` with k "__proto__" would set nothing, and the
+    // setting would pass unchecked instead of being refused as unknown
+    Object.defineProperty(base, k, {
+      value: /^-?\d+(\.\d+)?(e-?\d+)?$/.test(v) ? Number(v) : v,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   if (a.flags.has('seed')) base.seed = intFlag(a, 'seed', 1);
   const preset = flag(a, 'preset');

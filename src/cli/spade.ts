@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { serializeError, UsageError } from '../core/errors.ts';
 import { redactUrlCredentials } from '../core/llm/base_url.ts';
+import { ownField } from '../core/schema.ts';
 import { didYouMean, type Io } from './args.ts';
 
 export const USAGE = `spade — SPADE Playground command line
@@ -114,7 +115,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     io.out(USAGE);
     return name ? 0 : 2;
   }
-  const load = COMMANDS[name];
+  const load = ownField(COMMANDS, name); // own keys only: `spade constructor` is unknown
   if (!load) {
     const hint = name.startsWith('-') ? '' : didYouMean(name, Object.keys(COMMANDS));
     io.err(`spade: unknown command "${name}"${hint} (spade help lists the commands)`);

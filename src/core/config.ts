@@ -8,7 +8,7 @@
  * paper's setting is too big for a browser the playground default is smaller and says so.
  */
 import { ConfigError } from './errors.ts';
-import { defaultsOf, field, fieldProblem, int, num, oneOf, type Field, type Infer } from './schema.ts';
+import { defaultsOf, field, fieldProblem, int, num, oneOf, ownField, type Field, type Infer } from './schema.ts';
 
 export const SETTINGS = ['games', 'tool_use'] as const;
 export type Setting = (typeof SETTINGS)[number];
@@ -239,7 +239,7 @@ export function concurrencySizes(concurrency: number): Record<keyof typeof CONCU
 
 /** Check one field; returns a message a user can act on, or null when valid. */
 export function checkField(key: string, value: unknown): string | null {
-  const f = (CONFIG_SCHEMA as Record<string, Field>)[key];
+  const f = ownField(CONFIG_SCHEMA as Record<string, Field>, key);
   if (!f) return `unknown setting "${key}"; known settings: ${CONFIG_KEYS.join(', ')}`;
   return fieldProblem(key, f, value);
 }
@@ -361,16 +361,16 @@ export function resolveConfig(layers: {
   const link = layers.link ?? {};
   const flags = layers.flags ?? {};
   const checked = parseConfig({ ...link, ...flags }); // every layer's values are valid
-  const preset = (flags.preset ?? link.preset ?? DEFAULTS.preset) as PresetName;
+  const preset = (ownField(flags, 'preset') ?? ownField(link, 'preset') ?? DEFAULTS.preset) as PresetName;
   const setting = checked.setting;
   const fromPreset = presetValues(preset, setting);
   const config = { ...DEFAULTS, ...fromPreset, ...link, ...flags, preset } as Config;
   const source = Object.fromEntries(
     CONFIG_KEYS.map((k): [ConfigKey, ConfigSource] => [
       k,
-      k in flags
+      Object.hasOwn(flags, k)
         ? 'flag'
-        : k in link
+        : Object.hasOwn(link, k)
           ? 'link'
           : k in fromPreset || (k === 'preset' && preset !== DEFAULTS.preset)
             ? 'preset'

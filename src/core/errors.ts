@@ -4,6 +4,7 @@
  * objects (serializeError) and are rebuilt into the same class on the other side
  * (deserializeError), so `instanceof` keeps working after a postMessage.
  */
+import { ownField } from './schema.ts';
 
 export type ErrorData = Record<string, unknown>;
 
@@ -140,7 +141,8 @@ export function serializeError(err: unknown): SerializedError {
 
 /** Rebuild the named class; unknown names become a plain Error with that name. */
 export function deserializeError(rec: SerializedError): Error {
-  const Cls = REGISTRY[rec.name];
+  // own keys only: a worker's 'constructor' or 'toString' is no class of ours
+  const Cls = ownField(REGISTRY, rec.name);
   if (Cls) return new Cls(rec.message, rec.data);
   const e = new Error(rec.message);
   e.name = rec.name;

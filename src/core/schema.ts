@@ -262,6 +262,17 @@ export type ObjectSchema<S extends Shape> = Schema<InferShape<S>> & { readonly s
 export const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/**
+ * `table[key]` when `key` is the table's own property, else undefined: the one lookup of a table by
+ * a key that comes from outside (a --set flag, a --config file, a link, a record, an error's name
+ * from a worker). A plain `table[key]` also finds Object.prototype's members (`constructor`,
+ * `toString`, `__proto__`…), so `--set constructor=1` once passed as a setting; a field a record
+ * lacks is never read off a polluted prototype either.
+ */
+export function ownField<T extends object>(table: T, key: string): T[keyof T] | undefined {
+  return Object.hasOwn(table, key) ? ((table as Record<string, unknown>)[key] as T[keyof T]) : undefined;
+}
+
 /** An object of these fields, read in order; unknown keys (a newer app's) are left out. */
 export function object<const S extends Shape>(shape: S): ObjectSchema<S> {
   const entries = Object.entries(shape).filter(([, f]) => !(TRANSIENT in f)) as [string, Schema<unknown>][];
@@ -270,12 +281,14 @@ export function object<const S extends Shape>(shape: S): ObjectSchema<S> {
     what: 'an object',
     decode: (v, at, r) => {
       if (!isObject(v)) return failAt(r, at, 'an object');
-      const out: Record<string, unknown> = {};
+      // read from the value's own fields and written as own fields (fromEntries defines them), so
+      // Object.prototype neither fills in a field the value lacks nor blocks one being set
+      const out: [string, unknown][] = [];
       for (const [k, f] of entries) {
-        const value = f.decode(v[k], child(at, k), r);
-        if (value !== undefined || !(OPTIONAL in f)) out[k] = value;
+        const value = f.decode(ownField(v, k), child(at, k), r);
+        if (value !== undefined || !(OPTIONAL in f)) out.push([k, value]);
       }
-      return out as InferShape<S>;
+      return Object.fromEntries(out) as InferShape<S>;
     },
   };
 }

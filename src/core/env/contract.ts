@@ -67,17 +67,19 @@ export interface EnvHeader {
 }
 
 export function parseEnvHeader(code: string): EnvHeader {
-  const header: Record<string, string> = {};
+  // a Map, then own keys: `// @constructor` or `// @__proto__` is a key like any other, never Object.prototype's
+  const header = new Map<string, string>();
   for (const line of code.split('\n')) {
     const t = line.trim();
     if (t === '') continue;
     const m = /^\/\/\s*@(\w+)\s+(.*)$/.exec(t);
     if (m) {
       const key = m[1]!;
-      header[key] = header[key] ? `${header[key]} ${m[2]!.trim()}` : m[2]!.trim();
+      const before = header.get(key);
+      header.set(key, before ? `${before} ${m[2]!.trim()}` : m[2]!.trim());
     } else if (!t.startsWith('//')) break;
   }
-  return header as EnvHeader;
+  return Object.fromEntries(header) as EnvHeader;
 }
 
 /** The title a person sees: the `// @title` header, else the environment class name. */

@@ -75,7 +75,7 @@ export const DESIGNER_ALIASES: Readonly<Record<string, DesignerKind>> = { regret
 /** A designer by its name or an earlier one; null when it names none. */
 export function designerNamed(name: string): DesignerKind | null {
   if ((DESIGNERS as readonly string[]).includes(name)) return name as DesignerKind;
-  return DESIGNER_ALIASES[name] ?? null;
+  return (Object.hasOwn(DESIGNER_ALIASES, name) ? DESIGNER_ALIASES[name] : undefined) ?? null; // own keys only
 }
 
 export interface LabLoopSettings {

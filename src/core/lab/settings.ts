@@ -101,7 +101,8 @@ export function parseLabField<K extends LabKey>(
   key: K,
   text: string,
 ): { ok: true; value: LabChoices[K] } | { ok: false; message: string } {
-  const f: Field & { url: string } = LAB_SCHEMA[key];
+  const f = (Object.hasOwn(LAB_SCHEMA, key) ? LAB_SCHEMA[key] : undefined) as (Field & { url: string }) | undefined;
+  if (!f) return { ok: false, message: `unknown Lab setting ${JSON.stringify(String(key))}` }; // own keys only
   return parseField(f.url, f, key === 'designer' ? (designerNamed(text) ?? text) : text) as
     { ok: true; value: LabChoices[K] } | { ok: false; message: string };
 }

@@ -6,6 +6,7 @@
 import type { ChatMessage } from '../llm/chat_model.ts';
 import type { Difficulty, Setting } from '../config.ts';
 import type { MemoryRecord } from './memory.ts';
+import { ownField } from '../schema.ts';
 
 export const SKILL_BRIEFS: Record<string, string> = {
   mathematical: 'arithmetic, number theory or algebra the player must work out step by step',
@@ -89,7 +90,7 @@ export interface DesignerBrief {
 
 export function designerMessages(b: DesignerBrief): ChatMessage[] {
   const parts = [
-    `Design a ${b.setting === 'games' ? 'text game' : 'tool-use task'} that trains the skill "${b.skill.replace(/_/g, ' ')}" (${SKILL_BRIEFS[b.skill] ?? b.skill}). Difficulty ${DIFFICULTY[b.difficulty]}.`,
+    `Design a ${b.setting === 'games' ? 'text game' : 'tool-use task'} that trains the skill "${b.skill.replace(/_/g, ' ')}" (${ownField(SKILL_BRIEFS, b.skill) ?? b.skill}). Difficulty ${DIFFICULTY[b.difficulty]}.`,
   ];
   if (b.excerpt) {
     parts.push(

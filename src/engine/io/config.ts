@@ -18,6 +18,7 @@
  * stored (out, in), as PyTorch's nn.Linear keeps them.
  */
 import { ModelLoadError } from '../../core/errors.ts';
+import { ownField } from '../../core/schema.ts';
 
 export type Architecture = 'llama' | 'qwen2' | 'qwen3';
 
@@ -112,7 +113,7 @@ export function detectArchitecture(json: unknown): Architecture {
   const supported = Object.keys(HF_ARCHITECTURES).join(', ');
   const archs = json.architectures;
   if (Array.isArray(archs) && archs.length > 0) {
-    const known = archs.map((a) => (typeof a === 'string' ? HF_ARCHITECTURES[a] : undefined)).find(Boolean);
+    const known = archs.map((a) => (typeof a === 'string' ? ownField(HF_ARCHITECTURES, a) : undefined)).find(Boolean);
     if (known) return known;
     throw new ModelLoadError(
       `Unsupported model architecture ${archs.map((a) => JSON.stringify(a)).join(', ')}; this engine runs ${supported} (SmolLM2 is Llama). Pick one of those, or use an OpenAI-compatible server for other models.`,

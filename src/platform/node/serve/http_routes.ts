@@ -84,7 +84,7 @@ export class HttpRoutes {
     }
     const cors = this.o.access.cors(req);
     const path = (req.url ?? '/').split('?')[0]!;
-    const method = ROUTES[path];
+    const method = Object.hasOwn(ROUTES, path) ? ROUTES[path] : undefined; // own keys only: no 'constructor' route
     if (req.method === 'OPTIONS' && method && cors['access-control-allow-origin']) {
       res.writeHead(204, cors);
       res.end();

@@ -45,6 +45,8 @@ export interface SpadeAction {
 }
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A client's field: its own property only, never one Object.prototype carries. */
+const own = (v: Record<string, unknown>, k: string): unknown => (Object.hasOwn(v, k) ? v[k] : undefined);
 
 /** Deepest level of a client's value echoed back in an error's `input` (deeper levels are summarised). */
 export const ECHO_DEPTH = 3;
@@ -160,12 +162,12 @@ export function parseResetParams(data: unknown, prefix: (string | number)[] = ['
       { type: 'model_attributes_type', loc: prefix, msg: 'Input should be a valid dictionary', input: data },
     ]);
   const errors: FieldError[] = [];
-  const seed = data.seed ?? null;
+  const seed = own(data, 'seed') ?? null;
   if (seed !== null && !(typeof seed === 'number' && Number.isInteger(seed) && seed >= 0 && seed <= 2 ** 32 - 1))
     errors.push(
       fieldError('int_type', [...prefix, 'seed'], 'Input should be a whole number from 0 to 4294967295', seed),
     );
-  const episodeId = data.episode_id ?? null;
+  const episodeId = own(data, 'episode_id') ?? null;
   if (episodeId !== null && !(typeof episodeId === 'string' && episodeId.length <= 255))
     errors.push(
       fieldError(
@@ -175,12 +177,12 @@ export function parseResetParams(data: unknown, prefix: (string | number)[] = ['
         episodeId,
       ),
     );
-  const envId = data.env_id ?? null;
+  const envId = own(data, 'env_id') ?? null;
   if (envId !== null && !(typeof envId === 'string' && envId.length <= 255))
     errors.push(
       fieldError('string_type', [...prefix, 'env_id'], 'Input should be an environment id from GET /metadata', envId),
     );
-  const sample = data.sample ?? null;
+  const sample = own(data, 'sample') ?? null;
   if (sample !== null && !(SAMPLE_RULES as readonly unknown[]).includes(sample))
     errors.push({
       type: 'enum',
@@ -190,7 +192,7 @@ export function parseResetParams(data: unknown, prefix: (string | number)[] = ['
     });
   if (envId !== null && sample !== null)
     errors.push(fieldError('value_error', [...prefix, 'sample'], 'Give env_id or sample, not both', sample));
-  const hint = data.hint ?? false;
+  const hint = own(data, 'hint') ?? false;
   if (typeof hint !== 'boolean')
     errors.push(fieldError('bool_type', [...prefix, 'hint'], 'Input should be a valid boolean', hint));
   if (errors.length) throw new ProtocolValidationError(errors);
