@@ -7,11 +7,20 @@
  *   `--allow-host` (or the host of an `--allow-origin`). A page that re-points its own DNS name at
  *   127.0.0.1 (DNS rebinding) sends its own name as Host, and is refused.
  * - **Origin**: browsers send it on cross-origin requests and on every WebSocket handshake; when
- *   present it must be the server's own origin (a loopback name or IP address on the server's
- *   port) or one given with `--allow-origin`. `Sec-Fetch-Site: cross-site`/`same-site` without an
- *   allowed Origin is refused too (a no-cors GET carries no Origin). Clients that are not browsers
- *   (Python, TRL, curl) send neither and pass. So a page on another origin — another port of
- *   localhost included — cannot open /ws, POST a reset or read a reply.
+ *   present it must be one of the server's own origins or one given with `--allow-origin` (exactly:
+ *   scheme, host and port). The server's own origins are `http://H:PORT`, PORT the port it listens
+ *   on and H one of the addresses it is bound to and the loopback names that reach them
+ *   (ownOriginHosts): on loopback, `localhost`, names under `.localhost`, `127.0.0.1`, `[::1]` and
+ *   the bound address; on one other address, that address (or the name given as --host); on a
+ *   wildcard (0.0.0.0, ::), the loopback ones and this machine's interface addresses at start-up.
+ *   No other IP address is one (a page at `http://203.0.113.7:PORT`, `http://10.0.0.7:PORT`,
+ *   `http://[2001:db8::7]:PORT` or `http://[::ffff:203.0.113.7]:PORT` is another machine's, or
+ *   another server's), nor an IPv4-mapped spelling of loopback, another 127.x address, `0.0.0.0`,
+ *   a trailing-dot name (`localhost.`) or an `--allow-host` name: a page there needs
+ *   `--allow-origin`. `Sec-Fetch-Site: cross-site`/`same-site` without an allowed Origin is
+ *   refused too (a no-cors GET carries no Origin). Clients that are not browsers (Python, TRL,
+ *   curl) send neither and pass. So a page on another origin — another port of localhost
+ *   included — cannot open /ws, POST a reset or read a reply.
  * - **Token**: with one set, every route but /health needs `Authorization: Bearer TOKEN` (the
  *   privileged hints included: only token holders get them).
  *
@@ -20,6 +29,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { HostRefusedError, OriginRefusedError, UsageError } from '../../../core/errors.ts';
 
 export interface AccessOptions {
@@ -30,6 +40,8 @@ export interface AccessOptions {
   allowOrigins?: readonly string[];
   /** Extra names the server may be reached by (`--allow-host`), beside loopback names and IP addresses. */
   allowHosts?: readonly string[];
+  /** This machine's addresses, for a wildcard bind's own origins (default: os.networkInterfaces()). */
+  interfaceAddresses?: readonly string[];
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
@@ -42,6 +54,45 @@ export function isLoopback(host: string): boolean {
 /** A loopback name as browsers resolve it: localhost and every name under .localhost. */
 function isLoopbackName(name: string): boolean {
   return name === 'localhost' || name.endsWith('.localhost');
+}
+
+/** A host as an origin's URL spells it (lower case, IPv6 compressed, without brackets); null when none. */
+function urlHost(host: string): string | null {
+  const h = host.replace(/^\[|\]$/g, '');
+  try {
+    return new URL(`http://${isIP(h) === 6 ? `[${h}]` : h}/`).hostname.replace(/^\[|\]$/g, '');
+  } catch {
+    return null;
+  }
+}
+
+/** Every address of this machine's interfaces (link-local IPv6 ones carry a zone no origin can name). */
+function interfaceAddresses(): string[] {
+  return Object.values(networkInterfaces())
+    .flatMap((list) => list ?? [])
+    .map((a) => a.address)
+    .filter((a) => !a.includes('%'));
+}
+
+/**
+ * The hosts whose pages on the server's port are its own origins (lower case, IPv6 without
+ * brackets; names under .localhost count too on loopback and wildcard binds): on loopback,
+ * localhost, 127.0.0.1, ::1 and the bound address; on a wildcard bind, those and `interfaces`; on
+ * any other address, that address or name alone. Nothing else: not every IP address, not an
+ * IPv4-mapped address, not an --allow-host name.
+ */
+export function ownOriginHosts(bindHost: string, interfaces: readonly string[]): Set<string> {
+  const bind = bindHost.toLowerCase().replace(/^\[|\]$/g, '');
+  const wildcard = bind === '0.0.0.0' || bind === '::' || bind === '';
+  const own = new Set<string>();
+  const add = (h: string) => {
+    const u = urlHost(h);
+    if (u !== null && u !== '') own.add(u);
+  };
+  if (wildcard || isLoopback(bind)) for (const h of LOOPBACK) add(h);
+  if (wildcard) for (const a of interfaces) add(a);
+  else add(bind);
+  return own;
 }
 
 /** The host name of a Host header value (`name:port`, `[v6]:port`), lower-cased; null when malformed. */
@@ -83,6 +134,10 @@ export class Access {
   private readonly token: Buffer | null;
   private readonly origins: Set<string>;
   private readonly hosts: Set<string>;
+  /** The hosts of the server's own origins (ownOriginHosts), on `port`. */
+  private readonly ownHosts: Set<string>;
+  /** Names under .localhost are own origins too (loopback and wildcard binds). */
+  private readonly localhostNames: boolean;
   private port = 0;
 
   constructor(opts: AccessOptions) {
@@ -104,8 +159,11 @@ export class Access {
     }
     for (const o of this.origins) this.hosts.add(new URL(o).hostname.replace(/^\[|\]$/g, ''));
     const bind = opts.bindHost.toLowerCase().replace(/^\[|\]$/g, '');
+    const wildcard = bind === '0.0.0.0' || bind === '::' || bind === '';
     // a wildcard bind names no host: clients reach it by IP address, loopback or --allow-host names
-    if (bind !== '0.0.0.0' && bind !== '::' && bind !== '') this.hosts.add(bind);
+    if (!wildcard) this.hosts.add(bind);
+    this.ownHosts = ownOriginHosts(bind, wildcard ? (opts.interfaceAddresses ?? interfaceAddresses()) : []);
+    this.localhostNames = wildcard || isLoopback(bind);
   }
 
   /** The port the server listens on (its own origin's port). */
@@ -126,10 +184,19 @@ export class Access {
     const u = new URL(c);
     const name = u.hostname.replace(/^\[|\]$/g, '');
     const port = u.port === '' ? (u.protocol === 'https:' ? 443 : 80) : Number(u.port);
-    // the server's own pages: its own scheme and port, by a name that reaches it
+    // the server's own pages: its own scheme and port, at one of its own addresses (or loopback names)
     return (
-      u.protocol === 'http:' && port === this.port && (isLoopbackName(name) || isIP(name) !== 0 || this.hosts.has(name))
+      u.protocol === 'http:' &&
+      port === this.port &&
+      (this.ownHosts.has(name) || (this.localhostNames && name.endsWith('.localhost')))
     );
+  }
+
+  /** The server's own origins, as a refusal names them (at most 8 addresses, then how many more). */
+  ownOrigins(): string[] {
+    const list = [...this.ownHosts].map((h) => `http://${h.includes(':') ? `[${h}]` : h}:${this.port}`);
+    if (this.localhostNames) list.push(`http://*.localhost:${this.port}`);
+    return list.length > 8 ? [...list.slice(0, 8), `${list.length - 8} more`] : list;
   }
 
   /** The refusal for a request whose Host or Origin is not allowed; null when it may go on. */
@@ -152,7 +219,7 @@ export class Access {
         return {
           status: 403,
           error: new OriginRefusedError(
-            `Requests from pages on ${JSON.stringify(origin.slice(0, 100))} are refused: only this server's own origin and those given with --allow-origin may call it.`,
+            `Requests from pages on ${JSON.stringify(origin.slice(0, 100))} are refused: only this server's own origins (${this.ownOrigins().join(', ')}) and those given with --allow-origin may call it.`,
             { origin: origin.slice(0, 255) },
           ),
         };
