@@ -39,15 +39,16 @@ describe('url state', () => {
   it('returns only fields present and valid, with a warning for each rejected one', () => {
     const { fields, problems } = parseUrlState('#panel=%3Cscript%3E&seed=abc&estimator=paired&theme=neon&maxTurns=3');
     // seed=abc, the panel and the theme are rejected; maxTurns is not a URL field at all
-    expect(fields).toEqual({ config: { estimator: 'paired' }, lab: {} });
+    // toStrictEqual: a rejected field must be absent, not present as undefined (toEqual skips those)
+    expect(fields).toStrictEqual({ config: { estimator: 'paired' }, lab: {} });
     expect(problems.map((p) => p.message)).toEqual([
       'ignored from the link: unknown key "maxTurns"',
       'ignored from the link: panel must be one of run, environments, memory, training, lab, models, settings; got "<script>"',
       'ignored from the link: theme must be one of system, light, dark; got "neon"',
       'ignored from the link: seed must be a number; got "abc"',
     ]);
-    expect(parseUrlState('#seed=&playsPerEnv=99').fields.config).toEqual({});
-    expect(parseUrlState('').fields).toEqual({ config: {}, lab: {} });
+    expect(parseUrlState('#seed=&playsPerEnv=99').fields.config).toStrictEqual({});
+    expect(parseUrlState('').fields).toStrictEqual({ config: {}, lab: {} });
   });
 
   it('keeps a saved seed when the link carries a rejected one', () => {
