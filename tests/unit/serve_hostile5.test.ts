@@ -8,11 +8,23 @@ import { request } from 'node:http';
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordFromCode } from '../../src/core/env/envset.ts';
+import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
-import { OriginRefusedError } from '../../src/core/errors.ts';
+import { OriginRefusedError, SandboxTimeoutError } from '../../src/core/errors.ts';
 import { Access, ownOriginHosts } from '../../src/platform/node/serve/access.ts';
 import { EnvCatalog } from '../../src/platform/node/serve/env_catalog.ts';
+import {
+  clientKey,
+  HttpKillBudgets,
+  KillBudget,
+  KillBudgetError,
+  MAX_CLIENT_KILLS,
+  MAX_ENV_KILLS,
+} from '../../src/platform/node/serve/kill_budget.ts';
 import { SpadeServer } from '../../src/platform/node/serve/server.ts';
+import { OpenEnvWsClient } from '../../src/platform/node/serve/ws_client.ts';
+import { solutionOf } from '../helpers/solution_of.ts';
 
 const lantern = SEED_ENVS.find((e) => e.title === 'Lantern Lock')!;
 
@@ -163,8 +175,7 @@ describe('a loopback server: its own origins are its loopback names and addresse
     // trainer.internal is a Host this server answers to, but a page there is not its own
     expect((await http(server.url, '/health', { headers: { host: `trainer.internal:${port}` } })).status).toBe(200);
     expect(
-      (await http(server.url, '/reset', { body: '{}', headers: { origin: `http://trainer.internal:${port}` } }))
-        .status,
+      (await http(server.url, '/reset', { body: '{}', headers: { origin: `http://trainer.internal:${port}` } })).status,
     ).toBe(403);
   });
 
@@ -235,7 +246,12 @@ describe('own origins by bind address (Access, without a server)', () => {
     const one = new Access({ bindHost: '192.168.1.5', token: 't' });
     one.listening(8000);
     expect(one.originAllowed('http://192.168.1.5:8000')).toBe(true);
-    for (const o of ['http://localhost:8000', 'http://127.0.0.1:8000', 'http://a.localhost:8000', 'http://10.0.0.7:8000'])
+    for (const o of [
+      'http://localhost:8000',
+      'http://127.0.0.1:8000',
+      'http://a.localhost:8000',
+      'http://10.0.0.7:8000',
+    ])
       expect(one.originAllowed(o), o).toBe(false);
   });
 
@@ -247,5 +263,245 @@ describe('own origins by bind address (Access, without a server)', () => {
     expect(r?.error).toBeInstanceOf(OriginRefusedError);
     expect(r?.error.data).toEqual({ origin: 'http://[::ffff:203.0.113.7]:8000' });
     expect(a.check(req({ host: '127.0.0.1:8000', origin: 'http://127.0.0.1:8000' }))).toBeNull();
+  });
+});
+
+// a loop inside a built-in on one action: QuickJS cannot interrupt it, so the watchdog kills the worker
+const trap = recordFromCode(
+  `// @title Trap\nclass TrapEnv { reset(s){ this.t = 0; return ['go', {}]; } step(a){ this.t++; if (a.includes('spring')) { let n = 0; Array.prototype.join.call({ get length() { return n++ ? 2 ** 32 - 1 : 0; } }); } return ['x', 0, false, this.t >= 12, {}]; } solution(){ return ['\\\\boxed{1}', '\\\\boxed{2}']; } }`,
+);
+const spring = JSON.stringify({ env_id: trap.id, action: { text: 'spring' } });
+
+/** One worker, a 200 ms step limit and 300 ms of grace: each trap step costs one watchdog kill. */
+function trapServer(): Promise<SpadeServer> {
+  return SpadeServer.start({
+    catalog: new EnvCatalog('s', [lantern, trap]),
+    port: 0,
+    workers: 1,
+    graceMs: 300,
+    limits: { ...DEFAULT_LIMITS, stepMs: 200 },
+  });
+}
+
+/**
+ * /ws sessions playing Lantern Lock's solution on the same (only) worker: `step()` plays the next
+ * move of one of them (in turn) and leaves each session's winning move for `finish()`, which plays
+ * the rest: every episode must end won, as an undisturbed play does.
+ */
+async function victims(server: SpadeServer, plan: string[], n: number) {
+  const sessions = await Promise.all(
+    Array.from({ length: n }, async () => {
+      const ws = await OpenEnvWsClient.connect(server.url);
+      expect((await ws.reset({ env_id: lantern.id, seed: 6 })).type).toBe('observation');
+      return { ws, taken: 0 };
+    }),
+  );
+  let turn = 0;
+  return {
+    async step() {
+      const v = sessions[turn++ % n]!;
+      if (v.taken >= plan.length - 1) return;
+      const r = await v.ws.step({ text: plan[v.taken]! });
+      expect(r.type, JSON.stringify(r.data).slice(0, 300)).toBe('observation');
+      expect(r.data).toMatchObject({ done: false });
+      v.taken++;
+    },
+    async finish() {
+      for (const v of sessions) {
+        let last: unknown = null;
+        for (const text of plan.slice(v.taken)) last = (await v.ws.step({ text })).data;
+        expect(last).toMatchObject({ done: true, reward: 1 });
+        await v.ws.close();
+      }
+    },
+  };
+}
+
+const body = (r: { text: string }) => JSON.parse(r.text) as Record<string, unknown>;
+
+// each case: a few watchdog kills of ~0.5 s (2-4 s idle; with two CPU-bound processes beside it,
+// about 3x): 120 s is over 20x idle
+describe('the HTTP routes have a kill budget: only the hostile caller gets the error (#38 item 2)', () => {
+  let plan: string[] = [];
+  beforeAll(async () => {
+    plan = await solutionOf(lantern, 6);
+    expect(plan.length).toBeGreaterThanOrEqual(3);
+  });
+
+  it(
+    'a client looping on POST /step: two kills, then 429 for it alone; a /ws episode on the worker is won',
+    { timeout: 120_000 },
+    async () => {
+      const server = await trapServer();
+      try {
+        const v = await victims(server, plan, 2);
+        const statuses: number[] = [];
+        for (let i = 0; i < 6; i++) {
+          // a victim's step queued behind each hostile request on the same worker
+          const [r] = await Promise.all([http(server.url, '/step', { body: spring }), v.step()]);
+          statuses.push(r.status);
+          if (r.status === 500) expect(String(body(r).detail)).toMatch(/^SandboxTimeoutError/);
+          else {
+            expect(r.status).toBe(429);
+            expect(body(r)).toMatchObject({
+              error: 'KillBudgetError',
+              scope: 'client',
+              client: '127.0.0.1',
+              kills: MAX_CLIENT_KILLS,
+              max: MAX_CLIENT_KILLS,
+            });
+            expect(Number(r.headers['retry-after'])).toBeGreaterThan(0);
+          }
+        }
+        expect(statuses).toEqual([500, 500, 429, 429, 429, 429]);
+        expect(server.stats().workerReplacements).toBe(MAX_CLIENT_KILLS);
+        // POST /reset is refused to that client too; another address is served, the trap included
+        expect((await http(server.url, '/reset', { body: JSON.stringify({ env_id: lantern.id }) })).status).toBe(429);
+        const other = { localAddress: '127.0.0.2' };
+        expect(
+          (await http(server.url, '/reset', { ...other, body: JSON.stringify({ env_id: lantern.id }) })).status,
+        ).toBe(200);
+        const calm = JSON.stringify({ env_id: trap.id, action: { text: 'calm' } });
+        expect((await http(server.url, '/step', { ...other, body: calm })).status).toBe(200);
+        await v.finish();
+        expect(server.stats().workerReplacements).toBe(MAX_CLIENT_KILLS);
+        expect(server.stats().replays).toBeGreaterThanOrEqual(MAX_CLIENT_KILLS);
+      } finally {
+        await server.close();
+      }
+    },
+  );
+
+  it(
+    "eight hostile requests at once: still two kills — the requests lost to their own client's kill are not replayed",
+    { timeout: 120_000 },
+    async () => {
+      const server = await trapServer();
+      try {
+        const v = await victims(server, plan, 1);
+        const burst = Array.from({ length: 8 }, () =>
+          http(server.url, '/step', { localAddress: '127.0.0.3', body: spring }),
+        );
+        await v.step();
+        const replies = await Promise.all(burst);
+        await v.step();
+        const by = (st: number) => replies.filter((r) => r.status === st).length;
+        expect(by(500)).toBe(MAX_CLIENT_KILLS);
+        expect(by(429)).toBe(8 - MAX_CLIENT_KILLS);
+        for (const r of replies.filter((x) => x.status === 429))
+          expect(body(r)).toMatchObject({ error: 'KillBudgetError', scope: 'client', client: '127.0.0.3' });
+        expect(server.stats().workerReplacements).toBe(MAX_CLIENT_KILLS);
+        await v.finish();
+        for (let i = 0; i < 500 && server.stats().liveEnvs > 0; i++) await new Promise((r) => setTimeout(r, 20));
+        expect(server.stats().liveEnvs).toBe(0);
+      } finally {
+        await server.close();
+      }
+    },
+  );
+
+  it(
+    'clients on many addresses: the environment is refused to HTTP after four kills; /ws may still play it',
+    { timeout: 120_000 },
+    async () => {
+      const server = await trapServer();
+      try {
+        const v = await victims(server, plan, 3);
+        const seen: Record<string, number[]> = {};
+        for (const address of ['127.0.0.4', '127.0.0.5', '127.0.0.6'])
+          for (let i = 0; i < 3; i++) {
+            const [r] = await Promise.all([
+              http(server.url, '/step', { localAddress: address, body: spring }),
+              v.step(),
+            ]);
+            (seen[address] ??= []).push(r.status);
+            if (address === '127.0.0.6')
+              expect(body(r)).toMatchObject({
+                error: 'KillBudgetError',
+                scope: 'environment',
+                env_id: trap.id,
+                kills: MAX_ENV_KILLS,
+              });
+          }
+        expect(seen).toEqual({
+          '127.0.0.4': [500, 500, 429],
+          '127.0.0.5': [500, 500, 429],
+          '127.0.0.6': [429, 429, 429],
+        });
+        expect(server.stats().workerReplacements).toBe(MAX_ENV_KILLS);
+        // another environment over HTTP, from a fresh address, and the trap over /ws, are served
+        const fresh = { localAddress: '127.0.0.7' };
+        expect(
+          (await http(server.url, '/reset', { ...fresh, body: JSON.stringify({ env_id: lantern.id }) })).status,
+        ).toBe(200);
+        expect((await http(server.url, '/reset', { ...fresh, body: JSON.stringify({ env_id: trap.id }) })).status).toBe(
+          429,
+        );
+        const ws = await OpenEnvWsClient.connect(server.url);
+        expect((await ws.reset({ env_id: trap.id })).type).toBe('observation');
+        await ws.close();
+        await v.finish();
+      } finally {
+        await server.close();
+      }
+    },
+  );
+});
+
+describe('KillBudget: one rule for /ws sessions and HTTP callers', () => {
+  const kill = () => new SandboxTimeoutError('killed', { killed: true });
+
+  it("charges only watchdog kills for the caller's own call, within a window, and says when it may go on", () => {
+    let t = 0;
+    const b = new KillBudget(2, 1000, () => t);
+    expect(b.charge('a', new Error('plain'))).toBe(0);
+    expect(b.charge('a', new SandboxTimeoutError('lost', { lost: true }))).toBe(0);
+    expect(b.charge('a', kill())).toBe(1);
+    t = 400;
+    expect(b.charge('a', kill())).toBe(2);
+    expect(b.spent('a')).toBe(true);
+    expect(b.spent('b')).toBe(false);
+    expect(b.retryAfterMs('a')).toBe(600);
+    t = 1000;
+    expect(b.spent('a')).toBe(false);
+    expect(b.kills('a')).toBe(1);
+    t = 1400;
+    expect(b.kills('a')).toBe(0);
+  });
+
+  it('HttpKillBudgets refuses the spent client or environment with typed data', () => {
+    let t = 0;
+    const h = new HttpKillBudgets(() => t, 60_000);
+    for (let i = 0; i < MAX_CLIENT_KILLS; i++) h.charge('10.0.0.1', 'e', kill());
+    expect(() => h.check('10.0.0.2', 'e')).not.toThrow();
+    let err: unknown;
+    try {
+      h.check('10.0.0.1', 'other');
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(KillBudgetError);
+    expect((err as KillBudgetError).data).toEqual({
+      scope: 'client',
+      client: '10.0.0.1',
+      kills: 2,
+      max: 2,
+      retry_after_s: 60,
+    });
+    for (let i = MAX_CLIENT_KILLS; i < MAX_ENV_KILLS; i++) h.charge(`10.0.1.${i}`, 'e', kill());
+    expect(() => h.check('10.0.0.9', 'e')).toThrow(KillBudgetError);
+    expect(() => h.check('10.0.0.9', 'f')).not.toThrow();
+    t = 60_000;
+    expect(() => h.check('10.0.0.1', 'e')).not.toThrow();
+  });
+
+  it('an HTTP client is its IPv4 address (unmapped) or its IPv6 /64', () => {
+    expect(clientKey('127.0.0.1')).toBe('127.0.0.1');
+    expect(clientKey('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    expect(clientKey('2001:db8:0:7::1')).toBe('2001:db8:0:7::/64');
+    expect(clientKey('2001:db8:0:7:ffff:1:2:3')).toBe('2001:db8:0:7::/64');
+    expect(clientKey('2001:db8::')).toBe('2001:db8:0:0::/64');
+    expect(clientKey('::1')).toBe('0:0:0:0::/64');
+    expect(clientKey(undefined)).toBe('unknown');
   });
 });

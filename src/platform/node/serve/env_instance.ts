@@ -15,6 +15,11 @@
  * again costs this instance one replay each time, never its episode (the server closes a session
  * that keeps tripping the watchdog). The actions kept for replay are counted (`keptChars`), so the
  * server can cap them.
+ *
+ * An instance may have a `guard` (its caller's kill budget, kill_budget.ts): it runs before every
+ * call and before every rebuild, so an instance whose own caller has spent its budget — an HTTP
+ * request lost to its own client's kill — fails with the guard's error instead of loading again
+ * and running the same call once more.
  */
 import type { EnvRecord } from '../../../core/env/envset.ts';
 import type { ResetResult, StepResult, ToolSchema } from '../../../core/env/contract.ts';
@@ -64,6 +69,7 @@ export class EnvInstance {
     private readonly maxTurns: number,
     private readonly limits: SandboxLimits,
     private readonly counter: LiveCounter,
+    private readonly guard: () => void = () => undefined,
   ) {}
 
   /** Load and reset; the first observation and info. */
@@ -150,6 +156,7 @@ export class EnvInstance {
   private async withRebuild<T>(call: () => Promise<T>): Promise<T> {
     let lost: unknown = null;
     for (let rebuilds = 0; ;) {
+      this.guard();
       if (lost === null) {
         try {
           return await call();

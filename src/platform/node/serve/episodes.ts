@@ -123,16 +123,22 @@ export class Episodes {
   /**
    * Start an episode. `previous` is the session's last episode, if any: when it picked the same
    * environment and its instance is alive, the new episode resets that instance (a load costs
-   * milliseconds, a reset a fraction of one); otherwise its instance is disposed first.
+   * milliseconds, a reset a fraction of one); otherwise its instance is disposed first. `rec` is
+   * the environment when the caller picked it already; `guard` runs before each of a new
+   * instance's calls (its caller's kill budget).
    */
-  async start(params: ResetParams, previous: Episode | null = null): Promise<StartedEpisode> {
-    const rec = this.pick(params);
+  async start(
+    params: ResetParams,
+    previous: Episode | null = null,
+    opts: { rec?: EnvRecord; guard?: () => void } = {},
+  ): Promise<StartedEpisode> {
+    const rec = opts.rec ?? this.pick(params);
     const seed = params.seed ?? Math.floor(Math.random() * 2 ** 31);
     const reuse = previous !== null && previous.env.alive && previous.env.record === rec;
     if (previous && !reuse) await previous.env.dispose();
     const env = reuse
       ? previous.env
-      : new EnvInstance(this.o.pool, rec, seed, this.o.maxTurns, this.o.limits, this.counter);
+      : new EnvInstance(this.o.pool, rec, seed, this.o.maxTurns, this.o.limits, this.counter, opts.guard);
     let first;
     try {
       first = reuse ? await env.restart(seed) : await env.start();

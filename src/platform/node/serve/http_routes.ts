@@ -4,12 +4,15 @@
  * GET /health, GET /schema, GET /metadata. Every request passes the Host/Origin check and (but
  * /health) the token first; bodies are bounded; every reply is encoded by encodeReply (never a
  * throw) and every failure on the way — the client's, the environment's or our own — is answered,
- * never left to end the process.
+ * never left to end the process. POST /reset and /step have a kill budget per client address and
+ * per environment (kill_budget.ts, the rule /ws sessions follow): past it they get 429
+ * (KillBudgetError, Retry-After) before anything is loaded.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { serializeError } from '../../../core/errors.ts';
 import type { Access } from './access.ts';
-import { RequestError, type Episodes } from './episodes.ts';
+import { RequestError, type Episodes, type StartedEpisode } from './episodes.ts';
+import { clientKey, HttpKillBudgets, KillBudgetError } from './kill_budget.ts';
 import {
   actionText,
   encodeReply,
@@ -19,6 +22,7 @@ import {
   SCHEMAS,
   WS_ERROR,
   type FieldError,
+  type ResetParams,
 } from './openenv.ts';
 
 const ROUTES: Record<string, string> = {
@@ -37,10 +41,16 @@ export interface HttpOptions {
   /** True once the server is shutting down (requests get 503). */
   closing: () => boolean;
   log: (line: string) => void;
+  /** The kill budgets of POST /reset and /step (default: a fresh HttpKillBudgets). */
+  budgets?: HttpKillBudgets;
 }
 
 export class HttpRoutes {
-  constructor(private readonly o: HttpOptions) {}
+  readonly budgets: HttpKillBudgets;
+
+  constructor(private readonly o: HttpOptions) {
+    this.budgets = o.budgets ?? new HttpKillBudgets();
+  }
 
   /** The request listener: answers every request, whatever happens on the way. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
@@ -139,10 +149,18 @@ export class HttpRoutes {
           );
         }
       }
-      if (path === '/reset') return this.send(res, 200, await this.reset(data), cors);
-      return this.send(res, 200, await this.step(data), cors);
+      const client = clientKey(req.socket.remoteAddress);
+      if (path === '/reset') return this.send(res, 200, await this.reset(client, data), cors);
+      return this.send(res, 200, await this.step(client, data), cors);
     } catch (err) {
       if (err instanceof ProtocolValidationError) return this.send(res, 422, { detail: err.errors }, cors);
+      if (err instanceof KillBudgetError)
+        return this.send(
+          res,
+          429,
+          { detail: err.message, error: err.name, ...err.data },
+          { ...cors, 'retry-after': String(err.data.retry_after_s) },
+        );
       if (err instanceof RequestError) {
         if (err.code === WS_ERROR.capacity) return this.send(res, 503, { detail: err.message }, cors);
         if (err.errors) return this.send(res, 422, { detail: new ProtocolValidationError(err.errors).errors }, cors);
@@ -187,21 +205,40 @@ export class HttpRoutes {
     });
   }
 
-  private reset(data: unknown): Promise<unknown> {
-    const params = parseResetParams(data);
+  /**
+   * One stateless request's episode on a fresh instance, under its client's and environment's kill
+   * budgets: refused before anything loads when either is spent; every call of the instance (a
+   * rebuild after a kill included) checks them again; a watchdog kill for its own call is charged
+   * to both. The instance is disposed before the reply.
+   */
+  private played<T>(client: string, params: ResetParams, run: (ep: StartedEpisode) => Promise<T>): Promise<T> {
     const eps = this.o.episodes;
+    const rec = eps.pick(params);
+    const guard = () => this.budgets.check(client, rec.id);
+    guard();
     return eps.withHttpInstance(async () => {
-      const ep = await eps.start(params);
       try {
-        return eps.resetPayload(ep, params.hint);
-      } finally {
-        await ep.env.dispose();
+        const ep = await eps.start(params, null, { rec, guard });
+        try {
+          return await run(ep);
+        } finally {
+          await ep.env.dispose();
+        }
+      } catch (err) {
+        const spent = this.budgets.charge(client, rec.id, err);
+        if (spent) this.o.log(`HTTP ${spent}: the watchdog was tripped past its kill budget; refused for a while`);
+        throw err;
       }
     });
   }
 
+  private reset(client: string, data: unknown): Promise<unknown> {
+    const params = parseResetParams(data);
+    return this.played(client, params, async (ep) => this.o.episodes.resetPayload(ep, params.hint));
+  }
+
   /** OpenEnv's POST /step on a fresh instance: reset (env_id/sample/seed from the body's extras), then one step. */
-  private step(data: unknown): Promise<unknown> {
+  private step(client: string, data: unknown): Promise<unknown> {
     if (typeof data !== 'object' || data === null || Array.isArray(data))
       throw new ProtocolValidationError([
         { type: 'model_attributes_type', loc: ['body'], msg: 'Input should be a valid dictionary', input: data },
@@ -232,13 +269,6 @@ export class HttpRoutes {
       Object.fromEntries(Object.entries(body).filter(([k]) => !['action', 'timeout_s', 'request_id'].includes(k))),
     );
     const eps = this.o.episodes;
-    return eps.withHttpInstance(async () => {
-      const ep = await eps.start(params);
-      try {
-        return eps.stepPayload(ep, await eps.step(ep, actionText(action)));
-      } finally {
-        await ep.env.dispose();
-      }
-    });
+    return this.played(client, params, async (ep) => eps.stepPayload(ep, await eps.step(ep, actionText(action))));
   }
 }

@@ -13,8 +13,8 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { serializeError } from '../../../core/errors.ts';
 import type { Access } from './access.ts';
-import { killedByOwnCall } from './env_instance.ts';
 import { RequestError, type Episode, type Episodes } from './episodes.ts';
+import { KillBudget, MAX_SESSION_KILLS } from './kill_budget.ts';
 import {
   actionText,
   describe,
@@ -25,12 +25,7 @@ import {
   WS_ERROR,
 } from './openenv.ts';
 
-/**
- * Watchdog kills a session's own calls may cause before it is closed: one can be an unlucky
- * action (the episode ends with the error, a reset starts another); a second shows the client or
- * the environment keeps doing it, and each kill costs every neighbour on the worker a replay.
- */
-export const MAX_SESSION_KILLS = 2;
+export { MAX_SESSION_KILLS } from './kill_budget.ts';
 
 export interface Session {
   id: string;
@@ -41,8 +36,6 @@ export interface Session {
   tail: Promise<void>;
   episode: Episode | null;
   closed: boolean;
-  /** Workers the watchdog killed for this session's own calls. */
-  kills: number;
 }
 
 export interface WsOptions {
@@ -64,6 +57,8 @@ function rawText(data: RawData): string {
 export class WsSessions {
   private readonly wss: WebSocketServer;
   private readonly sessions = new Map<string, Session>();
+  /** Watchdog kills by each session's own calls (kill_budget.ts: the rule the HTTP routes share). */
+  private readonly kills = new KillBudget(MAX_SESSION_KILLS);
 
   constructor(private readonly o: WsOptions) {
     this.wss = new WebSocketServer({ noServer: true, maxPayload: o.maxMessageBytes });
@@ -142,7 +137,6 @@ export class WsSessions {
       tail: Promise.resolve(),
       episode: null,
       closed: false,
-      kills: 0,
     };
     this.sessions.set(s.id, s);
     eps.sessions++;
@@ -194,6 +188,7 @@ export class WsSessions {
     if (s.closed) return;
     s.closed = true;
     this.sessions.delete(s.id);
+    this.kills.forget(s.id);
     this.o.episodes.sessions--;
     await s.tail.catch(() => undefined);
     const ep = s.episode;
@@ -227,6 +222,7 @@ export class WsSessions {
     for (const s of open) {
       s.closed = true;
       this.sessions.delete(s.id);
+      this.kills.forget(s.id);
       this.o.episodes.sessions--;
       if (s.ws.readyState === s.ws.OPEN) s.ws.close(1001, 'server shutting down');
     }
@@ -245,14 +241,13 @@ export class WsSessions {
 
   /** A watchdog kill caused by this session's own call: counted; past the budget the session is closed. */
   private countKill(s: Session, err: unknown): void {
-    if (!killedByOwnCall(err)) return;
-    s.kills++;
-    if (s.kills >= MAX_SESSION_KILLS) {
-      this.o.log(`session ${s.id}: its environment tripped the watchdog ${s.kills} times: closed`);
+    const kills = this.kills.charge(s.id, err);
+    if (kills > 0 && this.kills.spent(s.id)) {
+      this.o.log(`session ${s.id}: its environment tripped the watchdog ${kills} times: closed`);
       this.send(s, {
         type: 'error',
         data: {
-          message: `This session's environment calls got the sandbox worker killed ${s.kills} times; the session is closed so that its neighbours are not disturbed again.`,
+          message: `This session's environment calls got the sandbox worker killed ${kills} times; the session is closed so that its neighbours are not disturbed again.`,
           code: WS_ERROR.session,
         },
       });
