@@ -1,7 +1,8 @@
 /**
- * The grounding corpus in the browser: the bundled default (fetched on first use
- * from /corpus/default.jsonl) and the user's own documents (pasted text, uploaded
- * .txt/.md/.jsonl files, or a URL to a JSONL file), persisted in the store.
+ * The grounding corpus in the browser: the bundled default (fetched on first use from
+ * corpus/default.jsonl beside the page, at whatever path the app is served; kept offline by the
+ * service worker) and the user's own documents (pasted text, uploaded .txt/.md/.jsonl files, or a
+ * URL to a JSONL file), persisted in the store.
  */
 import { chunkText, parseCorpusJsonl, type CorpusDoc } from '../core/spade/corpus.ts';
 import { serializeError } from '../core/errors.ts';

@@ -20,7 +20,7 @@ import { defaultSkills, SpadeLoop } from '../../src/core/spade/loop.ts';
 import { StoreRunStore, type RunSpec } from '../../src/core/spade/run_store.ts';
 import { MemoryStore } from '../../src/core/store.ts';
 import { inProcessRunner } from '../helpers/in_process_runner.ts';
-import { appInBrowser, resultPath, watchErrors } from './browser.ts';
+import { appInBrowser, noDownloadStart, resultPath, watchErrors } from './browser.ts';
 
 /** A two-cycle run recorded in Node with the scripted doubles, as a replay transcript. */
 async function recordedTranscript(): Promise<string> {
@@ -46,33 +46,6 @@ async function recordedTranscript(): Promise<string> {
 const THEMES = ['light', 'dark'] as const;
 const PANEL_TABS = ['Run', 'Environments', 'Memory', 'Training', 'Lab', 'Models', 'Settings'];
 
-/** Polls (a second apart) for the toy run's verdict before giving up: 20× its slowest measured 25 s. */
-const MAX_POLLS = 500;
-
-/** Click the first screen's "no download" start; resolve with the seconds until the verdict shows. */
-async function noDownloadStart(page: Page): Promise<{ seconds: number; statusTexts: string[] }> {
-  const start = page.getByRole('button', { name: /no download/i });
-  expect(await start.count()).toBe(1);
-  const t0 = Date.now();
-  await start.click();
-  // the progress line while it runs: phase, updates done, elapsed (it changes at least every few seconds)
-  const statusTexts: string[] = [];
-  await expect.poll(() => page.getByTestId('toy-status').count(), { timeout: 10_000 }).toBe(1);
-  // No time assertion: the verdict comes after the run's 8 updates (14–25 s, docs/teaching.md); a run
-  // that never ends fails here after MAX_POLLS polls a second apart (20× the slowest, for a loaded
-  // machine), naming the last status, before the test's own limit.
-  for (let polls = 0; (await page.getByTestId('verdict').count()) === 0; polls++) {
-    expect(polls, `no verdict; the status said ${JSON.stringify(statusTexts.at(-1))}`).toBeLessThan(MAX_POLLS);
-    const s = await page
-      .getByTestId('toy-status')
-      .textContent({ timeout: 1000 })
-      .catch(() => null);
-    if (s && s !== statusTexts.at(-1)) statusTexts.push(s);
-    await page.waitForTimeout(1000);
-  }
-  return { seconds: (Date.now() - t0) / 1000, statusTexts };
-}
-
 async function pageWidth(page: Page): Promise<number> {
   return page.evaluate(() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth));
 }
@@ -84,7 +57,7 @@ describe('the first hour in Chromium', () => {
     ['light', 1280],
     ['dark', 360],
   ] as const) {
-    // the test's limit is over MAX_POLLS seconds, so the poll loop above is what ends a run that hangs
+    // the test's limit is over noDownloadStart's poll budget, so its loop is what ends a run that hangs
     it(
       `one click from the first screen, no download: a model visibly learns and a verdict ends it (${theme}, ${width} px)`,
       { timeout: 600_000 },
