@@ -15,6 +15,16 @@ const doorWhy = (layer, also = '') =>
   `${layer} reaches the engine only through its front door, src/engine/engine_api.ts${also}: re-export what you need there`;
 
 /**
+ * A dynamic import whose path is computed — `import(x)`, `import(p as string)`, a template literal —
+ * gets past every layer rule (they read the path as written), the engine's front door included, so in
+ * the layers it is an error. The few that load what is not this tree's module by name (a package
+ * named in a variable so Vite leaves it alone; another commit's tree for `bench sandbox --compare`)
+ * say so on the line, with `eslint-disable-next-line no-restricted-syntax -- why`.
+ */
+const COMPUTED_IMPORT_WHY =
+  "import() takes a string literal here: a computed path (a variable, `as string`, a template literal) gets past the layer rules and the engine's front door";
+
+/**
  * One `no-restricted-imports` block per layer: `above` are the src/ (or top-level) folders it must not
  * import from, matched as a path segment; `also` more forbidden module patterns; `door` the engine's
  * front door rule (engineDoor) with its message `doorWhy`; Svelte is allowed only in ui (and state's
@@ -29,6 +39,8 @@ function layers(specs) {
         // no-restricted-imports does not see import('...'): the same folders, for dynamic imports
         'no-restricted-syntax': [
           'error',
+          // these rules read a path as written: a computed one would walk around every one of them
+          { selector: "ImportExpression[source.type!='Literal']", message: COMPUTED_IMPORT_WHY },
           { selector: `ImportExpression > Literal[value=/(^|\\/)(${above.join('|')})\\//]`, message: why },
           ...(rooms.length
             ? [

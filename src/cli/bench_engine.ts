@@ -48,7 +48,7 @@ export async function benchEngine(io: Io, a: Args): Promise<number> {
     for (const [m, n, k] of sizes) {
       const ours = await benchMatmul(e, m, n, k, quick ? 2 : 20);
       try {
-        const { benchPeerMatmul } = await import('../engine/bench/peer.ts' as string);
+        const { benchPeerMatmul } = await import('../engine/bench/peer.ts');
         peer = await benchPeerMatmul(await nodeGpu(), m, n, k, quick ? 2 : 20);
       } catch (err) {
         peer = { error: (err as Error).message };

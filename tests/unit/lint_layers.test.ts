@@ -118,6 +118,36 @@ describe('eslint enforces the layering', () => {
     expect(await layerErrors('tests/unit/probe.test.ts', `import '../../src/engine/model/model.ts';\n`)).toEqual([]);
   });
 
+  it('refuses a computed dynamic import in every layer: a variable, `as string`, a template literal', async () => {
+    // the rules read a path as written, so a computed one would walk around them (#42 item 5)
+    const computed = (path: string) => [
+      `const p = '${path}';\nexport const a = () => import(p);\n`,
+      `export const b = () => import('${path}' as string);\n`,
+      `const room = '${path.split('/').at(-2)}';\nexport const c = () => import(\`${path.replace(/[^/]+\/([^/]+)$/, '${room}/$1')}\`);\n`,
+      `export const d = () => import(\`${path}\`);\n`,
+    ];
+    for (const [file, path] of [
+      ['src/cli/probe.ts', '../engine/model/batch.ts'],
+      ['src/platform/node/probe.ts', '../../engine/io/load.ts'],
+      ['src/state/probe.svelte.ts', '../engine/model/batch.ts'],
+      ['workers/probe.ts', '../src/engine/lab/roles.ts'],
+      ['src/core/probe.ts', '../platform/node/gpu.ts'],
+      ['src/engine/io/probe.ts', '../runtime/runtime.ts'],
+    ] as const) {
+      for (const code of computed(path)) {
+        const bad = await layerErrors(file, code);
+        expect(bad, `${file}: ${code}`).toHaveLength(1);
+        expect(bad[0], code).toMatch(/^import\(\) takes a string literal here/);
+      }
+      // the same path as a literal is read by the layer rules, which refuse it too
+      expect(await layerErrors(file, `export const e = () => import('${path}');\n`), file).toHaveLength(1);
+    }
+    // a literal the rules allow is still allowed
+    expect(
+      await layerErrors('src/cli/probe.ts', `export const d = () => import('../engine/engine_api.ts');\n`),
+    ).toEqual([]);
+  });
+
   it('keeps Node built-ins, WebGPU and Svelte out of the core', async () => {
     for (const mod of ['node:fs', 'webgpu', 'svelte'])
       expect(await layerErrors('src/core/probe.ts', `import '${mod}';\n`), mod).toHaveLength(1);
