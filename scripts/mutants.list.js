@@ -672,4 +672,21 @@ export const MUTANTS = [
     test: 'tests/unit/run_training_files.test.ts',
     why: "--resume reloads AdamW's moments and step with the adapter, so training continues where it stopped",
   },
+  // --- own keys and defaults read by their users (#38 item 6, #42 item 7) ---
+  {
+    id: 'own-field-reads-prototype',
+    file: 'src/core/schema.ts',
+    find: 'return Object.hasOwn(table, key) ? ((table as Record<string, unknown>)[key] as T[keyof T]) : undefined;',
+    replace: 'return (table as Record<string, unknown>)[key] as T[keyof T];',
+    test: 'tests/unit/settings_hostile.test.ts',
+    why: '`--set constructor=1` is refused as `bogus` is: a table looked up by outside text answers its own keys only',
+  },
+  {
+    id: 'scheduler-default-copied-as-literal',
+    file: 'src/engine/model/batch.ts',
+    find: 'this.maxBatch = opts.maxBatch ?? SCHEDULER_DEFAULTS.maxBatch;',
+    replace: 'this.maxBatch = opts.maxBatch ?? 16;',
+    test: 'tests/unit/defaults.test.ts',
+    why: "the scheduler's batch is read from core/defaults.ts, not a copy of today's value",
+  },
 ];
