@@ -5,6 +5,9 @@
 // re-parsed an unchanged archive every tick (item 9). Containment is asserted by cause: the typed
 // refusal and its data, the watchdog's kill count, the bytes the watcher read.
 import { request } from 'node:http';
+import { appendFile, mkdtemp, rename, truncate, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +16,8 @@ import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { SEED_ENVS } from '../../src/core/env/seeds/index.ts';
 import { OriginRefusedError, SandboxTimeoutError } from '../../src/core/errors.ts';
 import { Access, ownOriginHosts } from '../../src/platform/node/serve/access.ts';
-import { EnvCatalog } from '../../src/platform/node/serve/env_catalog.ts';
+import { ArchiveTail, CHECK_BYTES } from '../../src/platform/node/serve/archive_tail.ts';
+import { EnvCatalog, loadCatalog, MAX_ARCHIVE_BYTES } from '../../src/platform/node/serve/env_catalog.ts';
 import {
   clientKey,
   HttpKillBudgets,
@@ -24,6 +28,7 @@ import {
 } from '../../src/platform/node/serve/kill_budget.ts';
 import { SpadeServer } from '../../src/platform/node/serve/server.ts';
 import { OpenEnvWsClient } from '../../src/platform/node/serve/ws_client.ts';
+import { archiveRecord, line } from '../helpers/run_records.ts';
 import { solutionOf } from '../helpers/solution_of.ts';
 
 const lantern = SEED_ENVS.find((e) => e.title === 'Lantern Lock')!;
@@ -503,5 +508,133 @@ describe('KillBudget: one rule for /ws sessions and HTTP callers', () => {
     expect(clientKey('2001:db8::')).toBe('2001:db8:0:0::/64');
     expect(clientKey('::1')).toBe('0:0:0:0::/64');
     expect(clientKey(undefined)).toBe('unknown');
+  });
+});
+
+describe('--watch reads only what was appended to the archive (#38 item 9)', () => {
+  /** An archive line of cycle c, padded so that lines are long (a large archive in few lines). */
+  const rec = (c: number, i: number, pad = 0) => line(archiveRecord(c, i, { hint: 'h'.repeat(pad) }));
+
+  async function run(): Promise<{ dir: string; file: string }> {
+    const dir = await mkdtemp(join(tmpdir(), 'spade-tail-'));
+    return { dir, file: join(dir, 'archive.jsonl') };
+  }
+
+  it('unchanged: 0 bytes; appended: the new bytes and the check bytes; replaced or truncated: read whole', async () => {
+    const { file } = await run();
+    const first = rec(0, 0, 50_000) + rec(0, 1, 50_000);
+    await writeFile(file, first);
+    const tail = new ArchiveTail(file, MAX_ARCHIVE_BYTES);
+    let r = await tail.read();
+    expect(r).toMatchObject({ mode: 'full', bytes: Buffer.byteLength(first) });
+    expect(r.records.map((a) => [a.cycle, a.index])).toEqual([
+      [0, 0],
+      [0, 1],
+    ]);
+    for (let i = 0; i < 5; i++) expect(await tail.read()).toMatchObject({ mode: 'unchanged', bytes: 0, records: [] });
+
+    const more = rec(1, 0);
+    await appendFile(file, more);
+    r = await tail.read();
+    expect(r).toMatchObject({ mode: 'appended', bytes: Buffer.byteLength(more) + CHECK_BYTES });
+    expect(r.records.map((a) => [a.cycle, a.index])).toEqual([[1, 0]]);
+    expect((await tail.read()).bytes).toBe(0);
+
+    // a line written in two parts: the torn half is left for the next read, not skipped
+    const next = rec(1, 1);
+    await appendFile(file, next.slice(0, 100));
+    r = await tail.read();
+    expect(r).toMatchObject({ mode: 'appended', records: [], warnings: [] });
+    await appendFile(file, next.slice(100));
+    r = await tail.read();
+    expect(r.records.map((a) => [a.cycle, a.index])).toEqual([[1, 1]]);
+    expect(r.bytes).toBe(Buffer.byteLength(next) + CHECK_BYTES);
+
+    // a repeat and a bad line in an append: named with their line numbers in the whole file
+    await appendFile(file, rec(0, 0) + 'not json\n');
+    r = await tail.read();
+    expect(r.records).toEqual([]);
+    expect(r.warnings).toEqual([
+      `${file} line 5 repeats line 1 (cycle 0, task 0); the line was skipped.`,
+      expect.stringMatching(new RegExp(`^${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} line 6: not valid JSON`)),
+    ]);
+
+    // replaced (a new inode renamed over it): read whole, lines counted from 1 again
+    const replacement = rec(5, 0) + rec(5, 1);
+    await writeFile(`${file}.new`, replacement);
+    await rename(`${file}.new`, file);
+    r = await tail.read();
+    expect(r).toMatchObject({ mode: 'full', bytes: Buffer.byteLength(replacement) });
+    expect(r.records.map((a) => [a.cycle, a.index])).toEqual([
+      [5, 0],
+      [5, 1],
+    ]);
+
+    // truncated below what was read: read whole
+    await truncate(file, Buffer.byteLength(rec(5, 0)));
+    r = await tail.read();
+    expect(r).toMatchObject({ mode: 'full', bytes: Buffer.byteLength(rec(5, 0)) });
+    expect(r.records.map((a) => [a.cycle, a.index])).toEqual([[5, 0]]);
+  });
+
+  it('rewritten in place past its old size (a resumed cycle cut and written again): the check bytes differ, read whole', async () => {
+    const { file } = await run();
+    await writeFile(file, rec(0, 0) + rec(1, 0, 10));
+    const tail = new ArchiveTail(file, MAX_ARCHIVE_BYTES);
+    await tail.read();
+    // the same inode: cycle 1 cut and written again, longer
+    const rewritten = rec(0, 0) + rec(1, 0, 20) + rec(1, 1);
+    await writeFile(file, rewritten);
+    const r = await tail.read();
+    expect(r.mode).toBe('full');
+    expect(r.records.map((a) => [a.cycle, a.index, a.hint.length])).toEqual([
+      [0, 0, 0],
+      [1, 0, 20],
+      [1, 1, 0],
+    ]);
+  });
+
+  it('an idle watched server reads nothing per tick, however large the archive; an append reads only itself', async () => {
+    const { dir, file } = await run();
+    // ~8 MiB of archive in 80 lines
+    await writeFile(file, Array.from({ length: 80 }, (_, i) => rec(0, i, 100_000)).join(''));
+    const catalog = await loadCatalog([], () => undefined, dir);
+    expect(catalog.size).toBe(80);
+    const tail = catalog.tailOf(dir);
+    const atLoad = tail.bytesRead;
+    expect(atLoad).toBeGreaterThan(8_000_000);
+    let added = 0;
+    const errors: string[] = [];
+    expect(
+      catalog.watch(
+        dir,
+        10,
+        (n) => (added += n),
+        (e) => errors.push(e.message),
+      ),
+    ).toBe(tail);
+    try {
+      const until = async (done: () => boolean) => {
+        for (let i = 0; i < 1000 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+        expect(done()).toBe(true);
+      };
+      const reads = tail.reads;
+      await until(() => tail.reads >= reads + 10);
+      expect(tail.bytesRead).toBe(atLoad);
+      const more = rec(1, 0);
+      await appendFile(file, more);
+      await until(() => added === 1);
+      // the append and its check bytes (a tick that met the append half-written reads its first
+      // part again, with a second check: still bytes of the append alone, never the archive)
+      const forAppend = tail.bytesRead - atLoad;
+      expect(forAppend).toBeGreaterThanOrEqual(Buffer.byteLength(more) + CHECK_BYTES);
+      expect(forAppend).toBeLessThan(2 * (Buffer.byteLength(more) + CHECK_BYTES));
+      const after = tail.reads;
+      await until(() => tail.reads >= after + 10);
+      expect(tail.bytesRead).toBe(atLoad + forAppend);
+      expect(errors).toEqual([]);
+    } finally {
+      catalog.stop();
+    }
   });
 });

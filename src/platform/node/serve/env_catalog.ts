@@ -30,10 +30,11 @@ import { createRng, hashSeed } from '../../../core/rng.ts';
 import { runEnvId, runEnvRecords } from '../../../core/spade/run_envs.ts';
 import { readRegularText } from '../regular_file.ts';
 import { DirRunStore } from '../run_dir.ts';
+import { ArchiveTail } from './archive_tail.ts';
 import type { SampleRule } from './openenv.ts';
 
 /** The most bytes of a watched or served run's archive.jsonl read at once. */
-const MAX_ARCHIVE_BYTES = 256 * 2 ** 20;
+export const MAX_ARCHIVE_BYTES = 256 * 2 ** 20;
 /** The most bytes of an environment .js file read: the env-set cap for one program's code (1 MiB). */
 const MAX_ENV_FILE_BYTES = 2 ** 20;
 
@@ -158,12 +159,7 @@ async function readSource(source: string, runId: string): Promise<SourceRead> {
  * record are skipped and named in `warnings`.
  */
 export async function readRunDir(dir: string, runId = basename(resolve(dir))): Promise<SourceRead> {
-  if (!existsSync(join(dir, 'archive.jsonl')) && !existsSync(join(dir, 'config.json')))
-    throw new UsageError(
-      existsSync(dir)
-        ? `${dir} is not a run directory (no archive.jsonl or config.json in it).`
-        : `${dir} does not exist. Name "seeds", an env-set .json, a share link, environment .js files or a run directory.`,
-    );
+  assertRunDir(dir);
   const store = new DirRunStore(dir, { maxBytes: { 'archive.jsonl': MAX_ARCHIVE_BYTES } });
   const archive = await store.readArchive();
   const file = join(dir, 'archive.jsonl');
@@ -172,6 +168,33 @@ export async function readRunDir(dir: string, runId = basename(resolve(dir))): P
   return {
     entries: records.map((rec) => ({ rec, from: `${file} (${place.get(rec.id) ?? rec.id})` })),
     warnings: [...store.warnings],
+  };
+}
+
+/** A UsageError unless `dir` holds archive.jsonl or config.json (a run directory). */
+function assertRunDir(dir: string): void {
+  if (!existsSync(join(dir, 'archive.jsonl')) && !existsSync(join(dir, 'config.json')))
+    throw new UsageError(
+      existsSync(dir)
+        ? `${dir} is not a run directory (no archive.jsonl or config.json in it).`
+        : `${dir} does not exist. Name "seeds", an env-set .json, a share link, environment .js files or a run directory.`,
+    );
+}
+
+/**
+ * What a watched run directory's archive holds that is new since the last read (archive_tail.ts:
+ * only appended bytes are read; a replaced or truncated archive is read whole), as catalog entries.
+ */
+export async function readRunDirTail(dir: string, tail: ArchiveTail, runId: string): Promise<SourceRead> {
+  const read = await tail.read();
+  if (read.mode === 'missing') assertRunDir(dir);
+  const records = runEnvRecords(runId, read.records);
+  const place = new Map(
+    read.records.map((a) => [runEnvId(runId, a.cycle, a.index), `cycle ${a.cycle}, task ${a.index}`]),
+  );
+  return {
+    entries: records.map((rec) => ({ rec, from: `${tail.path} (${place.get(rec.id) ?? rec.id})` })),
+    warnings: read.warnings,
   };
 }
 
@@ -203,6 +226,8 @@ export class EnvCatalog {
   private log: (line: string) => void = () => undefined;
   /** Run ids of the run directories read, by resolved path (loadCatalog sets them; watch uses them). */
   readonly runIds = new Map<string, string>();
+  /** Watched archives, by resolved run directory: each read takes only what was appended since the last. */
+  private readonly tails = new Map<string, ArchiveTail>();
 
   constructor(
     readonly title: string,
@@ -319,10 +344,21 @@ export class EnvCatalog {
     this.check = check;
   }
 
+  /** The tail that reads `dir`'s archive.jsonl for this catalog (one per directory). */
+  tailOf(dir: string): ArchiveTail {
+    const full = resolve(dir);
+    let tail = this.tails.get(full);
+    if (!tail) this.tails.set(full, (tail = new ArchiveTail(join(full, 'archive.jsonl'), MAX_ARCHIVE_BYTES)));
+    return tail;
+  }
+
   /**
-   * Re-read `dir` every `everyMs` and add its new valid environments; `onAdded` hears how many
-   * arrived. A read that fails (a run writing its first cycle, a file swapped for a FIFO) is
-   * retried at the next tick; each distinct failure and each skipped line is reported once.
+   * Look at `dir` every `everyMs` and add its new valid environments; `onAdded` hears how many
+   * arrived. Each tick reads only what was appended to archive.jsonl since the last read (nothing
+   * when it is unchanged; all of it when it was replaced or truncated: archive_tail.ts). A read
+   * that fails (a run writing its first cycle, a file swapped for a FIFO) is retried at the next
+   * tick; each distinct failure and each skipped line is reported once. Returns the tail (its
+   * counters say what each tick read).
    */
   watch(
     dir: string,
@@ -330,14 +366,15 @@ export class EnvCatalog {
     onAdded: (n: number) => void,
     onError: (err: Error) => void,
     runId = this.runIds.get(resolve(dir)) ?? basename(resolve(dir)),
-  ): void {
+  ): ArchiveTail {
+    const tail = this.tailOf(dir);
     let running = false;
     let lastError = '';
     const told = new Set<string>();
     this.timer = setInterval(() => {
       if (running) return;
       running = true;
-      readRunDir(dir, runId)
+      readRunDirTail(dir, tail, runId)
         .then(async (read) => {
           lastError = '';
           for (const w of read.warnings)
@@ -357,6 +394,7 @@ export class EnvCatalog {
         .finally(() => (running = false));
     }, everyMs);
     this.timer.unref();
+    return tail;
   }
 
   stop(): void {
@@ -392,10 +430,15 @@ export async function loadCatalog(
     for (const w of read.warnings) log(w);
     await catalog.admit(read.entries);
   }
-  // a watched run that has started already: what it holds now (one that has not is read later)
+  // a watched run that has started already: what it holds now (one that has not is read later),
+  // through the tail the watch goes on with, so its first tick reads only what came after
   if (watch && existsSync(watch)) {
     try {
-      const read = await readRunDir(watch, ids.get(resolve(watch)));
+      const read = await readRunDirTail(
+        watch,
+        catalog.tailOf(watch),
+        ids.get(resolve(watch)) ?? basename(resolve(watch)),
+      );
       for (const w of read.warnings) log(w);
       await catalog.admit(read.entries);
     } catch (err) {
