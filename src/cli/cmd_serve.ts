@@ -54,12 +54,12 @@ export const SERVE: CommandSpec = {
     token: { value: 'T', help: 'bearer token clients must send (or SPADE_SERVE_TOKEN)' },
     'allow-origin': {
       value: 'URL',
-      help: 'a web page origin (http://host:port) allowed to call the server besides its own; others are refused',
+      help: 'a web page origin (http://host:port) allowed to call the server besides its own (on loopback: localhost, 127.0.0.1, [::1] at its port); others are refused',
       repeat: true,
     },
     'allow-host': {
       value: 'NAME',
-      help: 'a host name clients may reach the server by, besides loopback names and IP addresses',
+      help: 'a host name clients may reach the server by, besides loopback names and IP addresses (a Host, not an origin)',
       repeat: true,
     },
     json: JSON_FLAG,

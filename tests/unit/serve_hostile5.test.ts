@@ -1,5 +1,5 @@
 // `spade serve` against the classes hardening round 5 (#38) found open: a page on any IP address at
-// the server's port counted as its own origin (items 1); the stateless HTTP routes had no kill
+// the server's port counted as its own origin (item 1); the stateless HTTP routes had no kill
 // budget, so a client looping on POST /step with an environment that times out got a worker killed
 // per request and cost a /ws session on that worker its episode (item 2); `--watch` re-read and
 // re-parsed an unchanged archive every tick (item 9). Containment is asserted by cause: the typed
