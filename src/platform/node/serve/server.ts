@@ -4,8 +4,9 @@
  * This file starts and stops it; the routes live in http_routes.ts (POST /reset, POST /step,
  * GET /state, /health, /schema, /metadata) and ws_sessions.ts (/ws, one session per connection),
  * which share episodes.ts (picking, starting and stepping episodes, the turn limit and the replay
- * cap) and access.ts (the Host and Origin allow-lists and the bearer token, checked on every
- * route). Sessions share a pool of sandbox workers. Before it listens, the server loads and resets
+ * cap), access.ts (the Host and Origin allow-lists and the bearer token, checked on every
+ * route) and kill_budget.ts (the watchdog kills a session, an HTTP client or an environment may
+ * cause before it is refused). Sessions share a pool of sandbox workers. Before it listens, the server loads and resets
  * every served environment once and leaves out (and names) those that fail; a watched run
  * directory's new environments go through the same check. Off loopback every route but /health
  * needs `Authorization: Bearer TOKEN`. close() drains: calls in flight finish (up to a grace
