@@ -46,6 +46,10 @@ const SKIP: { match: RegExp; why: string }[] = [
     why: 'installs, then serves the app until stopped (the e2e tier builds and serves it)',
   },
   { match: /^npm test$/, why: 'CI itself (15+ minutes), which runs this file' },
+  {
+    match: /^npm ci && npm run build$/,
+    why: "installs, then builds dist/: npm test's build tier; static_host.test.ts serves that dist/ under /spade/ and /",
+  },
   { match: /^export OPENAI_API_KEY=/, why: 'sets a variable for the commands after it' },
   {
     match: /api\.openai\.com/,
