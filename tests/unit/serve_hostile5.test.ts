@@ -587,7 +587,7 @@ describe('--watch reads only what was appended to the archive (#38 item 9)', () 
     await writeFile(file, rewritten);
     const r = await tail.read();
     expect(r.mode).toBe('full');
-    expect(r.records.map((a) => [a.cycle, a.index, a.hint.length])).toEqual([
+    expect(r.records.map((a) => [a.cycle, a.index, (a.hint ?? '').length])).toEqual([
       [0, 0, 0],
       [1, 0, 20],
       [1, 1, 0],
