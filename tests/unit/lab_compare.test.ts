@@ -118,6 +118,110 @@ describe('the comparison, pure', () => {
   });
 });
 
+describe('the pass rule, hand-computed at n = 5 and n = 10: each clause alone decides a case', () => {
+  // Two arms: on seed i the learned arm gains d_i (curve 0, d_i, d_i) and random gains 0 (curve
+  // 0, 0, 0), so the per-seed differences are the d_i exactly. The rule (CRITERIA): mean > 0.10,
+  // the 95% t-interval's lower end > 0, and ≥ 80% of the differences > 0. The interval is
+  // mean ± t(0.975, n − 1)·s/√n with s² = Σ(d − mean)²/(n − 1); t(0.975, 4) = 2.776 and
+  // t(0.975, 9) = 2.262 (Student's table).
+  const PAIR: CompareSpec = {
+    arms: ['learnability', 'random'],
+    spade: 'learnability',
+    baselines: ['random'],
+    headroom: null,
+    mechanismInSuccess: false,
+  };
+  const judge = (diffs: number[]) => {
+    const runs = diffs.flatMap((d, i) => [run(i + 1, 'learnability', [0, d, d]), run(i + 1, 'random', [0, 0, 0])]);
+    const r = compareRuns(runs, 0, PAIR);
+    const c = r.comparisons['learnability-random']!;
+    expect(c.diffs).toEqual(diffs);
+    expect(r.success).toBe(c.pass); // the one baseline decides success
+    return c;
+  };
+
+  it('the t quantile at df = 4 and df = 9: the interval half-width over s/√n', () => {
+    // n = 5: 0.8, 0.05 ×4 — mean 0.2, s/√5 = √(0.45/4/5) = 0.15 (below)
+    const five = tInterval([0.8, 0.05, 0.05, 0.05, 0.05]);
+    expect((five.hi - five.mean) / 0.15).toBeCloseTo(2.776, 9);
+    expect((five.mean - five.lo) / 0.15).toBeCloseTo(2.776, 9);
+    // n = 10: 1.05, 0.05 ×9 — mean 0.15, s/√10 = √(0.9/9/10) = 0.1 (below)
+    const ten = tInterval([1.05, ...Array<number>(9).fill(0.05)]);
+    expect((ten.hi - ten.mean) / 0.1).toBeCloseTo(2.262, 9);
+    expect(ten.n).toBe(10);
+  });
+
+  it('n = 5: the margin met and every seed positive, but the interval reaches below 0 — fails on the lower bound alone', () => {
+    // d = 0.8, 0.05, 0.05, 0.05, 0.05: mean = 1.0/5 = 0.2 (> 0.10); deviations 0.6, −0.15 ×4,
+    // Σ² = 0.36 + 4·0.0225 = 0.45, s² = 0.45/4 = 0.1125, s/√5 = √0.0225 = 0.15,
+    // half-width 2.776·0.15 = 0.4164: [0.2 − 0.4164, 0.2 + 0.4164] = [−0.2164, 0.6164]; 5 of 5 positive
+    const c = judge([0.8, 0.05, 0.05, 0.05, 0.05]);
+    expect(c.interval.mean).toBeCloseTo(0.2, 12);
+    expect(c.interval.lo).toBeCloseTo(-0.2164, 12);
+    expect(c.interval.hi).toBeCloseTo(0.6164, 12);
+    expect(c.positiveShare).toBe(1);
+    expect(c.pass).toBe(false);
+  });
+
+  it('n = 5: exactly 80% positive, the margin and the bound met — passes (the share is ≥, not >)', () => {
+    // d = 0.3 ×4, 0: mean = 1.2/5 = 0.24; deviations 0.06 ×4, −0.24, Σ² = 4·0.0036 + 0.0576 = 0.072,
+    // s² = 0.018, s/√5 = √0.0036 = 0.06, half-width 2.776·0.06 = 0.16656: [0.07344, 0.40656]; 4 of 5 positive
+    const c = judge([0.3, 0.3, 0.3, 0.3, 0]);
+    expect(c.interval.mean).toBeCloseTo(0.24, 12);
+    expect(c.interval.lo).toBeCloseTo(0.07344, 12);
+    expect(c.interval.hi).toBeCloseTo(0.40656, 12);
+    expect(c.positiveShare).toBe(0.8);
+    expect(c.pass).toBe(true);
+    // (at n = 5 the share clause cannot fail alone: with 3 of 5 positive the best case, three equal
+    // and two 0, has mean/(s/√5) = √(0.6·4/0.4) = √6 ≈ 2.449 < 2.776, so the bound fails too — n = 10 below)
+  });
+
+  it('n = 5: the bound and every seed positive, but the mean short of 0.10 — fails on the margin alone', () => {
+    // d = 0.1 ×4, 0.05: mean = 0.45/5 = 0.09; deviations 0.01 ×4, −0.04, Σ² = 0.0004 + 0.0016 = 0.002,
+    // s² = 0.0005, s/√5 = √0.0001 = 0.01, half-width 0.02776: [0.06224, 0.11776]; 5 of 5 positive
+    const c = judge([0.1, 0.1, 0.1, 0.1, 0.05]);
+    expect(c.interval.mean).toBeCloseTo(0.09, 12);
+    expect(c.interval.lo).toBeCloseTo(0.06224, 12);
+    expect(c.positiveShare).toBe(1);
+    expect(c.pass).toBe(false);
+  });
+
+  it('n = 10: the margin met and every seed positive, but the interval reaches below 0 — fails on the lower bound alone', () => {
+    // d = 1.05, 0.05 ×9: mean = 1.5/10 = 0.15; deviations 0.9, −0.1 ×9, Σ² = 0.81 + 9·0.01 = 0.9,
+    // s² = 0.9/9 = 0.1, s/√10 = √0.01 = 0.1, half-width 2.262·0.1 = 0.2262: [−0.0762, 0.3762]; 10 of 10 positive
+    const c = judge([1.05, ...Array<number>(9).fill(0.05)]);
+    expect(c.interval.mean).toBeCloseTo(0.15, 12);
+    expect(c.interval.lo).toBeCloseTo(-0.0762, 12);
+    expect(c.interval.hi).toBeCloseTo(0.3762, 12);
+    expect(c.positiveShare).toBe(1);
+    expect(c.pass).toBe(false);
+  });
+
+  it('n = 10: the margin and the bound met, but only 70% of seeds positive — fails on the share alone', () => {
+    // d = 0.4, 0.3 ×5, 0.2, 0, 0, −0.1: mean = 2.0/10 = 0.2; deviations 0.2, 0.1 ×5, 0, −0.2, −0.2, −0.3,
+    // Σ² = 0.04 + 0.05 + 0 + 0.04 + 0.04 + 0.09 = 0.26, s² = 0.26/9 = 0.028889, s/√10 = √0.0028889 = 0.053748,
+    // half-width 2.262·0.053748 = 0.121579: [0.078421, 0.321579]; 7 of 10 positive (0 is not positive)
+    const c = judge([0.4, 0.3, 0.3, 0.3, 0.3, 0.3, 0.2, 0, 0, -0.1]);
+    expect(c.interval.mean).toBeCloseTo(0.2, 12);
+    expect(c.interval.lo).toBeCloseTo(0.078421, 6);
+    expect(c.interval.hi).toBeCloseTo(0.321579, 6);
+    expect(c.interval.lo).toBeGreaterThan(0);
+    expect(c.positiveShare).toBe(0.7);
+    expect(c.pass).toBe(false);
+  });
+
+  it('n = 10: exactly 80% positive, the margin and the bound met — passes', () => {
+    // d = 0.3 ×8, 0, 0: mean = 2.4/10 = 0.24; deviations 0.06 ×8, −0.24 ×2, Σ² = 8·0.0036 + 2·0.0576 = 0.144,
+    // s² = 0.016, s/√10 = √0.0016 = 0.04, half-width 2.262·0.04 = 0.09048: [0.14952, 0.33048]; 8 of 10 positive
+    const c = judge([...Array<number>(8).fill(0.3), 0, 0]);
+    expect(c.interval.mean).toBeCloseTo(0.24, 12);
+    expect(c.interval.lo).toBeCloseTo(0.14952, 12);
+    expect(c.interval.hi).toBeCloseTo(0.33048, 12);
+    expect(c.positiveShare).toBe(0.8);
+    expect(c.pass).toBe(true);
+  });
+});
+
 describe('the measured held-out comparisons (measured.json, what the Lab shows, docs/lab.md)', () => {
   const chance = spaceChance(GRID_SPACE);
   it('is the documented first result: not detectable on seeds 11–20', () => {
