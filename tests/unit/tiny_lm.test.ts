@@ -1,14 +1,17 @@
 // The Lab's fast path (src/engine/lab/tiny_lm.ts) against the engine's CPU references: the same
 // prompt ids, the same sampled ids and log-probs, the same GRPO step (adapter, moments and figures
 // bit for bit), and a whole Lab cycle with the same report — the fast path is the reference's
-// arithmetic in the same order, not an approximation of it.
+// arithmetic in the same order, not an approximation of it. The WebAssembly-vs-loops comparisons
+// assert the kernels are there (TinyKernels.create() on Node 20) and called on the kernel side only:
+// with create() returning null both sides would run the loops and agree trivially.
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { LabLoop } from '../../src/core/lab/lab.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
 import { engineLabDeps } from '../../src/engine/lab/roles.ts';
+import { TinyKernels } from '../../src/engine/lab/tiny_kernels.ts';
 import { TINY_TRAIN_DEFAULTS, TinyChat, TinyLm, tinyTrainer } from '../../src/engine/lab/tiny_lm.ts';
 import { toyModel } from '../../src/engine/lab/toy_train.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';
@@ -125,6 +128,37 @@ describe('the fast path gives the references’ numbers', () => {
     expect(fast).toEqual(await run('reference'));
   }, 120_000);
 
+  it('the WebAssembly kernels are there on Node 20 (without them both sides of the two comparisons below run the loops)', () => {
+    expect(TinyKernels.create()).toBeInstanceOf(TinyKernels);
+  });
+
+  /**
+   * Spies on the kernels' entry points (they call through): `during(f)` runs f and says how many
+   * kernel calls it made, so each comparison shows its kernel side on the kernels and its loops side off them.
+   */
+  const kernelCalls = () => {
+    const spies = [
+      vi.spyOn(TinyKernels.prototype, 'attendBlock'),
+      vi.spyOn(TinyKernels.prototype, 'linear'),
+      vi.spyOn(TinyKernels.prototype, 'linearBack'),
+    ];
+    const count = () => spies.reduce((a, s) => a + s.mock.calls.length, 0);
+    return {
+      spies,
+      during<T>(f: () => T): { value: T; calls: number } {
+        const c0 = count();
+        const value = f();
+        return { value, calls: count() - c0 };
+      },
+      async duringAsync<T>(f: () => Promise<T>): Promise<{ value: T; calls: number }> {
+        const c0 = count();
+        const value = await f();
+        return { value, calls: count() - c0 };
+      },
+      restore: () => spies.forEach((s) => s.mockRestore()),
+    };
+  };
+
   it('attention and projections on WebAssembly give the JavaScript loops’ values, bit for bit, for blocks of every length', async () => {
     const m = await toyModel('01234', { seed: 4, layers: 2, hidden: 16, std: 0.4 });
     // a trained-looking adapter (a fresh one's B is 0, which would hide the delta's arithmetic)
@@ -138,15 +172,31 @@ describe('the fast path gives the references’ numbers', () => {
     const ids = (n: number, k: number) => Array.from({ length: n }, (_, i) => 40 + ((i * 7 + k) % 60));
     const seqs = [withKernel.newSeq(), loopsOnly.newSeq()];
     const other = [withKernel.newSeq(), loopsOnly.newSeq()];
-    // blocks below and above the kernel's threshold, odd and even (the last row pairs with none), two items in one call
-    for (const [k, n] of [69, 1, 3, 4, 5, 34, 33, 1, 2, 300].entries()) {
-      const [a, b] = [withKernel, loopsOnly].map((lm, i) =>
-        lm.step([
-          { seq: seqs[i]!, ids: ids(n, k) },
-          { seq: other[i]!, ids: ids(n + 1, k + 1) },
-        ]),
-      );
-      expect(Array.from(a!)).toEqual(Array.from(b!));
+    const kernels = kernelCalls();
+    const calls = [0, 0];
+    try {
+      // blocks below and above the kernel's threshold, odd and even (the last row pairs with none), two items in one call
+      for (const [k, n] of [69, 1, 3, 4, 5, 34, 33, 1, 2, 300].entries()) {
+        const [a, b] = [withKernel, loopsOnly].map((lm, i) => {
+          const r = kernels.during(() =>
+            lm.step([
+              { seq: seqs[i]!, ids: ids(n, k) },
+              { seq: other[i]!, ids: ids(n + 1, k + 1) },
+            ]),
+          );
+          calls[i]! += r.calls;
+          return r.value;
+        });
+        expect(Array.from(a!)).toEqual(Array.from(b!));
+      }
+      // the kernel side really ran attention and the projections on WebAssembly, the loops side never did
+      const [attend, linear] = kernels.spies;
+      expect(attend!.mock.calls.length).toBeGreaterThan(0);
+      expect(linear!.mock.calls.length).toBeGreaterThan(0);
+      expect(calls[0]).toBeGreaterThan(0);
+      expect(calls[1]).toBe(0);
+    } finally {
+      kernels.restore();
     }
     // every k and v row of the top layer (they read layer 0's attention output) is the same too
     for (const [x, y] of [seqs, other]) {
@@ -180,9 +230,20 @@ describe('the fast path gives the references’ numbers', () => {
     }
     const o = { lr: 1e-2, temperature: 1, ...TINY_TRAIN_DEFAULTS };
     const [a, b] = [tinyTrainer(k.lm, { ...o, allowed: k.ids }), tinyTrainer(j.lm, { ...o, allowed: j.ids })];
-    for (let step = 0; step < 2; step++) {
-      expect(await a.step(samples)).toMatchObject({ ...(await b.step(samples)), ms: expect.any(Number) });
-      expect(adapter(k.m)).toEqual(adapter(j.m));
+    const kernels = kernelCalls();
+    try {
+      for (let step = 0; step < 2; step++) {
+        const onKernels = await kernels.duringAsync(() => a.step(samples));
+        const onLoops = await kernels.duringAsync(() => b.step(samples));
+        expect(onKernels.value).toMatchObject({ ...onLoops.value, ms: expect.any(Number) });
+        expect(adapter(k.m)).toEqual(adapter(j.m));
+        // the WebAssembly step's forward and backward ran on the kernels, the loops step's never did
+        expect(onKernels.calls).toBeGreaterThan(0);
+        expect(onLoops.calls).toBe(0);
+      }
+      expect(kernels.spies[2]!.mock.calls.length).toBeGreaterThan(0); // linearBack: the backward on WebAssembly
+    } finally {
+      kernels.restore();
     }
   });
 
