@@ -16,12 +16,11 @@ import { clientKey, HttpKillBudgets, KillBudgetError } from './kill_budget.ts';
 import {
   actionText,
   encodeReply,
-  parseAction,
   parseResetParams,
+  parseStepRequest,
   ProtocolValidationError,
   SCHEMAS,
   WS_ERROR,
-  type FieldError,
   type ResetParams,
 } from './openenv.ts';
 
@@ -239,35 +238,7 @@ export class HttpRoutes {
 
   /** OpenEnv's POST /step on a fresh instance: reset (env_id/sample/seed from the body's extras), then one step. */
   private step(client: string, data: unknown): Promise<unknown> {
-    if (typeof data !== 'object' || data === null || Array.isArray(data))
-      throw new ProtocolValidationError([
-        { type: 'model_attributes_type', loc: ['body'], msg: 'Input should be a valid dictionary', input: data },
-      ]);
-    const body = data as Record<string, unknown>;
-    const errors: FieldError[] = [];
-    if (body.action === undefined)
-      errors.push({ type: 'missing', loc: ['body', 'action'], msg: 'Field required', input: body });
-    const t = body.timeout_s;
-    if (t !== undefined && t !== null && !(typeof t === 'number' && t > 0))
-      errors.push({
-        type: 'greater_than',
-        loc: ['body', 'timeout_s'],
-        msg: 'Input should be greater than 0',
-        input: t,
-      });
-    const rid = body.request_id;
-    if (rid !== undefined && rid !== null && !(typeof rid === 'string' && rid.length <= 255))
-      errors.push({
-        type: 'string_type',
-        loc: ['body', 'request_id'],
-        msg: 'Input should be a string of at most 255 characters',
-        input: rid,
-      });
-    if (errors.length) throw new ProtocolValidationError(errors);
-    const action = parseAction(body.action, ['body', 'action']);
-    const params = parseResetParams(
-      Object.fromEntries(Object.entries(body).filter(([k]) => !['action', 'timeout_s', 'request_id'].includes(k))),
-    );
+    const { action, params } = parseStepRequest(data);
     const eps = this.o.episodes;
     return this.played(client, params, async (ep) => eps.stepPayload(ep, await eps.step(ep, actionText(action))));
   }

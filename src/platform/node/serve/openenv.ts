@@ -1,10 +1,15 @@
 /**
  * OpenEnv's wire protocol as `spade serve` speaks it (docs/scale-out.md names the OpenEnv commit it
- * follows): request validation with pydantic-shaped error lists, the WebSocket message types and
- * error codes, the observation payload ({observation, reward, done}), the SPADE action and
- * observation models and their JSON schemas (GET /schema). Pure: no sockets, no sandbox.
+ * follows): the WebSocket message types and error codes, the observation payload ({observation,
+ * reward, done}), and every request a client sends — the reset and step bodies, the /ws messages,
+ * the SPADE action — as one TypeBox schema each (core/wire_schema.ts), which is at once the check,
+ * the pydantic-shaped error list (field, value, what was expected) and, for the action, the
+ * observation and the state, the JSON Schema GET /schema serves. Pure: no sockets, no sandbox.
  */
+import { Kind, Type, type SchemaOptions, type Static, type TSchema } from '@sinclair/typebox';
 import type { Info, StepResult, ToolSchema } from '../../../core/env/contract.ts';
+import { ownField } from '../../../core/schema.ts';
+import { expected, saying, says, Wire, type Issue, type Says } from '../../../core/wire_schema.ts';
 
 /** The error codes of OpenEnv's WSErrorCode. */
 export const WS_ERROR = {
@@ -45,8 +50,6 @@ export interface SpadeAction {
 }
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-/** A client's field: its own property only, never one Object.prototype carries. */
-const own = (v: Record<string, unknown>, k: string): unknown => (Object.hasOwn(v, k) ? v[k] : undefined);
 
 /** Deepest level of a client's value echoed back in an error's `input` (deeper levels are summarised). */
 export const ECHO_DEPTH = 3;
@@ -89,21 +92,23 @@ export function describe(v: unknown): string {
 
 /**
  * Thrown by the validators below; `errors` is the pydantic-shaped list sent to the client, with
- * every echoed `input` and `loc` key bounded (echo) and at most MAX_FIELD_ERRORS entries.
+ * every echoed `input` and `loc` key bounded (echo) and at most MAX_FIELD_ERRORS entries; `total`
+ * counts the errors found when `errors` holds only the first of them.
  */
 export class ProtocolValidationError extends Error {
   readonly errors: FieldError[];
-  constructor(errors: FieldError[]) {
+  constructor(errors: FieldError[], total = errors.length) {
     const kept = errors.slice(0, MAX_FIELD_ERRORS).map((e) => ({
       ...e,
       loc: e.loc.map((k) => (typeof k === 'string' ? cut(k) : k)),
       input: echo(e.input),
     }));
-    if (errors.length > MAX_FIELD_ERRORS)
+    const left = Math.max(total, errors.length) - kept.length;
+    if (left > 0)
       kept.push({
         type: 'too_many_errors',
         loc: [],
-        msg: `${errors.length - MAX_FIELD_ERRORS} more error(s) left out`,
+        msg: `${left} more error(s) left out`,
         input: null,
       });
     super(kept.map((e) => `${e.loc.join('.')}: ${e.msg}`).join('; '));
@@ -134,75 +139,158 @@ export function encodeReply(body: unknown, fallback: (reason: string) => unknown
   return text ?? JSON.stringify(fallback(reason || 'the reply was empty'));
 }
 
-function extraForbidden(obj: Record<string, unknown>, allowed: readonly string[], prefix: (string | number)[]) {
-  return Object.keys(obj)
-    .filter((k) => !allowed.includes(k))
-    .map((k) => ({
-      type: 'extra_forbidden',
-      loc: [...prefix, k],
-      msg: 'Extra inputs are not permitted',
-      input: obj[k],
-    }));
+// --- the requests: one TypeBox schema each (core/wire_schema.ts) ------------------------------
+
+/** pydantic's error type for a value of the wrong kind (a schema may name its own: Says.code). */
+const PYDANTIC_TYPES: Record<string, string> = {
+  String: 'string_type',
+  Integer: 'int_type',
+  Number: 'float_type',
+  Boolean: 'bool_type',
+  Object: 'dict_type',
+  Array: 'list_type',
+  Literal: 'literal_error',
+};
+
+/** The pydantic error type of a failed schema: its own, else its kind's (a union: its first member but null). */
+function pydanticType(s: TSchema): string {
+  const code = says(s)?.code;
+  if (code) return code;
+  if (s[Kind] === 'Union') {
+    const member = (s.anyOf as TSchema[]).find((m) => m[Kind] !== 'Null');
+    return member ? pydanticType(member) : 'none_required';
+  }
+  return ownField(PYDANTIC_TYPES, s[Kind] as string) ?? 'value_error';
 }
 
-/** One entry of a validation error list, in pydantic's shape. */
-function fieldError(type: string, loc: (string | number)[], msg: string, input: unknown): FieldError {
-  return { type, loc, msg, input };
+/** Issues (wire_schema.ts) as pydantic's error list: a missing field echoes the object it is missing from. */
+function fieldErrors(issues: Issue[], prefix: (string | number)[]): FieldError[] {
+  return issues.map((i): FieldError => {
+    const loc = [...prefix, ...i.loc];
+    if (i.kind === 'missing') return { type: 'missing', loc, msg: 'Field required', input: i.parent };
+    if (i.kind === 'extra')
+      return { type: 'extra_forbidden', loc, msg: 'Extra inputs are not permitted', input: i.value };
+    return { type: pydanticType(i.schema), loc, msg: `Input should be ${expected(i.schema)}`, input: i.value };
+  });
 }
+
+/** Read `data` with `wire`; a bad value throws its pydantic-shaped errors, at `prefix`. */
+function readOrThrow<T extends TSchema>(wire: Wire<T>, data: unknown, prefix: (string | number)[]) {
+  const r = wire.read(data, MAX_FIELD_ERRORS);
+  if (!r.ok) throw new ProtocolValidationError(fieldErrors(r.issues, prefix), r.total);
+  return r.value;
+}
+
+const DICT: Says = { code: 'dict_type', expected: 'a valid dictionary' };
+/** A JSON object whose fields are not read. */
+const anyObject = (options: SchemaOptions = {}) => Type.Object({}, { additionalProperties: true, ...options });
+/** A string of at most 255 characters (ids), or null. */
+const id255 = () => Type.Union([Type.String({ maxLength: 255 }), Type.Null()]);
 
 /**
- * Reset parameters from a ResetRequest body (HTTP) or a reset message's data (WebSocket):
- * seed a whole number ≥ 0, episode_id a string of at most 255 characters, env_id a string,
- * sample one of SAMPLE_RULES, hint a boolean. Other keys are allowed and ignored.
+ * ResetRequest (HTTP) or a reset message's data (WebSocket): seed a whole number from 0 to 2³² − 1,
+ * episode_id a string of at most 255 characters, env_id a string, sample one of SAMPLE_RULES, hint a
+ * boolean; each may be null. Other keys are allowed and ignored.
  */
+const RESET_REQUEST = new Wire(
+  saying(
+    Type.Object(
+      {
+        seed: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 2 ** 32 - 1 }), Type.Null()])),
+        episode_id: Type.Optional(id255()),
+        env_id: Type.Optional(saying(id255(), { expected: 'an environment id from GET /metadata, or null' })),
+        sample: Type.Optional(
+          saying(Type.Union([...SAMPLE_RULES.map((r) => Type.Literal(r)), Type.Null()]), { code: 'enum' }),
+        ),
+        hint: Type.Optional(saying(Type.Union([Type.Boolean(), Type.Null()]), { expected: 'true, false or null' })),
+      },
+      { additionalProperties: true },
+    ),
+    { code: 'model_attributes_type', expected: 'a valid dictionary' },
+  ),
+);
+
+/** OpenEnv's StepRequest: the action (read by parseAction), timeout_s above 0, request_id; other keys reset the instance. */
+const STEP_REQUEST = new Wire(
+  saying(
+    Type.Object(
+      {
+        action: Type.Unknown(),
+        timeout_s: Type.Optional(
+          saying(Type.Union([Type.Number({ exclusiveMinimum: 0 }), Type.Null()]), { code: 'greater_than' }),
+        ),
+        request_id: Type.Optional(id255()),
+      },
+      { additionalProperties: true },
+    ),
+    { code: 'model_attributes_type', expected: 'a valid dictionary' },
+  ),
+);
+
+/** The /ws messages a client sends, by type (OpenEnv's WSMessage models): no other fields. */
+const WS_MESSAGES = {
+  reset: new Wire(
+    Type.Object(
+      { type: Type.Literal('reset'), data: Type.Optional(saying(anyObject(), DICT)) },
+      { additionalProperties: false },
+    ),
+  ),
+  step: new Wire(Type.Object({ type: Type.Literal('step'), data: Type.Unknown() }, { additionalProperties: false })),
+  state: new Wire(Type.Object({ type: Type.Literal('state') }, { additionalProperties: false })),
+  close: new Wire(Type.Object({ type: Type.Literal('close') }, { additionalProperties: false })),
+};
+export type WsMessageType = keyof typeof WS_MESSAGES;
+
+/** True when `type` is a /ws message type (own keys only: "constructor" is not one). */
+export function isWsMessageType(type: unknown): type is WsMessageType {
+  return typeof type === 'string' && Object.hasOwn(WS_MESSAGES, type);
+}
+
+/** A /ws message of a known type, checked: no extra fields, a reset's data a dictionary, a step's data present. */
+export function parseMessage(type: WsMessageType, m: unknown): { data?: unknown } {
+  return readOrThrow(WS_MESSAGES[type] as Wire<TSchema>, m, []) as { data?: unknown };
+}
+
+/** Reset parameters from a ResetRequest body (HTTP) or a reset message's data (WebSocket); see RESET_REQUEST. */
 export function parseResetParams(data: unknown, prefix: (string | number)[] = ['body']): ResetParams {
   if (data === undefined || data === null) data = {};
-  if (!isObj(data))
-    throw new ProtocolValidationError([
-      { type: 'model_attributes_type', loc: prefix, msg: 'Input should be a valid dictionary', input: data },
-    ]);
-  const errors: FieldError[] = [];
-  const seed = own(data, 'seed') ?? null;
-  if (seed !== null && !(typeof seed === 'number' && Number.isInteger(seed) && seed >= 0 && seed <= 2 ** 32 - 1))
-    errors.push(
-      fieldError('int_type', [...prefix, 'seed'], 'Input should be a whole number from 0 to 4294967295', seed),
-    );
-  const episodeId = own(data, 'episode_id') ?? null;
-  if (episodeId !== null && !(typeof episodeId === 'string' && episodeId.length <= 255))
-    errors.push(
-      fieldError(
-        'string_type',
-        [...prefix, 'episode_id'],
-        'Input should be a string of at most 255 characters',
-        episodeId,
-      ),
-    );
-  const envId = own(data, 'env_id') ?? null;
-  if (envId !== null && !(typeof envId === 'string' && envId.length <= 255))
-    errors.push(
-      fieldError('string_type', [...prefix, 'env_id'], 'Input should be an environment id from GET /metadata', envId),
-    );
-  const sample = own(data, 'sample') ?? null;
-  if (sample !== null && !(SAMPLE_RULES as readonly unknown[]).includes(sample))
+  const r = RESET_REQUEST.read(data, MAX_FIELD_ERRORS);
+  const errors = r.ok ? [] : fieldErrors(r.issues, prefix);
+  let total = r.ok ? 0 : r.total;
+  // the one rule between fields, which a JSON Schema of the request does not carry
+  const v = r.value as { env_id?: unknown; sample?: unknown };
+  if (isObj(v) && v.env_id != null && v.sample != null) {
     errors.push({
-      type: 'enum',
+      type: 'value_error',
       loc: [...prefix, 'sample'],
-      msg: `Input should be ${SAMPLE_RULES.map((r) => `'${r}'`).join(', ')}`,
-      input: sample,
+      msg: 'Give env_id or sample, not both',
+      input: v.sample,
     });
-  if (envId !== null && sample !== null)
-    errors.push(fieldError('value_error', [...prefix, 'sample'], 'Give env_id or sample, not both', sample));
-  const hint = own(data, 'hint') ?? false;
-  if (typeof hint !== 'boolean')
-    errors.push(fieldError('bool_type', [...prefix, 'hint'], 'Input should be a valid boolean', hint));
-  if (errors.length) throw new ProtocolValidationError(errors);
+    total++;
+  }
+  if (!r.ok || errors.length) throw new ProtocolValidationError(errors, total);
+  const ok = r.value;
   return {
-    seed: seed as number | null,
-    episodeId: episodeId as string | null,
-    envId: envId as string | null,
-    sample: sample as SampleRule | null,
-    hint: hint as boolean,
+    seed: ok.seed ?? null,
+    episodeId: ok.episode_id ?? null,
+    envId: ok.env_id ?? null,
+    sample: ok.sample ?? null,
+    hint: ok.hint ?? false,
   };
+}
+
+/** OpenEnv's POST /step body: the action, and the reset parameters its other keys give (a fresh instance). */
+export function parseStepRequest(data: unknown): { action: SpadeAction; params: ResetParams } {
+  const body = readOrThrow(STEP_REQUEST, data, ['body']) as Record<string, unknown>;
+  const action = parseAction(body.action, ['body', 'action']);
+  const params = parseResetParams(
+    Object.fromEntries(
+      Object.keys(body)
+        .filter((k) => !Object.hasOwn(STEP_REQUEST.schema.properties, k))
+        .map((k) => [k, body[k]]),
+    ),
+  );
+  return { action, params };
 }
 
 /**
@@ -225,79 +313,94 @@ export function nestedPast(v: unknown, max: number): boolean {
   return false;
 }
 
+/** A tool call's fields: its name, and its arguments as an object or that object's JSON text. */
+const TOOL_CALL_FIELDS = {
+  name: Type.String(),
+  arguments: Type.Optional(Type.Union([anyObject(), Type.String(), Type.Null()])),
+};
+/** OpenAI's form of a tool call: {type: "function", function: {name, arguments}} (its other fields unread). */
+const OPENAI_TOOL_CALL = new Wire(Type.Object({ function: Type.Object(TOOL_CALL_FIELDS) }));
+
 /**
- * A SpadeAction from an action dict: {text?, tool_calls?, metadata?}, nothing else (OpenEnv's
- * Action model forbids extra fields); at least one of text and tool_calls. A tool call is
- * {name, arguments} or OpenAI's {type: "function", function: {name, arguments}}, arguments an
- * object or its JSON text.
+ * A SpadeAction: {text?, tool_calls?, metadata?}, nothing else (OpenEnv's Action model forbids extra
+ * fields); at least one of text and tool_calls. A tool call is {name, arguments} or OpenAI's
+ * {type: "function", function: {name, arguments}}, arguments an object or its JSON text. The
+ * schema GET /schema serves as `action`.
  */
-export function parseAction(data: unknown, prefix: (string | number)[] = []): SpadeAction {
-  if (!isObj(data))
-    throw new ProtocolValidationError([
+const ACTION = new Wire(
+  saying(
+    Type.Object(
       {
-        type: 'model_type',
-        loc: prefix,
-        msg: 'Input should be a valid dictionary or instance of SpadeAction',
-        input: data,
+        metadata: Type.Optional(saying(anyObject({ title: 'Metadata' }), DICT)),
+        text: Type.Optional(saying(Type.String({ title: 'Text', default: '' }), { expected: 'a valid string' })),
+        tool_calls: Type.Optional(
+          saying(
+            Type.Array(
+              saying(Type.Union([Type.Object(TOOL_CALL_FIELDS), OPENAI_TOOL_CALL.schema]), {
+                code: 'value_error',
+                expected:
+                  'a tool call: {"name": string, "arguments": object or its JSON text}, or OpenAI\'s {"type": "function", "function": {"name": ..., "arguments": ...}}',
+              }),
+              { title: 'Tool Calls' },
+            ),
+            { expected: 'a valid list' },
+          ),
+        ),
       },
-    ]);
-  const errors = extraForbidden(data, ['text', 'tool_calls', 'metadata'], prefix);
-  if (data.text !== undefined && typeof data.text !== 'string')
-    errors.push(fieldError('string_type', [...prefix, 'text'], 'Input should be a valid string', data.text));
-  if (data.metadata !== undefined && !isObj(data.metadata))
-    errors.push(fieldError('dict_type', [...prefix, 'metadata'], 'Input should be a valid dictionary', data.metadata));
-  const toolCalls: SpadeAction['toolCalls'] = [];
-  if (data.tool_calls !== undefined) {
-    if (!Array.isArray(data.tool_calls))
-      errors.push(fieldError('list_type', [...prefix, 'tool_calls'], 'Input should be a valid list', data.tool_calls));
-    else
-      data.tool_calls.forEach((c: unknown, i) => {
-        const call = isObj(c) && isObj(c.function) ? c.function : c;
-        if (!isObj(call) || typeof call.name !== 'string') {
-          errors.push(
-            fieldError(
-              'value_error',
-              [...prefix, 'tool_calls', i],
-              'A tool call is {"name": string, "arguments": object}',
-              c,
-            ),
-          );
-          return;
-        }
-        let args: unknown = call.arguments ?? {};
-        if (typeof args === 'string') {
-          try {
-            args = JSON.parse(args) as unknown;
-          } catch {
-            errors.push(
-              fieldError(
-                'json_invalid',
-                [...prefix, 'tool_calls', i, 'arguments'],
-                'arguments should be an object or its JSON text',
-                call.arguments,
-              ),
-            );
-            return;
-          }
-        }
-        if (nestedPast(args, MAX_ARGUMENT_DEPTH)) {
-          errors.push(
-            fieldError(
-              'value_error',
-              [...prefix, 'tool_calls', i, 'arguments'],
-              `arguments nest deeper than ${MAX_ARGUMENT_DEPTH} levels`,
-              args,
-            ),
-          );
-          return;
-        }
-        toolCalls.push({ name: call.name, arguments: args });
-      });
+      {
+        title: 'SpadeAction',
+        description:
+          "The agent's reply. Games read the last \\boxed{...} in text; tool-use environments read one <tool_call>{...}</tool_call> or a final <answer>...</answer>. tool_calls are appended to text in that form.",
+        additionalProperties: false,
+      },
+    ),
+    { code: 'model_type', expected: 'a valid dictionary or instance of SpadeAction' },
+  ),
+);
+
+/** A SpadeAction from an action dict (ACTION), its tool calls' JSON-text arguments parsed. */
+export function parseAction(data: unknown, prefix: (string | number)[] = []): SpadeAction {
+  const r = ACTION.read(data, MAX_FIELD_ERRORS);
+  const errors = r.ok ? [] : fieldErrors(r.issues, prefix);
+  let total = r.ok ? 0 : r.total;
+  // the one rule between fields, which the JSON Schema does not carry
+  const v = r.value as { text?: unknown; tool_calls?: unknown };
+  if (isObj(v) && v.text === undefined && v.tool_calls === undefined) {
+    errors.push({ type: 'missing', loc: [...prefix, 'text'], msg: 'Field required (text or tool_calls)', input: v });
+    total++;
   }
-  if (data.text === undefined && data.tool_calls === undefined)
-    errors.push(fieldError('missing', [...prefix, 'text'], 'Field required (text or tool_calls)', data));
+  if (!r.ok || errors.length) throw new ProtocolValidationError(errors, total);
+  const toolCalls: SpadeAction['toolCalls'] = [];
+  (r.value.tool_calls ?? []).forEach((c, i) => {
+    const call = OPENAI_TOOL_CALL.test(c) ? c.function : (c as Static<typeof OPENAI_TOOL_CALL.schema>['function']);
+    const at = [...prefix, 'tool_calls', i, 'arguments'];
+    let args: unknown = call.arguments ?? {};
+    if (typeof args === 'string') {
+      try {
+        args = JSON.parse(args) as unknown;
+      } catch {
+        errors.push({
+          type: 'json_invalid',
+          loc: at,
+          msg: 'arguments should be an object or its JSON text',
+          input: args,
+        });
+        return;
+      }
+    }
+    if (nestedPast(args, MAX_ARGUMENT_DEPTH)) {
+      errors.push({
+        type: 'value_error',
+        loc: at,
+        msg: `arguments nest deeper than ${MAX_ARGUMENT_DEPTH} levels`,
+        input: args,
+      });
+      return;
+    }
+    toolCalls.push({ name: call.name, arguments: args });
+  });
   if (errors.length) throw new ProtocolValidationError(errors);
-  return { text: (data.text as string | undefined) ?? '', toolCalls };
+  return { text: r.value.text ?? '', toolCalls };
 }
 
 /** The text step() receives: the agent's text, then each tool call as `<tool_call>{...}</tool_call>`. */
@@ -371,71 +474,52 @@ export function stepPayload(ep: EpisodeInfo, step: number, r: StepResult): Recor
   };
 }
 
-/** GET /schema: JSON schemas of the action, the observation and the state, as pydantic writes them. */
+/**
+ * GET /schema: the JSON Schemas of the action (the very schema parseAction checks with), the
+ * observation and the state, with pydantic's titles. TypeBox's own keys are symbols, which JSON
+ * leaves out.
+ */
 export const SCHEMAS = {
-  action: {
-    title: 'SpadeAction',
-    type: 'object',
-    description:
-      "The agent's reply. Games read the last \\boxed{...} in text; tool-use environments read one <tool_call>{...}</tool_call> or a final <answer>...</answer>. tool_calls are appended to text in that form.",
-    properties: {
-      metadata: { type: 'object', title: 'Metadata', additionalProperties: true },
-      text: { type: 'string', title: 'Text', default: '' },
-      tool_calls: {
-        type: 'array',
-        title: 'Tool Calls',
-        items: {
-          type: 'object',
-          properties: { name: { type: 'string' }, arguments: { anyOf: [{ type: 'object' }, { type: 'string' }] } },
-          required: ['name'],
-        },
-      },
+  action: ACTION.schema,
+  observation: Type.Object(
+    {
+      done: Type.Optional(Type.Boolean({ title: 'Done', default: false })),
+      reward: Type.Optional(Type.Union([Type.Number(), Type.Null()], { title: 'Reward', default: null })),
+      metadata: Type.Optional(anyObject({ title: 'Metadata' })),
+      text: Type.String({ title: 'Text', description: 'What the agent sees' }),
+      terminated: Type.Boolean({ title: 'Terminated' }),
+      truncated: Type.Boolean({ title: 'Truncated' }),
+      info: Type.Optional(anyObject({ title: 'Info' })),
+      env_id: Type.Optional(Type.String({ title: 'Env Id' })),
+      title: Type.Optional(Type.String({ title: 'Title' })),
+      setting: Type.Optional(Type.Union([Type.Literal('games'), Type.Literal('tool_use')], { title: 'Setting' })),
+      skill: Type.Optional(Type.String({ title: 'Skill' })),
+      difficulty: Type.Optional(Type.String({ title: 'Difficulty' })),
+      seed: Type.Optional(Type.Integer({ title: 'Seed' })),
+      step: Type.Optional(Type.Integer({ title: 'Step' })),
+      tools: Type.Optional(
+        Type.Array(anyObject(), {
+          title: 'Tools',
+          description: 'OpenAI function schemas of a tool-use environment (reset only)',
+        }),
+      ),
+      hint: Type.Optional(
+        Type.Union([Type.String(), Type.Null()], {
+          title: 'Hint',
+          description: 'The privileged hint, only when the reset asked for it (hint: true)',
+        }),
+      ),
     },
-    additionalProperties: false,
-  },
-  observation: {
-    title: 'SpadeObservation',
-    type: 'object',
-    properties: {
-      done: { type: 'boolean', title: 'Done', default: false },
-      reward: { anyOf: [{ type: 'number' }, { type: 'null' }], title: 'Reward', default: null },
-      metadata: { type: 'object', title: 'Metadata', additionalProperties: true },
-      text: { type: 'string', title: 'Text', description: 'What the agent sees' },
-      terminated: { type: 'boolean', title: 'Terminated' },
-      truncated: { type: 'boolean', title: 'Truncated' },
-      info: { type: 'object', title: 'Info', additionalProperties: true },
-      env_id: { type: 'string', title: 'Env Id' },
-      title: { type: 'string', title: 'Title' },
-      setting: { type: 'string', enum: ['games', 'tool_use'], title: 'Setting' },
-      skill: { type: 'string', title: 'Skill' },
-      difficulty: { type: 'string', title: 'Difficulty' },
-      seed: { type: 'integer', title: 'Seed' },
-      step: { type: 'integer', title: 'Step' },
-      tools: {
-        type: 'array',
-        title: 'Tools',
-        description: 'OpenAI function schemas of a tool-use environment (reset only)',
-        items: { type: 'object' },
-      },
-      hint: {
-        anyOf: [{ type: 'string' }, { type: 'null' }],
-        title: 'Hint',
-        description: 'The privileged hint, only when the reset asked for it (hint: true)',
-      },
+    { title: 'SpadeObservation', additionalProperties: false },
+  ),
+  state: Type.Object(
+    {
+      episode_id: Type.Optional(Type.Union([Type.String(), Type.Null()], { title: 'Episode Id', default: null })),
+      step_count: Type.Optional(Type.Integer({ minimum: 0, title: 'Step Count', default: 0 })),
+      env_id: Type.Optional(Type.Union([Type.String(), Type.Null()], { title: 'Env Id' })),
+      seed: Type.Optional(Type.Union([Type.Integer(), Type.Null()], { title: 'Seed' })),
+      done: Type.Optional(Type.Boolean({ title: 'Done' })),
     },
-    required: ['text', 'terminated', 'truncated'],
-    additionalProperties: false,
-  },
-  state: {
-    title: 'SpadeState',
-    type: 'object',
-    properties: {
-      episode_id: { anyOf: [{ type: 'string' }, { type: 'null' }], title: 'Episode Id', default: null },
-      step_count: { type: 'integer', minimum: 0, title: 'Step Count', default: 0 },
-      env_id: { anyOf: [{ type: 'string' }, { type: 'null' }], title: 'Env Id' },
-      seed: { anyOf: [{ type: 'integer' }, { type: 'null' }], title: 'Seed' },
-      done: { type: 'boolean', title: 'Done' },
-    },
-    additionalProperties: true,
-  },
-} as const;
+    { title: 'SpadeState', additionalProperties: true },
+  ),
+};

@@ -19,7 +19,9 @@ import {
   actionText,
   describe,
   encodeReply,
+  isWsMessageType,
   parseAction,
+  parseMessage,
   parseResetParams,
   ProtocolValidationError,
   WS_ERROR,
@@ -283,24 +285,24 @@ export class WsSessions {
       this.endFromHandler(s, 1003, 'not an object');
       return;
     }
-    const m = msg as Record<string, unknown>;
-    const type = m.type ?? '';
+    // the message's own "type" only (a polluted Object.prototype names none); its fields are checked by type (openenv.ts)
+    const type = Object.hasOwn(msg, 'type') ? (msg as { type: unknown }).type : '';
+    if (!isWsMessageType(type)) {
+      this.send(s, {
+        type: 'error',
+        data: {
+          message: `Unknown message type: ${typeof type === 'string' ? type.slice(0, 200) : describe(type)}`,
+          code: WS_ERROR.unknownType,
+        },
+      });
+      return;
+    }
     const eps = this.o.episodes;
     try {
-      const extra = (allowed: string[]) => {
-        const errors = Object.keys(m)
-          .filter((k) => !allowed.includes(k))
-          .map((k) => ({ type: 'extra_forbidden', loc: [k], msg: 'Extra inputs are not permitted', input: m[k] }));
-        if (errors.length) throw new ProtocolValidationError(errors);
-      };
+      const { data } = parseMessage(type, msg);
       switch (type) {
         case 'reset': {
-          extra(['type', 'data']);
-          if (m.data !== undefined && (typeof m.data !== 'object' || m.data === null || Array.isArray(m.data)))
-            throw new ProtocolValidationError([
-              { type: 'dict_type', loc: ['data'], msg: 'Input should be a valid dictionary', input: m.data },
-            ]);
-          const params = parseResetParams(m.data ?? {}, ['data']);
+          const params = parseResetParams(data ?? {}, ['data']);
           const old = s.episode;
           s.episode = null;
           const ep = await eps.start(params, old);
@@ -313,10 +315,7 @@ export class WsSessions {
           return;
         }
         case 'step': {
-          extra(['type', 'data']);
-          if (m.data === undefined)
-            throw new ProtocolValidationError([{ type: 'missing', loc: ['data'], msg: 'Field required', input: m }]);
-          const action = parseAction(m.data, ['data']);
+          const action = parseAction(data, ['data']);
           const ep = s.episode;
           if (!ep) throw new RequestError('No episode: send a reset message first.', WS_ERROR.execution);
           const r = await eps.step(ep, actionText(action));
@@ -324,7 +323,6 @@ export class WsSessions {
           return;
         }
         case 'state': {
-          extra(['type']);
           const ep = s.episode;
           this.send(s, {
             type: 'state',
@@ -341,17 +339,8 @@ export class WsSessions {
           return;
         }
         case 'close':
-          extra(['type']);
           this.endFromHandler(s, 1000, 'closed by client');
           return;
-        default:
-          this.send(s, {
-            type: 'error',
-            data: {
-              message: `Unknown message type: ${typeof type === 'string' ? type.slice(0, 200) : describe(type)}`,
-              code: WS_ERROR.unknownType,
-            },
-          });
       }
     } catch (err) {
       if (err instanceof ProtocolValidationError)
