@@ -763,4 +763,12 @@ export const MUTANTS = [
     test: 'tests/unit/tiny_lm.test.ts',
     why: "a sampled id's log π is taken at the sampling temperature (π_old of the GRPO ratio), as the reference's is",
   },
+  {
+    id: 'lab-tiny-chat-sampler-ignores-temperature',
+    file: 'src/engine/lab/tiny_lm.ts',
+    find: 'sum += p[i] = Math.exp((logits[i]! - max) / t);',
+    replace: 'sum += p[i] = Math.exp(logits[i]! - max);',
+    test: 'tests/unit/tiny_lm.test.ts',
+    why: "the fast path samples at the asked temperature, as the reference's sampler does",
+  },
 ];

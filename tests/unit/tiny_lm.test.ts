@@ -55,6 +55,11 @@ describe('the fast path gives the references’ numbers', () => {
       const o = { temperature: 0.7, max_tokens: 3, seed: 7 };
       expect((await chat.chat(other, o)).tokens).toEqual((await ref.chat.chat(other, o)).tokens);
       expect(chat.counts.reused).toBeGreaterThan(0);
+      // the sampler at temperatures away from 1 (each id's probability exp((z − max)/T)): the same ids
+      for (const [seed, temperature] of [0.3, 0.5, 2, 4].entries()) {
+        const ot = { temperature, max_tokens: 4, seed: 20 + seed };
+        expect((await chat.chat(other, ot)).tokens).toEqual((await ref.chat.chat(other, ot)).tokens);
+      }
     },
   );
 
