@@ -17,6 +17,7 @@ import {
   stepPayload,
 } from '../../src/platform/node/serve/openenv.ts';
 import { expected, saying, Wire } from '../../src/core/wire_schema.ts';
+import { MAX_PROBLEMS, validateCustomModel } from '../../src/core/llm/webllm/custom_records.ts';
 
 afterEach(() => {
   expect(Object.getOwnPropertyNames(Object.prototype)).not.toContain('text');
@@ -145,6 +146,43 @@ describe('words', () => {
     const s = saying(Type.String({ title: 'Name' }), { expected: 'a name', code: 'name_type' });
     expect(JSON.parse(JSON.stringify(s))).toEqual({ type: 'string', title: 'Name' });
     expect(JSON.stringify(SCHEMAS)).not.toMatch(/a valid dictionary|model_type|int_type/);
+  });
+});
+
+describe('custom WebLLM records (custom_records.ts)', () => {
+  const good = {
+    model_id: 'MyLlama-q4f32_1-MLC',
+    model: 'https://huggingface.co/me/MyLlama-q4f32_1-MLC',
+    model_lib: 'https://example.org/libs/MyLlama-q4f32_1-webgpu.wasm',
+  };
+
+  it('names the field, and what it must be, for a value of the wrong type', () => {
+    expect(validateCustomModel({ ...good, model: 5, needs_f16: 1 })).toEqual({
+      ok: false,
+      errors: [
+        'model must be an https:// URL (http:// is allowed only for localhost).',
+        'needs_f16 must be true or false.',
+      ],
+    });
+  });
+
+  it('lists at most MAX_PROBLEMS problems and counts the rest, whatever fields are missing', () => {
+    const many = Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`k${i}`, i]));
+    const r = validateCustomModel({ model_id: good.model_id, ...many });
+    expect(r.ok ? [] : r.errors).toHaveLength(MAX_PROBLEMS + 1);
+    expect(r.ok ? '' : r.errors.at(-1)).toBe(`${10_000 + 2 - MAX_PROBLEMS} more problem(s) left out.`);
+  });
+
+  it("reads the record's own fields: a polluted prototype fills in no URL", () => {
+    polluted('model_lib', good.model_lib, () => {
+      expect(validateCustomModel({ model_id: good.model_id, model: good.model })).toEqual({
+        ok: false,
+        errors: ['model_lib is required.'],
+      });
+    });
+    polluted('vram_required_MB', -1, () => {
+      expect(validateCustomModel(good)).toEqual({ ok: true, value: good });
+    });
   });
 });
 

@@ -1,110 +1,120 @@
 /**
  * Custom WebLLM models: records for models the user compiled with MLC LLM and hosts themselves —
- * validation of what the user typed, and conversion to web-llm's ModelRecord and to a feasibility
- * input. Pure TypeScript; only types come from @mlc-ai/web-llm.
+ * validation of what the user typed (one TypeBox schema, core/wire_schema.ts, plus the checks a
+ * JSON Schema does not carry: URLs, the catalog's ids), and conversion to web-llm's ModelRecord and
+ * to a feasibility input. Pure TypeScript; only types come from @mlc-ai/web-llm.
  */
 import type { ModelRecord } from '@mlc-ai/web-llm';
+import { Type, type Static } from '@sinclair/typebox';
+import { expected, saying, Wire } from '../../wire_schema.ts';
 import { findCatalogEntry } from './catalog.ts';
 import type { FeasibilityInput } from './feasibility.ts';
 
-/** A model the user compiled with MLC LLM and hosts themselves. */
-export interface CustomModelRecord {
-  model_id: string;
-  /** Base URL of the weights (the folder holding mlc-chat-config.json and the param shards). */
-  model: string;
-  /** URL of the compiled model library (.wasm). */
-  model_lib: string;
-  vram_required_MB?: number;
-  context_window?: number;
-  needs_f16?: boolean;
-}
+export const CUSTOM_LIMITS = { maxVramMB: 65536, minContext: 256, maxContext: 131072, maxIdLength: 128 } as const;
+
+const URL_WORDS = 'an https:// URL (http:// is allowed only for localhost)';
+
+/**
+ * A model the user compiled with MLC LLM and hosts themselves: model_id (not a catalog id), model
+ * (the base URL of the weights: the folder holding mlc-chat-config.json and the param shards),
+ * model_lib (the URL of the compiled model library, a .wasm file) and, if known, its VRAM, context
+ * window and need for shader-f16. No other fields.
+ */
+const CUSTOM_RECORD = new Wire(
+  Type.Object(
+    {
+      model_id: saying(
+        Type.String({ minLength: 1, maxLength: CUSTOM_LIMITS.maxIdLength, pattern: '^[A-Za-z0-9._-]+$' }),
+        { expected: `1-${CUSTOM_LIMITS.maxIdLength} letters, digits, '.', '_' or '-'` },
+      ),
+      model: saying(Type.String(), { expected: URL_WORDS }),
+      model_lib: saying(Type.String(), { expected: `${URL_WORDS} of a .wasm file` }),
+      vram_required_MB: Type.Optional(
+        saying(Type.Number({ exclusiveMinimum: 0, maximum: CUSTOM_LIMITS.maxVramMB }), {
+          expected: `a number of megabytes above 0 and at most ${CUSTOM_LIMITS.maxVramMB}`,
+        }),
+      ),
+      context_window: Type.Optional(
+        saying(Type.Integer({ minimum: CUSTOM_LIMITS.minContext, maximum: CUSTOM_LIMITS.maxContext }), {
+          expected: `a whole number of tokens from ${CUSTOM_LIMITS.minContext} to ${CUSTOM_LIMITS.maxContext}`,
+        }),
+      ),
+      needs_f16: Type.Optional(Type.Boolean()),
+    },
+    { additionalProperties: false },
+  ),
+);
+
+/** A model the user compiled with MLC LLM and hosts themselves (CUSTOM_RECORD). */
+export type CustomModelRecord = Static<typeof CUSTOM_RECORD.schema>;
 
 export type CustomModelValidation = { ok: true; value: CustomModelRecord } | { ok: false; errors: string[] };
 
-const CUSTOM_KEYS = ['model_id', 'model', 'model_lib', 'vram_required_MB', 'context_window', 'needs_f16'];
 const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+/** Most problems listed for one record (a record of 10 000 unknown fields is 20 lines and a count). */
+export const MAX_PROBLEMS = 20;
 
-export const CUSTOM_LIMITS = { maxVramMB: 65536, minContext: 256, maxContext: 131072, maxIdLength: 128 } as const;
-
-function checkUrl(field: string, value: unknown, errors: string[]): string | undefined {
-  if (typeof value !== 'string' || value.trim() === '') {
-    errors.push(`${field} is required.`);
-    return undefined;
-  }
+/** A URL field's value normalised, or what is wrong with it (the schema has checked it is a string). */
+function checkUrl(field: string, value: string): { href: string } | { problem: string } {
+  if (value.trim() === '') return { problem: `${field} is required.` };
   let url: URL;
   try {
     url = new URL(value.trim());
   } catch {
-    errors.push(`${field} is not a valid URL.`);
-    return undefined;
+    return { problem: `${field} is not a valid URL.` };
   }
   const local = url.protocol === 'http:' && LOCAL_HOSTS.has(url.hostname);
-  if (url.protocol !== 'https:' && !local) {
-    errors.push(`${field} must be an https:// URL (http:// is allowed only for localhost).`);
-    return undefined;
-  }
-  if (url.username || url.password) {
-    errors.push(`${field} must not contain a user name or password.`);
-    return undefined;
-  }
-  return url.href;
+  if (url.protocol !== 'https:' && !local)
+    return { problem: `${field} must be an https:// URL (http:// is allowed only for localhost).` };
+  if (url.username || url.password) return { problem: `${field} must not contain a user name or password.` };
+  if (field === 'model_lib' && !url.pathname.endsWith('.wasm'))
+    return { problem: 'model_lib must point to a .wasm file.' };
+  return { href: url.href };
 }
 
 /**
  * Check a user-supplied custom model record. Returns the normalized record, or every problem found
- * (one message per problem, each naming the field).
+ * (one message per problem, each naming the field and what it must be; unknown fields first).
  */
 export function validateCustomModel(input: unknown): CustomModelValidation {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     return { ok: false, errors: ['A custom model must be an object with model_id, model and model_lib.'] };
   }
-  const rec = input as Record<string, unknown>;
-  const errors: string[] = [];
-  for (const key of Object.keys(rec)) {
-    if (!CUSTOM_KEYS.includes(key)) errors.push(`Unknown field "${key}".`);
+  const r = CUSTOM_RECORD.read(input, MAX_PROBLEMS);
+  const unknown: string[] = [];
+  const problems = new Map<string, string>();
+  if (!r.ok)
+    for (const i of r.issues) {
+      const field = String(i.loc[0]);
+      if (i.kind === 'extra') unknown.push(`Unknown field "${field}".`);
+      else
+        problems.set(field, i.kind === 'missing' ? `${field} is required.` : `${field} must be ${expected(i.schema)}.`);
+    }
+  // what a JSON Schema does not say, for the fields it passed
+  const rec = r.value as Record<string, unknown>;
+  const passed = (field: string): string | undefined =>
+    !problems.has(field) && typeof rec[field] === 'string' ? rec[field] : undefined;
+  const id = passed('model_id');
+  if (id !== undefined && findCatalogEntry(id))
+    problems.set('model_id', `model_id "${id}" is already a catalog model; pick another name.`);
+  const urls: Record<string, string> = {};
+  for (const field of ['model', 'model_lib'] as const) {
+    const text = passed(field);
+    if (text === undefined) continue;
+    const u = checkUrl(field, text);
+    if ('problem' in u) problems.set(field, u.problem);
+    else urls[field] = u.href;
   }
-  const id = rec.model_id;
-  let modelId: string | undefined;
-  if (typeof id !== 'string' || id.trim() === '') {
-    errors.push('model_id is required.');
-  } else if (id.length > CUSTOM_LIMITS.maxIdLength || !/^[A-Za-z0-9._-]+$/.test(id)) {
-    errors.push(`model_id must be 1-${CUSTOM_LIMITS.maxIdLength} letters, digits, '.', '_' or '-'.`);
-  } else if (findCatalogEntry(id)) {
-    errors.push(`model_id "${id}" is already a catalog model; pick another name.`);
-  } else {
-    modelId = id;
-  }
-  const model = checkUrl('model', rec.model, errors);
-  let modelLib = checkUrl('model_lib', rec.model_lib, errors);
-  if (modelLib !== undefined && !new URL(modelLib).pathname.endsWith('.wasm')) {
-    errors.push('model_lib must point to a .wasm file.');
-    modelLib = undefined;
-  }
-  const vram = rec.vram_required_MB;
-  if (vram !== undefined && (typeof vram !== 'number' || !(vram > 0) || vram > CUSTOM_LIMITS.maxVramMB)) {
-    errors.push(`vram_required_MB must be a number of megabytes above 0 and at most ${CUSTOM_LIMITS.maxVramMB}.`);
-  }
-  const ctx = rec.context_window;
-  if (
-    ctx !== undefined &&
-    (typeof ctx !== 'number' ||
-      !Number.isInteger(ctx) ||
-      ctx < CUSTOM_LIMITS.minContext ||
-      ctx > CUSTOM_LIMITS.maxContext)
-  ) {
-    errors.push(
-      `context_window must be a whole number of tokens from ${CUSTOM_LIMITS.minContext} to ${CUSTOM_LIMITS.maxContext}.`,
-    );
-  }
-  const f16 = rec.needs_f16;
-  if (f16 !== undefined && typeof f16 !== 'boolean') errors.push('needs_f16 must be true or false.');
-  if (errors.length > 0 || modelId === undefined || model === undefined || modelLib === undefined) {
-    return { ok: false, errors };
-  }
-  const value: CustomModelRecord = { model_id: modelId, model, model_lib: modelLib };
-  if (vram !== undefined) value.vram_required_MB = vram as number;
-  if (ctx !== undefined) value.context_window = ctx as number;
-  if (f16 !== undefined) value.needs_f16 = f16 as boolean;
+  const errors = [
+    ...unknown,
+    ...Object.keys(CUSTOM_RECORD.schema.properties).flatMap((k) => (problems.has(k) ? [problems.get(k)!] : [])),
+  ];
+  if (!r.ok && r.total > r.issues.length) errors.push(`${r.total - r.issues.length} more problem(s) left out.`);
+  if (!r.ok || errors.length > 0) return { ok: false, errors };
+  const value: CustomModelRecord = { model_id: r.value.model_id, model: urls.model!, model_lib: urls.model_lib! };
+  if (r.value.vram_required_MB !== undefined) value.vram_required_MB = r.value.vram_required_MB;
+  if (r.value.context_window !== undefined) value.context_window = r.value.context_window;
+  if (r.value.needs_f16 !== undefined) value.needs_f16 = r.value.needs_f16;
   return { ok: true, value };
 }
 
