@@ -10,7 +10,9 @@
  *     objects, so a polluted prototype never fills in a field a value lacks (TypeBox reads
  *     `value.key` and `'key' in value`, which see the prototype);
  *   - failures as issues: one per place (its path as keys and list indices), extra fields first,
- *     each with the value found and the schema it failed; at most `max` kept, all counted;
+ *     each with the value found and the schema it failed; at most `max` kept, all counted; a union
+ *     that an object (or list) failed, where exactly one member is an object (or list), is reported
+ *     inside that member (`usage.completion_tokens`, not `usage` for `{object} or null`);
  *   - words: what a good value is (`expected`), from the schema or from what it says of itself under
  *     SAYS (a symbol key: never in its JSON Schema), so every message names the field, the value and
  *     what was expected.
@@ -20,6 +22,7 @@
  */
 import { Kind, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, ValueErrorType, type TypeCheck } from '@sinclair/typebox/compiler';
+import type { ValueError } from '@sinclair/typebox/errors';
 
 /** The key under which a schema says what a failure of it means (see `saying`). */
 export const SAYS = Symbol('says');
@@ -123,6 +126,28 @@ function locate(root: unknown, path: string): { loc: (string | number)[]; parent
   return { loc, parent };
 }
 
+/** Which member of a union's `anyOf` a value is an instance of, when it is an object or a list and one member is. */
+function containerMember(members: TSchema[], value: unknown): number {
+  const kind = Array.isArray(value) ? 'Array' : typeof value === 'object' && value !== null ? 'Object' : null;
+  if (!kind) return -1;
+  const at = members.flatMap((m, i) => (m[Kind] === kind ? [i] : []));
+  return at.length === 1 ? at[0]! : -1;
+}
+
+/** TypeBox's errors, a union failed by an object or list reported inside its one object or list member. */
+function* narrowed(errors: Iterable<ValueError>): Generator<ValueError> {
+  for (const e of errors) {
+    const i = e.type === ValueErrorType.Union ? containerMember(e.schema.anyOf as TSchema[], e.value) : -1;
+    let inner = 0;
+    if (i >= 0 && e.errors[i])
+      for (const x of narrowed(e.errors[i])) {
+        inner++;
+        yield x;
+      }
+    if (inner === 0) yield e; // (the member failed, so it has an error; the union's own stands in if not)
+  }
+}
+
 /** A schema compiled for values from outside: `read` checks one (own fields only) and says what is wrong. */
 export class Wire<T extends TSchema> {
   private readonly check: TypeCheck<T>;
@@ -154,7 +179,7 @@ export class Wire<T extends TSchema> {
     const rest: Issue[] = [];
     const seen = new Set<string>();
     let total = 0;
-    for (const e of this.check.Errors(value)) {
+    for (const e of narrowed(this.check.Errors(value))) {
       // a missing field is also reported as a value of the wrong type: one issue per place
       if (seen.has(e.path)) continue;
       seen.add(e.path);

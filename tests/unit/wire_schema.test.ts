@@ -64,6 +64,17 @@ describe('Wire: issues', () => {
     expect(r.total).toBe(3);
   });
 
+  it('a union an object failed is reported inside its one object member; two object members stay one issue', () => {
+    const usage = new Wire(Type.Union([Type.Object({ n: Type.Union([Type.Integer(), Type.Null()]) }), Type.Null()]));
+    const r = usage.read({ n: 1.5 });
+    expect(r.ok ? null : r.issues.map((i) => [i.loc, expected(i.schema)])).toEqual([[['n'], 'a whole number or null']]);
+    const r2 = usage.read('x');
+    expect(r2.ok ? null : r2.issues.map((i) => [i.loc, expected(i.schema)])).toEqual([[[], 'an object or null']]);
+    const either = new Wire(Type.Union([Type.Object({ a: Type.String() }), Type.Object({ b: Type.String() })]));
+    const r3 = either.read({ a: 1 });
+    expect(r3.ok ? null : r3.issues.map((i) => i.loc)).toEqual([[]]);
+  });
+
   it('keeps at most `max` issues and counts them all', () => {
     const many = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`k${i}`, i]));
     const r = point.read({ x: 1, ...many }, 20);

@@ -2,11 +2,14 @@
  * Reading an OpenAI-compatible server's reply off the wire (openai_model.ts sends the request): the
  * body as bounded text lines (ReplyReader: the call's abort ends a read at once; a line, an SSE event
  * or a body over its bound is a ModelCallError of kind 'too_large', never a growing buffer), and each
- * chunk's fields type-checked as the chat-completions protocol has them (readChoice, readLogprobs,
- * readUsage: null is empty; any other wrong type is a ModelCallError of kind 'bad_reply' naming the
- * field). Every bound scales with the call's maxReplyChars.
+ * chunk's fields type-checked as the chat-completions protocol has them, by TypeBox schemas read
+ * through core/wire_schema.ts (readChoice, readLogprobs, readUsage: null is empty; any other wrong
+ * type is a ModelCallError of kind 'bad_reply' naming the field, the value and what the protocol
+ * has there). Every bound scales with the call's maxReplyChars.
  */
+import { Type, type TSchema } from '@sinclair/typebox';
 import { abortError, ModelCallError } from '../errors.ts';
+import { expected, Wire, type WireRead } from '../wire_schema.ts';
 import type { ChatResult, FinishReason, TokenLogprob } from './chat_model.ts';
 
 /** A line (or a non-streamed JSON body) may hold this many characters per reply character (escapes, log-probs) ... */
@@ -193,8 +196,47 @@ export function preview(value: unknown, max: number): string {
   return s.length > max ? `${s.slice(0, max)}…` : s;
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isAbsent = (v: unknown): v is null | undefined => v === null || v === undefined;
+const orNull = <T extends TSchema>(s: T) => Type.Union([s, Type.Null()]);
+const count = () => orNull(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }));
+
+// The chat-completions fields read, as the protocol has them (null is legal wherever a field may be absent).
+/** A chunk's or reply's choices: only choices[0] is read. */
+const CHOICES = new Wire(Type.Object({ choices: Type.Optional(orNull(Type.Array(Type.Unknown()))) }));
+/** choices[0] of a streamed chunk (`delta`) or of a whole reply (`message`); logprobs are checked apart, when wanted. */
+const choice = <K extends 'delta' | 'message'>(key: K) =>
+  new Wire(
+    Type.Object({
+      [key]: Type.Optional(orNull(Type.Object({ content: Type.Optional(orNull(Type.String())) }))),
+      finish_reason: Type.Optional(orNull(Type.String())),
+      logprobs: Type.Optional(Type.Unknown()),
+    }),
+  );
+const CHOICE = { delta: choice('delta'), message: choice('message') };
+/** choices[0].logprobs: its content as {token, logprob} entries. */
+const LOGPROBS = new Wire(
+  orNull(
+    Type.Object({
+      content: Type.Optional(orNull(Type.Array(Type.Object({ token: Type.String(), logprob: Type.Number() })))),
+    }),
+  ),
+);
+/** The usage object: token counts. */
+const USAGE = new Wire(
+  orNull(Type.Object({ prompt_tokens: Type.Optional(count()), completion_tokens: Type.Optional(count()) })),
+);
+
+/** `at` followed by an issue's path, as the protocol's docs write it: `choices[0].delta.content`. */
+function fieldName(at: string, loc: (string | number)[]): string {
+  return loc.reduce<string>((name, k) => (typeof k === 'number' ? `${name}[${k}]` : name ? `${name}.${k}` : k), at);
+}
+
+/** A read's value, or a ModelCallError naming its first bad field (`at` is where the value sits in the reply). */
+function checked<T>(r: WireRead<T>, at: string, where: string): T {
+  if (r.ok) return r.value;
+  const i = r.issues[0]!;
+  throw badField(where, fieldName(at, i.loc) || 'the reply', i.value, expected(i.schema));
+}
 
 /** What a call reads from choices[0] of one chunk or whole reply. */
 interface ReadChoice {
@@ -214,55 +256,29 @@ export function readChoice(
   wantLogprobs: boolean,
   where: string,
 ): ReadChoice | null {
-  const choices = chunk.choices;
-  if (isAbsent(choices)) return null;
-  if (!Array.isArray(choices)) throw badField(where, 'choices', choices, 'an array');
-  const c: unknown = choices[0];
+  const choices = checked(CHOICES.read(chunk, 1), '', where).choices;
+  const c: unknown = choices?.[0];
   if (isAbsent(c)) return null;
-  if (!isRecord(c)) throw badField(where, 'choices[0]', c, 'an object');
-  const body = c[key];
-  if (!isAbsent(body) && !isRecord(body)) throw badField(where, `choices[0].${key}`, body, 'an object');
-  const content = body?.content;
-  if (!isAbsent(content) && typeof content !== 'string')
-    throw badField(where, `choices[0].${key}.content`, content, 'a string or null');
-  const finish = c.finish_reason;
-  if (!isAbsent(finish) && typeof finish !== 'string')
-    throw badField(where, 'choices[0].finish_reason', finish, 'a string or null');
+  const ch = checked(CHOICE[key].read(c, 1), 'choices[0]', where) as {
+    [k in typeof key]?: { content?: string | null } | null;
+  } & { finish_reason?: string | null; logprobs?: unknown };
   return {
-    content: content ?? '',
-    finishReason: finish ?? null,
-    logprobs: wantLogprobs ? readLogprobs(c.logprobs, where) : [],
+    content: ch[key]?.content ?? '',
+    finishReason: ch.finish_reason ?? null,
+    logprobs: wantLogprobs ? readLogprobs(ch.logprobs, where) : [],
   };
 }
 
 /** choices[0].logprobs.content as {token, logprob} entries (absent or null: none). */
 function readLogprobs(logprobs: unknown, where: string): TokenLogprob[] {
-  if (isAbsent(logprobs)) return [];
-  if (!isRecord(logprobs)) throw badField(where, 'choices[0].logprobs', logprobs, 'an object or null');
-  const content = logprobs.content;
-  if (isAbsent(content)) return [];
-  if (!Array.isArray(content)) throw badField(where, 'choices[0].logprobs.content', content, 'an array or null');
-  return content.map((lp: unknown, i) => {
-    const field = `choices[0].logprobs.content[${i}]`;
-    if (!isRecord(lp)) throw badField(where, field, lp, 'an object');
-    if (typeof lp.token !== 'string') throw badField(where, `${field}.token`, lp.token, 'a string');
-    if (typeof lp.logprob !== 'number') throw badField(where, `${field}.logprob`, lp.logprob, 'a number');
-    return { token: lp.token, logprob: lp.logprob };
-  });
+  const lp = checked(LOGPROBS.read(logprobs === undefined ? null : logprobs, 1), 'choices[0].logprobs', where);
+  return (lp?.content ?? []).map((e) => ({ token: e.token, logprob: e.logprob }));
 }
 
 /** The usage object (absent or null: null); a count that is not a whole number ≥ 0 is a ModelCallError. */
 export function readUsage(usage: unknown, where: string): ChatResult['usage'] | null {
-  if (isAbsent(usage)) return null;
-  if (!isRecord(usage)) throw badField(where, 'usage', usage, 'an object or null');
-  const count = (key: 'prompt_tokens' | 'completion_tokens'): number => {
-    const v = usage[key];
-    if (isAbsent(v)) return 0;
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
-      throw badField(where, `usage.${key}`, v, 'a whole number ≥ 0');
-    return v;
-  };
-  return { promptTokens: count('prompt_tokens'), completionTokens: count('completion_tokens') };
+  const u = checked(USAGE.read(usage === undefined ? null : usage, 1), 'usage', where);
+  return u && { promptTokens: u.prompt_tokens ?? 0, completionTokens: u.completion_tokens ?? 0 };
 }
 
 /** finish_reason in our terms; reasons we do not know (and names like "__proto__") are 'stop'. */
