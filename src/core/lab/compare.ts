@@ -276,11 +276,35 @@ const interval = (i: Interval) => `${f2(i.mean)} [${f2(i.lo)}, ${f2(i.hi)}]`;
 type Judged = Omit<CompareResult, 'sentence' | 'verdict'>;
 
 /**
- * "helped": the pre-registered margin met; "a little": the interval above 0 but the margin not met;
- * "hurt": the whole interval below 0; else about the same.
+ * Whether the seeds' differences vary: with one seed there is no interval, and when every seed's
+ * difference is the same (a tiny budget's coarse probe: two seeds at +0.01 each) the t-interval has
+ * zero width — no spread to judge it by.
+ */
+const spread = (p: PairComparison) => p.interval.n >= 2 && p.interval.hi - p.interval.lo > 1e-9;
+
+/**
+ * Whether a difference is shown at all: an interval with spread, or — every seed's difference the
+ * same — one at least the pre-registered margin (−0.25 on each of 5 seeds is a loss; +0.01 on each
+ * of 2 is nothing to claim).
+ */
+const shown = (p: PairComparison) =>
+  spread(p) || (p.interval.n >= 2 && Math.abs(p.interval.mean) >= CRITERIA.minGainDiff);
+
+/**
+ * "helped": the pre-registered margin met; "a little": the interval above 0 (and `shown`) but the
+ * margin not met; "hurt": the whole interval below 0; else about the same — no difference detected,
+ * and the sentence never claims one (#41).
  */
 const effect = (p: PairComparison) =>
-  p.pass ? 'helped' : p.interval.lo > 0 ? 'a little' : p.interval.hi < 0 ? 'hurt' : 'same';
+  p.pass ? 'helped' : !shown(p) ? 'same' : p.interval.lo > 0 ? 'a little' : p.interval.hi < 0 ? 'hurt' : 'same';
+
+/** A difference with its interval, or why it has none. */
+const diffText = (p: PairComparison) =>
+  spread(p)
+    ? `${signed(p.interval.mean)} [${f2(p.interval.lo)}, ${f2(p.interval.hi)}]`
+    : p.interval.n < 2
+      ? `${signed(p.interval.mean)}, one seed: no interval`
+      : `${signed(p.interval.mean)} on every seed, no spread to judge it by`;
 
 /** What happened in one plain sentence (the Lab shows it before any interval). */
 function sentenceOf(r: Judged, spec: CompareSpec): string {
@@ -307,10 +331,11 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
   if (vsRandom && effect(vsRandom) === 'hurt')
     return `${head}${name} did worse than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))}.`;
   if (vsRandom && effect(vsRandom) === 'a little')
-    return `${head}${name} helped a little more than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))} — ${signed(vsRandom.interval.mean)}, short of ${margin} (${n} seeds).`;
+    return `${head}${name} helped a little more than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))} — ${diffText(vsRandom)}, short of ${margin} (${n} seeds).`;
   const all = spec.arms.map(g);
   const tiny = Math.max(...all.map(Math.abs)) < 0.05;
-  return `${head}${name} did not help more than random levels: ${tiny ? 'no agent learned much at this budget' : 'every agent improved a little'} (${spec.arms.map((a) => `${a} ${signed(g(a))}`).join(', ')} on the probe, ${n} seed${n === 1 ? '' : 's'}).`;
+  const none = vsRandom ? `no difference was detected (${learned} − random ${diffText(vsRandom)}); ` : '';
+  return `${head}${name} did not help more than random levels: ${none}${tiny ? 'no agent learned much at this budget' : 'every agent improved a little'} (${spec.arms.map((a) => `${a} ${signed(g(a))}`).join(', ')} on the probe, ${n} seed${n === 1 ? '' : 's'}).`;
 }
 
 function verdictText(r: Judged, spec: CompareSpec): string {
