@@ -7,7 +7,8 @@
  *
  * The models and trainers are built by engine/lab/roles.ts, as `spade lab` builds them (the
  * trainers at the lab's sampling temperature), so a browser run prints the CLI's numbers for the
- * same settings.
+ * same settings. run() refuses settings outside their ranges (core/lab/settings.ts checkLabSettings:
+ * a ConfigError naming each) before it builds anything, as the link and the CLI do.
  *
  * Several labs live side by side under a key (the panel's run, and one per seed and designer for
  * "Compare designers"); one runs at a time. check() runs a family's learning-curve check
@@ -26,6 +27,7 @@ import type { EnvRunner } from '../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
 import { engineLabDeps, learningCheck, screenLabSeed, type LearningCheck } from '../src/engine/engine_api.ts';
 import type { ScreenResult } from '../src/core/lab/lab.ts';
+import { checkLabSettings } from '../src/core/lab/settings.ts';
 import type { SpaceName } from '../src/core/lab/spaces.ts';
 import { exposeApi } from '../src/platform/rpc.ts';
 
@@ -33,7 +35,10 @@ import { exposeApi } from '../src/platform/rpc.ts';
 export type LabSettings = Pick<
   LabLoopSettings,
   'seed' | 'designer' | 'space' | 'estimator' | 'levels' | 'plays' | 'probePlays' | 'plannedCycles'
->;
+> & {
+  /** Both roles' sampling temperature (absent: LAB_LOOP_DEFAULTS.temperature; the panel leaves it out). */
+  temperature?: number;
+};
 
 export type LabEvent =
   /** The probe before any training (cycle 0). */
@@ -94,11 +99,11 @@ let onReset: () => void = () => undefined;
 const runner = counting(sandbox, () => onReset());
 
 async function labFor(key: string, s: LabSettings): Promise<LabLoop> {
-  const made = JSON.stringify([s.seed, s.designer, s.space, s.estimator, s.levels, s.plays, s.probePlays]);
+  const temperature = s.temperature ?? LAB_LOOP_DEFAULTS.temperature;
+  const made = JSON.stringify([s.seed, s.designer, s.space, s.estimator, s.levels, s.plays, s.probePlays, temperature]);
   const have = labs.get(key);
   if (have?.made === made) return have.lab;
   if (have) await have.lab.close();
-  const temperature = LAB_LOOP_DEFAULTS.temperature;
   const lab = new LabLoop(
     { ...s, temperature },
     await engineLabDeps(s.seed, s.designer, runner, { temperature, space: s.space }),
@@ -112,6 +117,9 @@ const yieldToMessages = () => new Promise<void>((r) => setTimeout(r, 0));
 
 const api: LabWorkerApi = {
   async run(key, settings, cycles, onEvent) {
+    // the ranges of core/lab/settings.ts (the seed is left out: a comparison's rows count up from the panel's)
+    const { temperature, levels, plays, probePlays } = settings;
+    checkLabSettings({ temperature, levels, plays, probePlays });
     if (running) throw new Error('The lab is already running; pause it first.');
     running = true;
     pauseRequested = false;

@@ -14,7 +14,13 @@
  *                                "run {…}" line as each finishes and, last, one JSON object naming
  *                                `spadeDesigner` with `gain[arm].perSeed` for every arm; --combine
  *                                merges earlier outputs (their last lines, or their screen/run lines)
- *                                instead of running, so seed ranges can run in separate processes
+ *                                instead of running, so seed ranges can run in separate processes;
+ *                                progress (runs done of seeds × arms, time left) on stderr, and with
+ *                                --json every line for people there too
+ *
+ * Every Lab setting's flag is checked against its range in core/lab/settings.ts (LAB_SCHEMA, the link's;
+ * LAB_RUN_SCHEMA, the flags-only ones): a value outside it is a usage error naming the flag and the
+ * range (exit 2), before anything runs.
  */
 import { ESTIMATORS, type Estimator } from '../core/config.ts';
 import { UsageError } from '../core/errors.ts';
@@ -27,22 +33,22 @@ import {
   type SeedRun,
 } from '../core/lab/compare.ts';
 import { FAMILIES, TRAP_FAMILIES } from '../core/lab/families.ts';
+import { designerNamed, DESIGNERS, summarise, type LabLoopSettings, type ScreenResult } from '../core/lab/lab.ts';
 import {
-  designerNamed,
-  DESIGNERS,
-  LAB_LOOP_DEFAULTS,
-  summarise,
-  type LabLoopSettings,
-  type ScreenResult,
-} from '../core/lab/lab.ts';
-import { labDefaults } from '../core/lab/settings.ts';
+  labDefaults,
+  labField,
+  LAB_RUN_SCHEMA,
+  LAB_SCHEMA,
+  type LabKey,
+  type LabRunKey,
+} from '../core/lab/settings.ts';
+import { fieldProblem, fromText } from '../core/schema.ts';
 import { SPACE, SPACES, spaceChance, type SpaceName } from '../core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
 import { learningCheck, MODEL_PATHS, runLabSeed, screenLabSeed, type ModelPath } from '../engine/engine_api.ts';
 import { readUserFile } from '../platform/node/regular_file.ts';
 import {
   flag,
-  intFlag,
   JSON_FLAG,
   parseCommand,
   pickSubcommand,
@@ -51,6 +57,7 @@ import {
   type Flags,
   type Io,
 } from './args.ts';
+import { startProgress } from './progress.ts';
 
 /** Where the flags start: the Lab's defaults (core/lab/settings.ts), the panel's own. */
 const DEFAULTS = labDefaults();
@@ -73,9 +80,13 @@ const LAB_FLAGS: Flags = {
   'probe-every': {
     value: 'C',
     help: 'probe after every C-th cycle and the last two (the gain reads cycle 0 and those)',
-    default: LAB_LOOP_DEFAULTS.probeEvery,
+    default: LAB_RUN_SCHEMA.probeEvery.default,
   },
-  temperature: { value: 'T', help: 'both roles’ sampling temperature (> 0)', default: LAB_LOOP_DEFAULTS.temperature },
+  temperature: {
+    value: 'T',
+    help: `both roles’ sampling temperature, ${LAB_RUN_SCHEMA.temperature.min} to ${LAB_RUN_SCHEMA.temperature.max} (docs/lab.md)`,
+    default: LAB_RUN_SCHEMA.temperature.default,
+  },
   traps: { help: 'add the trap family (the vault) to the grid space' },
   path: {
     value: MODEL_PATHS.join('|'),
@@ -142,10 +153,25 @@ const r3 = (x: number) => Math.round(x * 1000) / 1000;
 const n3 = (x: number | null) => (x === null ? null : r3(x));
 const probed = (xs: readonly (number | null)[]) => xs.filter((x): x is number => x !== null);
 
+/**
+ * A Lab setting's flag in its range (core/lab/settings.ts), else a usage error naming the flag and the
+ * range: `--temperature must be between 0.1 and 2; got 1000000000`.
+ */
+function labFlag(
+  args: Args,
+  name: string,
+  key: Exclude<LabKey, 'designer' | 'estimator' | 'space'> | LabRunKey,
+): number {
+  const f = labField(key)!;
+  const value = fromText(f, flag(args, name) ?? '');
+  const problem = fieldProblem(`--${name}`, f, value);
+  if (problem) throw new UsageError(`${problem} (docs/lab.md, "Settings")`);
+  return value as number;
+}
+
 /** The lab settings the flags give (their defaults: the spec's; everything else: LAB_LOOP_DEFAULTS). */
 function settingsOf(args: Args): Partial<LabLoopSettings> & { space: SpaceName } {
-  const temperature = Number(flag(args, 'temperature'));
-  if (!(temperature > 0)) throw new UsageError('--temperature must be a number > 0');
+  const temperature = labFlag(args, 'temperature', 'temperature');
   const space = flag(args, 'space') as SpaceName;
   if (!SPACES.includes(space)) throw new UsageError(`--space must be one of ${SPACES.join(', ')}`);
   const estimator = flag(args, 'estimator') as Estimator;
@@ -154,10 +180,10 @@ function settingsOf(args: Args): Partial<LabLoopSettings> & { space: SpaceName }
   return {
     space,
     estimator,
-    levels: intFlag(args, 'levels'),
-    plays: intFlag(args, 'plays'),
-    probePlays: intFlag(args, 'probe-plays'),
-    probeEvery: intFlag(args, 'probe-every'),
+    levels: labFlag(args, 'levels', 'levels'),
+    plays: labFlag(args, 'plays', 'plays'),
+    probePlays: labFlag(args, 'probe-plays', 'probePlays'),
+    probeEvery: labFlag(args, 'probe-every', 'probeEvery'),
     temperature,
     families: args.flags.has('traps') ? [...SPACE.grid.families, ...TRAP_FAMILIES] : null,
   };
@@ -175,6 +201,7 @@ function seedRange(text: string | undefined): number[] {
   if (!m) throw new UsageError('--seeds must be a range like 1-10 (or one seed)');
   const [a, b] = [Number(m[1]), Number(m[2] ?? m[1])];
   if (b < a || b - a > 999) throw new UsageError('--seeds: the range must go up, at most 1000 seeds');
+  if (b > LAB_SCHEMA.seed.max) throw new UsageError(`--seeds: a seed is at most ${LAB_SCHEMA.seed.max}; got ${b}`);
   return Array.from({ length: b - a + 1 }, (_, i) => a + i);
 }
 
@@ -190,11 +217,10 @@ export async function lab(argv: string[], io: Io): Promise<number> {
   if (picked.spec === LAB_COMPARE) return compare(args, io);
   if (picked.spec === LAB_CHECK) return check(args, io);
   const json = args.flags.has('json');
-  const cycles = intFlag(args, 'cycles');
-  const seed = intFlag(args, 'seed');
+  const cycles = labFlag(args, 'cycles', 'cycles');
+  const seed = labFlag(args, 'seed', 'seed');
   const designer = designerNamed(flag(args, 'designer') ?? '');
   if (!designer) throw new UsageError(`--designer must be one of ${DESIGNERS.join(', ')}`);
-  if (cycles < 1) throw new UsageError('--cycles must be ≥ 1');
   const settings = settingsOf(args);
   const space = SPACE[settings.space];
   const stageText = (xs: number[]) => space.stages.map((st, i) => `${st} ${f2(xs[i]!)}`).join(', ');
@@ -237,8 +263,8 @@ export async function lab(argv: string[], io: Io): Promise<number> {
 }
 
 async function check(args: Args, io: Io): Promise<number> {
-  const seed = intFlag(args, 'seed');
-  const cycles = intFlag(args, 'cycles');
+  const seed = labFlag(args, 'seed', 'seed');
+  const cycles = labFlag(args, 'cycles', 'cycles');
   const runner = createSandboxWorkerApi();
   const settings = settingsOf(args);
   const out = [];
@@ -308,45 +334,66 @@ async function compare(args: Args, io: Io): Promise<number> {
     }
   } else {
     const seeds = seedRange(flag(args, 'seeds'));
-    const cycles = intFlag(args, 'cycles');
-    if (cycles < 1) throw new UsageError('--cycles must be ≥ 1');
+    const cycles = labFlag(args, 'cycles', 'cycles');
     const runner = createSandboxWorkerApi();
     const path = pathOf(args);
-    for (const seed of seeds) {
-      const screen = await screenLabSeed(seed, space.name, runner, { path, temperature: settings.temperature });
-      screens.push(screen);
-      if (json) io.out(`screen ${JSON.stringify(screen)}`);
-      io.out(
-        `seed ${seed} screen: ${screen.wins} of ${screen.plays} plays of ${screen.level} won by the fresh agent — ${screen.pass ? 'kept' : 'screened out (no arm is run)'}`,
-      );
-      if (!screen.pass) continue;
-      for (const arm of spec.arms) {
-        const a = ARMS[arm]!;
-        const { run } = await runLabSeed(
-          { ...settings, seed, designer: a.designer, ...(a.estimator ? { estimator: a.estimator } : {}) },
-          cycles,
-          runner,
-          { path },
-          () => undefined,
-          arm,
+    // progress on stderr: runs done of seeds × arms (a screened-out seed counts its arms as done)
+    const p = startProgress(io, {
+      label: 'lab compare',
+      unit: 'runs',
+      total: seeds.length * spec.arms.length,
+      every: 1,
+    });
+    const tell = json ? (l: string) => p.say(l) : io.out;
+    try {
+      for (const seed of seeds) {
+        p.note(`seed ${seed}: the dead-seed screen`);
+        const screen = await screenLabSeed(seed, space.name, runner, { path, temperature: settings.temperature });
+        screens.push(screen);
+        if (json) io.out(`screen ${JSON.stringify(screen)}`);
+        tell(
+          `seed ${seed} screen: ${screen.wins} of ${screen.plays} plays of ${screen.level} won by the fresh agent — ${screen.pass ? 'kept' : 'screened out (no arm is run)'}`,
         );
-        runs.push(run);
-        if (json) io.out(`run ${JSON.stringify(run)}`); // a run cut short keeps what it finished (--combine reads these)
-        io.out(
-          `seed ${seed} ${arm.padEnd(12)} probe ${probed(run.curve)
-            .map((x) => x.toFixed(2))
-            .join(
-              ' ',
-            )}  hard half ${f2(probed(run.hardCurve!)[0]!)} → ${f2(probed(run.hardCurve!).at(-1)!)}  steps ${run.steps!.agent}  ${run.seconds.toFixed(0)} s`,
-        );
+        if (!screen.pass) {
+          p.tick(spec.arms.length, `seed ${seed} screened out`);
+          continue;
+        }
+        for (const arm of spec.arms) {
+          const a = ARMS[arm]!;
+          p.note(`seed ${seed} ${arm}…`);
+          const { run } = await runLabSeed(
+            { ...settings, seed, designer: a.designer, ...(a.estimator ? { estimator: a.estimator } : {}) },
+            cycles,
+            runner,
+            { path },
+            (r) => p.note(`seed ${seed} ${arm}, cycle ${r.cycle}/${cycles}`),
+            arm,
+          );
+          runs.push(run);
+          if (json) io.out(`run ${JSON.stringify(run)}`); // a run cut short keeps what it finished (--combine reads these)
+          tell(
+            `seed ${seed} ${arm.padEnd(12)} probe ${probed(run.curve)
+              .map((x) => x.toFixed(2))
+              .join(
+                ' ',
+              )}  hard half ${f2(probed(run.hardCurve!)[0]!)} → ${f2(probed(run.hardCurve!).at(-1)!)}  steps ${run.steps!.agent}  ${run.seconds.toFixed(0)} s`,
+          );
+          p.tick(1, `seed ${seed} ${arm} done in ${run.seconds.toFixed(0)} s`);
+        }
       }
+    } catch (err) {
+      p.interrupt();
+      throw err;
     }
+    p.finish(`${runs.length} runs on ${seeds.length - screens.filter((x) => !x.pass).length} kept seeds`);
   }
   const out = screens.filter((s) => !s.pass).map((s) => s.seed);
   const result = compareRuns(runs, spaceChance(space), spec, out);
-  io.out(result.sentence);
-  io.out(result.verdict);
-  if (out.length) io.out(`screened out (the fresh agent never won the easiest level): seeds ${out.join(', ')}`);
+  // with --json, stdout holds the "screen"/"run" lines and the last JSON object; the sentences go to stderr
+  const tell = json ? io.err : io.out;
+  tell(result.sentence);
+  tell(result.verdict);
+  if (out.length) tell(`screened out (the fresh agent never won the easiest level): seeds ${out.join(', ')}`);
   if (json) io.out(JSON.stringify({ ...result, space: space.name, screens, screenedOut: out, runs }));
   return 0;
 }

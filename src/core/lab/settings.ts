@@ -8,13 +8,17 @@
  * seeds than the command: a tab is not a batch job), with its reason.
  *
  * Read by the link parser (core/url_state.ts), the Lab (state/lab.svelte.ts, ui/LabPanel.svelte)
- * and `spade lab` (cli/cmd_lab.ts). The Lab's algorithm settings past these (temperature,
- * minibatches, the ladder's step) stay in lab.ts's LAB_LOOP_DEFAULTS.
+ * and `spade lab` (cli/cmd_lab.ts). A second table, LAB_RUN_SCHEMA, gives the range of the settings
+ * `spade lab` takes as flags that no link carries (the sampling temperature, the probe's spacing);
+ * every Lab setting's range is checked where it enters — the link (parseLabField), the CLI's flags
+ * (cmd_lab.ts) and the Lab worker's entry (checkLabSettings) — so no value outside it reaches a run.
+ * The Lab's other algorithm settings (minibatches, the ladder's step) stay in lab.ts's LAB_LOOP_DEFAULTS.
  */
 import { ESTIMATORS } from '../config.ts';
+import { ConfigError } from '../errors.ts';
 import { DESIGNERS, designerNamed, LAB_LOOP_DEFAULTS, PRE_REGISTERED_CYCLES } from './lab.ts';
 import { SPACES } from './spaces.ts';
-import { defaultsOf, field, fieldProblem, int, oneOf, parseField, type Field, type Infer } from '../schema.ts';
+import { defaultsOf, field, fieldProblem, int, num, oneOf, parseField, type Field, type Infer } from '../schema.ts';
 
 /** The schema table, in the order the Lab shows its inputs. */
 export const LAB_SCHEMA = {
@@ -66,10 +70,35 @@ export const LAB_SCHEMA = {
   }),
 } as const satisfies Record<string, Field & { url: string }>;
 
+/**
+ * The Lab's settings that `spade lab` takes as flags and no link carries (the panel runs them at
+ * their defaults, LAB_LOOP_DEFAULTS): their ranges, checked at the CLI and the worker as the link's are.
+ */
+export const LAB_RUN_SCHEMA = {
+  temperature: field(num(0.1, 2), {
+    default: LAB_LOOP_DEFAULTS.temperature,
+    why: "1: the models' own distribution. From 0.1 to 2 (docs/lab.md): below 0.1 sampling is all but greedy (a level's plays repeat one reply, so GRPO's group advantages vanish); above 2 the policy is flatter than the fresh model's, and the largest logit gap the agent's adapter opens (about 4.5 nats, roles.ts) gives its best digit at most 0.70; the fast and reference paths give the same numbers at both ends",
+  }),
+  probeEvery: field(int(1, 400), {
+    default: LAB_LOOP_DEFAULTS.probeEvery,
+    why: 'the probe after every 5th cycle and the last two (the gain reads cycle 0 and the last two); at most the longest run',
+  }),
+} as const satisfies Record<string, Field>;
+
 type Schema = typeof LAB_SCHEMA;
 export type LabKey = keyof Schema;
 /** The Lab's settings: the worker's, the cycle count, and the comparison's seeds. */
 export type LabChoices = { -readonly [K in LabKey]: Infer<Schema[K]> };
+export type LabRunKey = keyof typeof LAB_RUN_SCHEMA;
+/** Every Lab setting's value type: the link's (LabChoices) and the flags-only ones (LAB_RUN_SCHEMA). */
+export type LabValues = LabChoices & { -readonly [K in LabRunKey]: Infer<(typeof LAB_RUN_SCHEMA)[K]> };
+
+/** Every Lab setting's Field, the link's and the flags-only ones, by name (own keys only). */
+export function labField(key: string): Field | undefined {
+  if (Object.hasOwn(LAB_SCHEMA, key)) return LAB_SCHEMA[key as LabKey];
+  if (Object.hasOwn(LAB_RUN_SCHEMA, key)) return LAB_RUN_SCHEMA[key as LabRunKey];
+  return undefined;
+}
 
 export const LAB_KEYS = Object.keys(LAB_SCHEMA) as LabKey[];
 
@@ -94,17 +123,44 @@ export function labDefaults(preset?: LabPresetName): LabChoices {
 }
 
 /**
- * One setting's value from a link's text: the value, or a message saying what the setting accepts
- * (named by its link key). A designer's earlier name (regret) is read as its current one.
+ * One setting's value from a link's text (or a flag's: the flags-only settings too): the value, or a
+ * message saying what the setting accepts (named by its link key, else its name). A designer's
+ * earlier name (regret) is read as its current one.
  */
-export function parseLabField<K extends LabKey>(
+export function parseLabField<K extends LabKey | LabRunKey>(
   key: K,
   text: string,
-): { ok: true; value: LabChoices[K] } | { ok: false; message: string } {
-  const f = (Object.hasOwn(LAB_SCHEMA, key) ? LAB_SCHEMA[key] : undefined) as (Field & { url: string }) | undefined;
+): { ok: true; value: LabValues[K] } | { ok: false; message: string } {
+  const f = labField(key) as (Field & { url?: string }) | undefined;
   if (!f) return { ok: false, message: `unknown Lab setting ${JSON.stringify(String(key))}` }; // own keys only
-  return parseField(f.url, f, key === 'designer' ? (designerNamed(text) ?? text) : text) as
-    { ok: true; value: LabChoices[K] } | { ok: false; message: string };
+  return parseField(f.url ?? key, f, key === 'designer' ? (designerNamed(text) ?? text) : text) as
+    { ok: true; value: LabValues[K] } | { ok: false; message: string };
+}
+
+/**
+ * Every range problem of the settings given (keys without a Field are not looked at), each named as
+ * `name(key)` says — `--temperature` at the CLI; an empty list when every value is in its range.
+ */
+export function labSettingProblems(
+  s: Readonly<Record<string, unknown>>,
+  name: (key: string) => string = (k) => k,
+): string[] {
+  const out: string[] = [];
+  for (const key of Object.keys(s)) {
+    const f = labField(key);
+    const problem = f && s[key] !== undefined ? fieldProblem(name(key), f, s[key]) : null;
+    if (problem) out.push(problem);
+  }
+  return out;
+}
+
+/**
+ * Throws a ConfigError (data.issues lists each problem) unless every setting given is in its range:
+ * the Lab worker's entry, so a caller that skipped the link's and the CLI's checks is refused too.
+ */
+export function checkLabSettings(s: Readonly<Record<string, unknown>>): void {
+  const issues = labSettingProblems(s);
+  if (issues.length) throw new ConfigError(`Lab settings out of range: ${issues.join('; ')}.`, { issues });
 }
 
 /**
