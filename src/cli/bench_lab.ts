@@ -10,14 +10,21 @@
  * time (`cpuRatio`, steadier on a shared machine), and `sameNumbers`: every round's cycle reports
  * (designs, plays, rewards, optimiser steps and their losses, probes; wall times left out) equal
  * across paths and rounds — the fast path does the reference's arithmetic in the same order, so
- * equal means bit for bit, no tolerance. With --json the last line is one JSON object; exit 1 when
- * the numbers differ.
+ * equal means bit for bit, no tolerance; `secondsPerCycle` of each path is its wall seconds over its
+ * timed cycles. With --json stdout is the one JSON object; exit 1 when the numbers differ.
+ *
+ * Progress on stderr (cli/progress.ts), never on stdout: each section (the two warm-ups, then every
+ * round's path) as it starts, its cycles as they finish, and its time as it ends, with the time left
+ * in all once both paths have run — estimated per path, since the reference is many times slower.
  */
 import { hashSeed } from '../core/rng.ts';
 import { LAB_LOOP_DEFAULTS, LabLoop, type CycleReport } from '../core/lab/lab.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
 import { engineLabDeps, type ModelPath } from '../engine/engine_api.ts';
+import { formatSeconds } from '../core/spade/run_progress.ts';
+import { UsageError } from '../core/errors.ts';
 import { intFlag, JSON_FLAG, type Args, type CommandSpec, type Io } from './args.ts';
+import { startProgress } from './progress.ts';
 
 export const BENCH_LAB: CommandSpec = {
   name: 'bench lab',
@@ -50,25 +57,41 @@ interface PathTimes {
 /** A cycle report's numbers (its wall time and each step's left out). */
 const numbers = (h: CycleReport[]) => JSON.stringify(h, (k, v) => (k === 'ms' ? undefined : v));
 
-export async function benchLab(io: Io, args: Args): Promise<number> {
-  const json = args.flags.has('json');
-  const cycles = intFlag(args, 'cycles');
-  const rounds = intFlag(args, 'rounds');
-  const seed = intFlag(args, 'seed');
-  if (cycles < 1 || rounds < 1) throw new RangeError('--cycles and --rounds must be ≥ 1');
+/** One fresh Lab of `n` cycles on one path, timed: its cycles' wall and CPU time, and its numbers. */
+export interface LabTiming {
+  /** The cycles' wall time (the setup and the cycle-0 probe before them left out). */
+  wallMs: number;
+  cpuMs: number;
+  /** The run's numbers (cycle reports without wall times, and the cycle-0 probe). */
+  report: string;
+}
+
+/** Runs one Lab of `n` cycles on `path`; `onCycle(c)` after cycle c, `onProbe()` before the cycle-0 probe. */
+export type LabBenchRun = (
+  path: ModelPath,
+  n: number,
+  hooks: { onProbe(): void; onCycle(c: number): void },
+) => Promise<LabTiming>;
+
+/** The real run: a fresh Lab on the seed and the Lab's default settings, as `spade lab` builds it. */
+function engineRun(seed: number): LabBenchRun {
   const runner = createSandboxWorkerApi();
   const settings = { ...LAB_LOOP_DEFAULTS, seed };
-  const runLab = async (path: ModelPath, n: number) => {
+  return async (path, n, hooks) => {
     const deps = await engineLabDeps(seed, settings.designer, runner, {
       path,
       temperature: settings.temperature,
       space: settings.space,
     });
     const lab = new LabLoop({ ...settings, plannedCycles: n }, deps); // probes as a run of n cycles probes
+    hooks.onProbe();
     await lab.start(); // the cycle-0 probe is not part of a cycle
     const c0 = process.cpuUsage();
     const t0 = performance.now();
-    for (let c = 0; c < n; c++) await lab.cycle();
+    for (let c = 0; c < n; c++) {
+      await lab.cycle();
+      hooks.onCycle(c + 1);
+    }
     const wallMs = performance.now() - t0;
     const cpu = process.cpuUsage(c0);
     await lab.close();
@@ -78,33 +101,88 @@ export async function benchLab(io: Io, args: Args): Promise<number> {
       report: numbers(lab.history) + JSON.stringify(lab.initialProbe),
     };
   };
-  // warm-up: one cycle each (the JIT, the sandbox module), untimed
-  for (const path of ['fast', 'reference'] as const) await runLab(path, 1);
+}
+
+/**
+ * The seconds a section of `n` cycles on `path` will take: its setup and probe, and n cycles, at the
+ * means of that path's sections so far (null before it has run once).
+ */
+function sectionEstimate(seen: { setupMs: number[]; cycleMs: number; cycles: number }, n: number): number | null {
+  if (!seen.setupMs.length || !seen.cycles) return null;
+  const setup = seen.setupMs.reduce((a, b) => a + b, 0) / seen.setupMs.length;
+  return (setup + (seen.cycleMs / seen.cycles) * n) / 1000;
+}
+
+export async function benchLab(io: Io, args: Args, run?: LabBenchRun): Promise<number> {
+  const json = args.flags.has('json');
+  const cycles = intFlag(args, 'cycles');
+  const rounds = intFlag(args, 'rounds');
+  const seed = intFlag(args, 'seed');
+  if (cycles < 1 || rounds < 1) throw new UsageError('--cycles and --rounds must be ≥ 1');
+  const settings = { ...LAB_LOOP_DEFAULTS, seed };
+  const runLab = run ?? engineRun(seed);
+  const t0 = performance.now();
+  // every section in order: the warm-ups (one cycle each, untimed), then each round's two paths
+  const sections: { label: string; path: ModelPath; n: number; round: number | null }[] = [
+    { label: 'warm-up fast', path: 'fast', n: 1, round: null },
+    { label: 'warm-up reference', path: 'reference', n: 1, round: null },
+  ];
+  for (let r = 0; r < rounds; r++)
+    for (const path of r % 2 ? (['reference', 'fast'] as const) : (['fast', 'reference'] as const))
+      sections.push({ label: `round ${r + 1}/${rounds} ${path}`, path, n: cycles, round: r + 1 });
+  const seen: Record<ModelPath, { setupMs: number[]; cycleMs: number; cycles: number }> = {
+    fast: { setupMs: [], cycleMs: 0, cycles: 0 },
+    reference: { setupMs: [], cycleMs: 0, cycles: 0 },
+  };
   const times: Record<ModelPath, PathTimes> = {
     fast: { cycles: 0, wallMs: 0, cpuMs: 0 },
     reference: { cycles: 0, wallMs: 0, cpuMs: 0 },
   };
   const reports = new Set<string>();
-  for (let r = 0; r < rounds; r++) {
-    const order: ModelPath[] = r % 2 ? ['reference', 'fast'] : ['fast', 'reference'];
-    for (const path of order) {
-      const x = await runLab(path, cycles);
-      times[path].cycles += cycles;
-      times[path].wallMs += x.wallMs;
-      times[path].cpuMs += x.cpuMs;
-      reports.add(x.report);
-      if (!json)
-        io.out(
-          `round ${r + 1} ${path.padEnd(9)} ${cycles} cycles in ${(x.wallMs / 1000).toFixed(1)} s (${(x.cpuMs / 1000).toFixed(1)} s CPU)`,
-        );
+  for (const [i, sec] of sections.entries()) {
+    const p = startProgress(io, { label: sec.label, unit: 'cycles', total: sec.n, every: 1 });
+    p.say(`bench lab: ${sec.label}, ${sec.n} cycle${sec.n === 1 ? '' : 's'}${sec.round === null ? ' (untimed)' : ''}…`);
+    const s0 = performance.now();
+    let x: LabTiming;
+    try {
+      x = await runLab(sec.path, sec.n, {
+        onProbe: () => p.note('the probe before training'),
+        onCycle: (c) => p.tick(1, `cycle ${c}`),
+      });
+    } catch (err) {
+      p.interrupt();
+      throw err;
     }
+    const sectionMs = performance.now() - s0;
+    seen[sec.path].setupMs.push(Math.max(0, sectionMs - x.wallMs)); // building the Lab, its cycle-0 probe
+    seen[sec.path].cycleMs += x.wallMs;
+    seen[sec.path].cycles += sec.n;
+    const rest = sections.slice(i + 1).map((r) => sectionEstimate(seen[r.path], r.n));
+    const left =
+      !rest.length || rest.includes(null)
+        ? ''
+        : ` · about ${formatSeconds(rest.reduce<number>((a, b) => a + b!, 0))} left in all`;
+    p.finish(
+      `the cycle${sec.n === 1 ? '' : 's'} ${(x.wallMs / 1000).toFixed(1)} s (${(x.cpuMs / 1000).toFixed(1)} s CPU)${left}`,
+    );
+    if (sec.round === null) continue;
+    times[sec.path].cycles += sec.n;
+    times[sec.path].wallMs += x.wallMs;
+    times[sec.path].cpuMs += x.cpuMs;
+    reports.add(x.report);
+    if (!json)
+      io.out(
+        `round ${sec.round} ${sec.path.padEnd(9)} ${sec.n} cycles in ${(x.wallMs / 1000).toFixed(1)} s (${(x.cpuMs / 1000).toFixed(1)} s CPU)`,
+      );
   }
+  io.err(`bench lab: done in ${formatSeconds((performance.now() - t0) / 1000)}`);
   const rate = (t: PathTimes) => ({
     cycles: t.cycles,
     seconds: +(t.wallMs / 1000).toFixed(2),
     cpuSeconds: +(t.cpuMs / 1000).toFixed(2),
     cyclesPerSecond: +((t.cycles / t.wallMs) * 1000).toFixed(4),
     cpuCyclesPerSecond: +((t.cycles / t.cpuMs) * 1000).toFixed(4),
+    secondsPerCycle: +(t.wallMs / t.cycles / 1000).toFixed(4),
   });
   const fast = rate(times.fast);
   const reference = rate(times.reference);
