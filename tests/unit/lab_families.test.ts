@@ -10,6 +10,7 @@ import {
   AGENT_DIGITS,
   allLevels,
   chance,
+  CLIMB_CODE,
   describeLevel,
   difficulty,
   FAMILIES,
@@ -144,11 +145,57 @@ describe('Lab families', () => {
     expect(difficulty({ family: 0, L: 0, A: 0, D: 0 })).toBe(0);
     expect(difficulty({ family: 3, L: 3, A: 3, D: 3 })).toBe(1);
     expect(difficulty({ family: 1, L: 1, A: 2, D: 0 })).toBeCloseTo(1 / 3);
-    expect(() => levelCode({ family: 4, L: 0, A: 0, D: 0 })).toThrow(RangeError);
-    expect(() => levelCode({ family: 0, L: 8, A: 0, D: 0 })).toThrow(/L 0-7, A and D 0-3/);
+    expect(() => levelCode({ family: 5, L: 0, A: 0, D: 0 })).toThrow(RangeError);
+    expect(() => levelCode({ family: 0, L: 15, A: 0, D: 0 })).toThrow(/L 0-14, A and D 0-3/);
     expect(() => levelCode({ family: 0, L: 0, A: 4, D: 0 })).toThrow(RangeError);
     // the length goes on to 9 (knob 7) for the long lock chain: a length-9 lock with its 10 turns
     expect(levelValues({ family: 2, L: 7, A: 3, D: 0 })).toMatchObject({ length: 9, alphabet: 5, maxTurns: 10 });
+  });
+});
+
+describe('the climb family (F4, round 4)', () => {
+  const climb = (L: number, D = 0): Level => ({ family: 4, L, A: 3, D });
+  it('every rung passes the checker; one fixed code, each length its prefix; the intro never says the length', async () => {
+    expect(CLIMB_CODE).toMatch(/^[0-4]{16}$/);
+    const intros = new Set<string>();
+    for (const D of [0, 1])
+      for (let L = 0; L <= 14; L++) {
+        const l = climb(L, D);
+        const v = levelValues(l);
+        expect(v.length).toBe(L + 2);
+        const report = await checkEnv(sandbox, levelCode(l), { maxTurns: v.maxTurns });
+        expect(report.ok, describeLevel(l)).toBe(true);
+        expect(hintText(l)).toBe(`code ${CLIMB_CODE.slice(0, L + 2)}`);
+        const env = await sandbox.load(levelCode(l), v.maxTurns);
+        // the oracle reads the hint and wins; the unhinted first observation is the same at every length
+        const won = await play(env.id, 7 + L, v.maxTurns, hintText(l), (m) => oracleReply(m, HINT_PREFIX));
+        expect(won.ret, describeLevel(l)).toBe(1);
+        const first = await play(env.id, 7, v.maxTurns, null, () => '9');
+        if (D === 0) intros.add(first.obs0);
+        await sandbox.dispose(env.id);
+      }
+    expect([...intros]).toEqual(['Climb, 0-4, same code every time. Digit 1?']);
+  });
+
+  it('ends an episode as soon as the code can no longer be entered (two slips), and forgives one', async () => {
+    const l = climb(14);
+    const env = await sandbox.load(levelCode(l), levelValues(l).maxTurns);
+    await sandbox.reset(env.id, 1);
+    expect((await sandbox.step(env.id, '9')).slice(1, 4)).toEqual([0, false, false]); // one slip: 16 left in 16 turns
+    expect((await sandbox.step(env.id, '9')).slice(1, 4)).toEqual([0, false, true]); // two: truncated at once
+    // one slip anywhere still wins: 17 turns for 16 digits
+    await sandbox.reset(env.id, 2);
+    let last: unknown[] = [];
+    for (const a of ['9', ...CLIMB_CODE]) last = await sandbox.step(env.id, a);
+    expect(last.slice(1, 3)).toEqual([1, true]);
+    // the lock family keeps playing out its turns (its recorded runs had no early end)
+    const lock = { family: 2, L: 7, A: 3, D: 0 };
+    const lockEnv = await sandbox.load(levelCode(lock), levelValues(lock).maxTurns);
+    await sandbox.reset(lockEnv.id, 1);
+    await sandbox.step(lockEnv.id, '9');
+    expect((await sandbox.step(lockEnv.id, '9'))[3]).toBe(false);
+    await sandbox.dispose(env.id);
+    await sandbox.dispose(lockEnv.id);
   });
 });
 

@@ -134,6 +134,15 @@ describe('the Lab, scripted models', () => {
 
   it('the learned designer trains on its edit slot: the slot’s level as the designer writes it, scored by its policy', async () => {
     const scored: string[] = [];
+    // wins length 2 without distractors always and every other episode of the edit's levels (length 3,
+    // or distractors): the design (level 0) scores learnability 0, the edit 4·½·½ = 1, so the slot's
+    // centred advantage is +½ and it must be trained
+    let episodes = 0;
+    const halfOnEdits = scripted((m) => {
+      if (m.length === 1) episodes++;
+      const hard = /Lock 3/.test(m[0]!.content) || m.some((x) => x.role === 'user' && x.content.includes('['));
+      return hard && episodes % 2 ? '4' : String(lockDigit(oks(m), 2));
+    });
     const designer: LabPolicy = {
       chat: scripted(() => '0'),
       trainer: { step: async () => ({ loss: 0, clipFraction: 0, approxKl: 0, gradNorm: 0, tokens: 1, ms: 0 }) },
@@ -144,21 +153,22 @@ describe('the Lab, scripted models', () => {
     };
     const lab = new LabLoop(
       { seed: 4, designer: 'learned', space: 'chain2', levels: 2, plays: 2, probePlays: 1 },
-      { runner, agent: { chat: lockUpTo(3), trainer: null }, designer },
+      { runner, agent: { chat: halfOnEdits, trainer: null }, designer },
     );
     await lab.cycle(); // memory is empty: the edit slot is a uniform level
     lab.memory.splice(0); // now only length 2 without distractors, won every time
-    lab.memory.push({ level: { family: 2, L: 0, A: 0, D: 0 }, winRate: 1 });
+    lab.memory.push({ level: { family: 2, L: 0, A: 0, D: 0 }, winRate: 1, cycle: 0 });
     const r = await lab.cycle();
     const edit = r.designs[1]!;
     expect(edit.explore).toBe(true);
     // one knob up from length 2 / no distractors: length 3, or 3 distractors
     expect(['F2 L1 A0 D0', 'F2 L0 A0 D3']).toContain(edit.description);
     expect(scored.at(-1)).toBe(CHAIN2_SPACE.reply(edit.level!));
-    if (Math.abs(edit.advantage) > 1e-9) {
-      expect(edit.trained).toBe(true);
-      expect(lab.lastBatch.designer.some((s) => s.key === `${r.cycle}:1`)).toBe(true);
-    }
+    expect(edit.winRate).toBe(0.5);
+    expect(r.designs[0]!.winRate).toBe(1);
+    expect(edit.advantage).toBeCloseTo(0.5, 12);
+    expect(edit.trained).toBe(true);
+    expect(lab.lastBatch.designer.some((s) => s.key === `${r.cycle}:1`)).toBe(true);
     // with trainEdit off the slot is scored and centred but never trained
     const off = new LabLoop(
       { seed: 4, designer: 'learned', space: 'chain2', levels: 2, plays: 2, probePlays: 1, trainEdit: false },
@@ -174,15 +184,15 @@ describe('the Lab, scripted models', () => {
 
   it('frontier replays the most learnable levels seen, edits one knob up from a won level and adds a uniform one', async () => {
     const lab = new LabLoop(
-      { seed: 5, designer: 'frontier', space: 'chain2', levels: 4, plays: 2, probePlays: 1 },
+      { seed: 5, designer: 'sfl', space: 'chain2', levels: 4, plays: 2, probePlays: 1 },
       { runner, agent: { chat: never, trainer: null } },
     );
     const L = (l: number, d: number): Level => ({ family: 2, L: l, A: 0, D: d });
     lab.memory.push(
-      { level: L(0, 0), winRate: 1 }, // mastered: learnability 0, but the edit starts from it
-      { level: L(1, 0), winRate: 0.5 }, // p(1 − p) = 0.25, the best
-      { level: L(2, 0), winRate: 0.125 }, // 0.109
-      { level: L(3, 3), winRate: 0 }, // never won: 0
+      { level: L(0, 0), winRate: 1, cycle: 0 }, // mastered: learnability 0, but the edit starts from it
+      { level: L(1, 0), winRate: 0.5, cycle: 0 }, // p(1 − p) = 0.25, the best
+      { level: L(2, 0), winRate: 0.125, cycle: 0 }, // 0.109
+      { level: L(3, 3), winRate: 0, cycle: 0 }, // never won: 0
     );
     const r = await lab.cycle();
     expect(r.designs.slice(0, 2).map((d) => d.description)).toEqual(['F2 L1 A0 D0', 'F2 L2 A0 D0']);
@@ -241,7 +251,7 @@ describe('the Lab, scripted models', () => {
     const lab = new LabLoop(
       {
         seed: 9,
-        designer: 'control',
+        designer: 'scripted',
         space: 'chain2',
         levels: 6,
         plays: 8,
@@ -252,9 +262,9 @@ describe('the Lab, scripted models', () => {
     );
     const seen: Level = { family: 2, L: 1, A: 0, D: 0 };
     lab.memory.push(
-      { level: seen, winRate: 1 / 8 }, // one win in eight: in band now (the old band [0.15, 0.85] dropped it)
-      { level: { family: 2, L: 3, A: 0, D: 3 }, winRate: 0 }, // never won: out
-      { level: { family: 2, L: 0, A: 0, D: 3 }, winRate: 1 }, // always won: out
+      { level: seen, winRate: 1 / 8, cycle: 0 }, // one win in eight: in band now (the old band [0.15, 0.85] dropped it)
+      { level: { family: 2, L: 3, A: 0, D: 3 }, winRate: 0, cycle: 0 }, // never won: out
+      { level: { family: 2, L: 0, A: 0, D: 3 }, winRate: 1, cycle: 0 }, // always won: out
     );
     const r = await lab.cycle();
     const near = [...CHAIN2_SPACE.up(seen), ...CHAIN2_SPACE.down(seen)].map(describeLevel);
@@ -351,12 +361,12 @@ describe('the Lab, scripted models', () => {
     const agent = { chat: lockOfTwo, trainer: null };
     expect(() => new LabLoop({ designer: 'learned' }, { runner, agent })).toThrow(/designer policy/);
     expect(() => new LabLoop({ designer: 'oracle' as never }, { runner, agent })).toThrow(
-      /learned, frontier, ladder, random, fixed, control/,
+      /learned, untrained, scripted, gated, sfl, ladder, random, fixed/,
     );
     expect(() => new LabLoop({ designer: 'fixed', plays: 0 }, { runner, agent })).toThrow(/plays/);
     expect(() => new LabLoop({ designer: 'fixed', space: 'cube' as never }, { runner, agent })).toThrow(/space/);
     expect(() => new LabLoop({ designer: 'fixed', families: [7] }, { runner, agent })).toThrow(/families/);
-    expect(() => new LabLoop({ designer: 'frontier', levels: 2 }, { runner, agent })).toThrow(/frontier/);
+    expect(() => new LabLoop({ designer: 'sfl', levels: 2 }, { runner, agent })).toThrow(/frontier/);
   });
 });
 
@@ -451,6 +461,6 @@ describe('spade lab', () => {
     const lines: string[] = [];
     const io = { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) };
     expect(await main(['lab', '--designer', 'oracle'], io)).toBe(2);
-    expect(lines.join('\n')).toMatch(/learned, frontier, ladder, random, fixed, control/);
+    expect(lines.join('\n')).toMatch(/learned, untrained, scripted, gated, sfl, ladder, random, fixed/);
   });
 });

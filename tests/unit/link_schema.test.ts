@@ -125,7 +125,7 @@ describe('the link parser: every part round-trips', () => {
     const lab: LabChoices = {
       seed: 0,
       cycles: 200,
-      designer: 'control',
+      designer: 'scripted',
       estimator: 'paper_blend',
       space: 'grid',
       levels: 8,
@@ -250,7 +250,7 @@ describe('the link parser: hostile links', () => {
     expect(problems.map((p) => p.message)).toEqual([
       'ignored from the link: lab.seed must be between 0 and 2147483647; got -1',
       'ignored from the link: lab.cycles must be a whole number; got 2.5',
-      'ignored from the link: lab.designer must be one of learned, frontier, ladder, random, fixed, control; got "Regret"',
+      'ignored from the link: lab.designer must be one of learned, untrained, scripted, gated, sfl, ladder, random, fixed; got "Regret"',
       'ignored from the link: lab.K must be between 1 and 8; got 9',
       'ignored from the link: lab.N must be between 1 and 16; got 0',
       'ignored from the link: lab.P must be a number; got Infinity',

@@ -39,6 +39,12 @@ export interface SeedRun {
   distinctLevels: number[];
   /** Optimiser steps over the run, per role. */
   steps?: { agent: number; designer: number };
+  /** The agent's optimiser steps so far, cycle 0 (0) then after each cycle (for the comparison at equal steps). */
+  stepsCurve?: number[];
+  /** The agent's unhinted plays over the run (the sample budget; every arm of a comparison has the same). */
+  plays?: number;
+  /** The highest rung the probe won at least half the time (−1: none), cycle 0 then one per cycle. */
+  topRung?: (number | null)[];
   seconds: number;
 }
 
@@ -54,11 +60,22 @@ export const ARMS: Record<string, { designer: DesignerKind; estimator?: Estimato
     estimator: 'paper_blend',
     about: "the same model rewarded by the method's paper_blend (plateau and regret)",
   },
-  frontier: { designer: 'frontier', about: 'scripted: replays the most learnable levels, edits one knob up' },
+  untrained: {
+    designer: 'untrained',
+    estimator: 'learnability',
+    about: 'the same designer model, prompt, buffer and edit slot, never trained (the method’s ablation)',
+  },
+  scripted: { designer: 'scripted', about: 'scripted: memory plus one-knob moves (pre-registration 3’s “control”)' },
+  gated: { designer: 'gated', about: 'scripted: a mastery-gated ladder replaying lower rungs (the headroom)' },
+  sfl: { designer: 'sfl', about: 'scripted, SFL-style: replays the most learnable levels, edits one knob up' },
+  frontier: { designer: 'sfl', about: 'scripted: replays the most learnable levels, edits one knob up (now sfl)' },
   ladder: { designer: 'ladder', about: 'scripted: the levels easiest first, a few cycles each' },
   random: { designer: 'random', about: 'uniform levels' },
-  fixed: { designer: 'fixed', about: 'one medium level that is not in the probe' },
-  control: { designer: 'control', about: 'no designer training: memory plus random edits' },
+  fixed: {
+    designer: 'fixed',
+    about: 'one level: the top rung on the climb; elsewhere a medium level not in the probe',
+  },
+  control: { designer: 'scripted', about: 'scripted: memory plus random edits (now named scripted)' },
 };
 
 export interface CompareSpec {

@@ -13,6 +13,11 @@
  *              (skill: remember across episodes; the chain)
  *   F3 vault   a new random code each episode; only its hint (the code itself) reveals it — a
  *              labelled trap, designable only in the trap ablation (see TRAP)
+ *   F4 climb   the long ladder (the climb space, round 4): one fixed code of CLIMB_CODE's 16 digits
+ *              at alphabet 5, not periodic, every length its first L digits; the intro does not
+ *              state the length, so every rung shares one context and a length is the one before
+ *              it plus one digit; the episode ends as soon as the code can no longer be completed
+ *              (two slips), and its hint is the code itself ("code 14023"), a thing to remember
  * A right digit advances ("ok."), a wrong one does not ("no."); reward 1 and terminated when the
  * whole code is in; truncated (return 0) after L + SPARE_TURNS replies.
  *
@@ -57,7 +62,12 @@ export const FAMILIES: readonly FamilyInfo[] = [
     about: 'a new hidden code every episode: only the hint (the code itself) or luck reveals it',
     trap: 'its hint is the answer and nothing can be learnt without it: maximal regret, no skill',
   },
+  { name: 'climb', about: 'one fixed 16-digit code, every length its first digits, the length not said: remember it' },
 ];
+
+/** The climb family's code (F4): fixed, alphabet 5, no period; a length-L climb level's code is its first L digits. */
+export const CLIMB_CODE = '1402331042201431';
+const CLIMB = 4;
 
 /**
  * The families the lab designs and probes by default (the trap ablation adds TRAP_FAMILIES): those
@@ -72,10 +82,11 @@ export const AGENT_DIGITS = '01234';
 
 /**
  * Knob levels → values: 0..3 for every knob on the grid; the length knob goes on to 7 (lengths up to
- * 9) for the long lock chain (spaces.ts), whose stages are the lengths.
+ * 9) for the long lock chain and to 14 (lengths up to 16) for the climb (spaces.ts), whose stages
+ * are the lengths.
  */
 export const KNOB_VALUES = {
-  L: [2, 3, 4, 5, 6, 7, 8, 9],
+  L: [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
   A: [2, 3, 4, 5],
   D: [0, 1, 2, 3],
 } as const;
@@ -83,8 +94,8 @@ export const KNOB_VALUES = {
 /** The highest knob level of the grid (levels are 0..KNOB_MAX; a designer's digits above it are clamped). */
 export const KNOB_MAX = 3;
 
-/** The highest length knob (lengths 2–9: the long lock chain). */
-export const L_MAX = 7;
+/** The highest length knob (lengths 2–16: the climb). */
+export const L_MAX = 14;
 
 /** Replies allowed beyond the code's length (1: one slip is forgiven; luck alone rarely wins). */
 export const SPARE_TURNS = 1;
@@ -147,6 +158,8 @@ export function hintText(l: Level, solution: readonly string[] = []): string {
       return `type ${A - 1} minus the digit shown`;
     case 2:
       return `same code every time: start at 1, count down, 0 wraps to ${A - 1}`;
+    case CLIMB:
+      return `code ${CLIMB_CODE.slice(0, levelValues(l).length)}`;
     default:
       return `code ${solution.map((a) => /[0-9]/.exec(a)?.[0] ?? '?').join('')}`;
   }
@@ -183,7 +196,7 @@ export function allLevels(families: readonly number[] = FAMILIES.map((_, f) => f
   return out;
 }
 
-const CLASS = ['MicroEchoEnv', 'MicroMirrorEnv', 'MicroLockEnv', 'MicroVaultEnv'];
+const CLASS = ['MicroEchoEnv', 'MicroMirrorEnv', 'MicroLockEnv', 'MicroVaultEnv', 'MicroClimbEnv'];
 
 /** The family-specific parts of the program: the code, the intro and what each observation shows. */
 function familyParts(l: Level, A: number, L: number): { code: string; intro: string; show: string } {
@@ -205,6 +218,12 @@ function familyParts(l: Level, A: number, L: number): { code: string; intro: str
         // the same code for every seed and every length: start at 1, count down mod A (lockDigit)
         code: `(((1 - i) % ${A}) + ${A}) % ${A}`,
         intro: `Lock ${L} digits, 0-${A - 1}, same code every time.`,
+        show: `'Digit ' + (this.pos + 1) + '?'`,
+      };
+    case CLIMB:
+      return {
+        code: `${JSON.stringify(CLIMB_CODE)}.charCodeAt(i) - 48`,
+        intro: `Climb, 0-${A - 1}, same code every time.`,
         show: `'Digit ' + (this.pos + 1) + '?'`,
       };
     default:
@@ -262,7 +281,7 @@ class ${CLASS[l.family]} {
       }
       msg = 'ok.';
     } else msg = 'no.';
-    if (this.turn >= this.maxTurns) {
+    if (this.turn >= this.maxTurns${l.family === CLIMB ? ' || this.maxTurns - this.turn < this.code.length - this.pos' : ''}) {
       this.done = true;
       return [msg + ' Out of turns.', 0, false, true, {}];
     }

@@ -66,11 +66,22 @@ import { describeLevel, FAMILIES, hintText, levelCode, levelValues, oracleReply,
 import type { ParsedLevel } from './levels.ts';
 import { SPACE, SPACES, type LevelSpace, type SpaceName } from './spaces.ts';
 
-export const DESIGNERS = ['learned', 'frontier', 'ladder', 'random', 'fixed', 'control'] as const;
+export const DESIGNERS = ['learned', 'untrained', 'scripted', 'gated', 'sfl', 'ladder', 'random', 'fixed'] as const;
 export type DesignerKind = (typeof DESIGNERS)[number];
 
-/** Earlier names still read (links, commands): 'regret' was the learned designer's name. */
-export const DESIGNER_ALIASES: Readonly<Record<string, DesignerKind>> = { regret: 'learned' };
+/**
+ * Earlier names still read (links, commands): 'regret' was the learned designer's name, 'frontier'
+ * the SFL-style scripted designer's and 'control' the scripted memory-and-edit rule's (it never
+ * called a model, so it was no untrained designer: round 4 renamed it).
+ */
+export const DESIGNER_ALIASES: Readonly<Record<string, DesignerKind>> = {
+  regret: 'learned',
+  frontier: 'sfl',
+  control: 'scripted',
+};
+
+/** The designers that write with the designer model (the learned one trains it, the untrained one never does). */
+export const MODEL_DESIGNERS: readonly DesignerKind[] = ['learned', 'untrained'];
 
 /** A designer by its name or an earlier one; null when it names none. */
 export function designerNamed(name: string): DesignerKind | null {
@@ -113,6 +124,12 @@ export interface LabLoopSettings {
   /** Train the learned designer on its edit slot too (false: scored and centred, never trained). */
   trainEdit: boolean;
   /**
+   * Levels replayed a cycle from the level buffer (PLR: learnability p(1 − p) with staleness) by the
+   * designers with a buffer (learned, untrained, scripted); null: half the levels on a space whose
+   * designer sees the agent (the climb), 0 elsewhere (the earlier spaces' runs, unchanged).
+   */
+  replay: number | null;
+  /**
    * Probe after every this-many cycles (and, in a run of known length, after its last two: the
    * gain's); 1: after every cycle. The probe is most of a cycle's cost (8 levels × 16 plays).
    */
@@ -143,6 +160,7 @@ export const LAB_LOOP_DEFAULTS: LabLoopSettings = {
   ladderStep: null,
   plannedCycles: null,
   trainEdit: true,
+  replay: null,
   probeEvery: 5,
 };
 
@@ -168,8 +186,20 @@ export interface LabLoopDeps {
   designer?: LabPolicy;
 }
 
-/** The designer's prompt for a family (a few bytes: its reply, the level, is what it learns). */
-export const designerPrompt = (family: number): ChatMessage[] => [{ role: 'user', content: `F${family}:` }];
+/**
+ * The designer's prompt for a family (a few bytes: its reply, the level, is what it learns); on a
+ * space whose designer sees the agent, `rung` is the agent's frontier — its lowest rung not yet
+ * mastered (LabLoop.frontierRung), written as a letter — so a policy can follow it.
+ */
+export const designerPrompt = (family: number, rung: number | null = null): ChatMessage[] => [
+  { role: 'user', content: rung === null ? `F${family}:` : `F${family} m${String.fromCharCode(97 + rung)}:` },
+];
+
+/** A rung counts as mastered when the mean of its latest two training win rates is at least this (gated ladder, designer prompt). */
+export const MASTERED = 0.5;
+
+/** PLR's settings: rank temperature β of the learnability score and the staleness mix ρ (Jiang et al. 2021). */
+export const PLR = { beta: 0.3, rho: 0.3 } as const;
 
 /** The oracle as a ChatModel (the hinted arm by default): oracleReply on the conversation. */
 export const ORACLE: ChatModel = {
@@ -213,6 +243,8 @@ export interface DesignReport {
   text: string;
   /** The edit slot of the learned designer. */
   explore: boolean;
+  /** A level replayed from the buffer (PLR), not a new design: it does not enter the designer's reward. */
+  replay?: boolean;
   /** Whether this design trained the designer (the model's own, or the edit slot when trainEdit). */
   trained: boolean;
   level: Level | null;
@@ -236,9 +268,11 @@ export interface ProbeReport {
   byLevel: number[];
   /** Mean return per stage of the space (spaces.ts stages). */
   byStage: number[];
-  /** Mean return over the hardest half of the probe. */
+  /** Mean return over the hardest half of the probe (the climb's top half: its primary measure). */
   hardHalf: number;
   mean: number;
+  /** The highest stage (rung) the probe won at least half the time; −1 when none. */
+  topRung: number;
 }
 
 export interface CycleReport {
@@ -269,6 +303,7 @@ export interface CycleReport {
 interface Written {
   text: string;
   explore: boolean;
+  replay?: boolean;
   level?: Level;
   tokens?: TokenTrace | null;
 }
@@ -319,8 +354,8 @@ export class LabLoop {
   initialProbe: ProbeReport | null = null;
   /** The samples the last cycle trained on, per role (for inspection and tests). */
   lastBatch: { agent: TokenSample[]; designer: TokenSample[] } = { agent: [], designer: [] };
-  /** Levels played and their unhinted win rates (the scripted designers' memory; newest last, ≤ 200). */
-  readonly memory: { level: Level; winRate: number }[] = [];
+  /** Levels played, their unhinted win rates and cycle (the scripted designers' memory and the buffer; newest last, ≤ 200). */
+  readonly memory: { level: Level; winRate: number; cycle: number }[] = [];
   private readonly designRng: Rng;
   private readonly trainRng: Rng;
   private baseline: Record<string, number> = {};
@@ -336,19 +371,24 @@ export class LabLoop {
     if (!SPACES.includes(s.space))
       throw new RangeError(`space must be one of ${SPACES.join(', ')}; got ${String(s.space)}`);
     this.space = SPACE[s.space];
-    if (!DESIGNERS.includes(s.designer))
-      throw new RangeError(`designer must be one of ${DESIGNERS.join(', ')}; got ${String(s.designer)}`);
-    if (s.designer === 'learned' && !deps.designer)
-      throw new RangeError('The learned designer needs a designer policy (a model and its trainer)');
+    const named = designerNamed(String(s.designer));
+    if (!named) throw new RangeError(`designer must be one of ${DESIGNERS.join(', ')}; got ${String(s.designer)}`);
+    s.designer = named;
+    if (MODEL_DESIGNERS.includes(s.designer) && !deps.designer)
+      throw new RangeError(
+        `The ${s.designer} designer needs a designer policy (a model${s.designer === 'learned' ? ' and its trainer' : ''})`,
+      );
+    if (s.replay !== null && !(Number.isInteger(s.replay) && s.replay >= 0 && s.replay < s.levels))
+      throw new RangeError(`replay must be a whole number from 0 to levels − 1, or null; got ${s.replay}`);
     for (const k of ['levels', 'plays', 'probePlays', 'probeEvery'] as const)
       if (!Number.isInteger(s[k]) || s[k] < 1) throw new RangeError(`${k} must be a whole number ≥ 1; got ${s[k]}`);
     for (const k of ['ladderStep', 'plannedCycles'] as const)
       if (s[k] !== null && !(Number.isInteger(s[k]) && s[k]! >= 1))
         throw new RangeError(`${k} must be a whole number ≥ 1 or null; got ${s[k]}`);
-    if (s.designer === 'learned' && s.levels < 2)
-      throw new RangeError('The learned designer needs levels ≥ 2 (its designs and the edit slot)');
-    if (s.designer === 'frontier' && s.levels < 3)
-      throw new RangeError('The frontier designer needs levels ≥ 3 (its replays, an edit and a uniform level)');
+    if (MODEL_DESIGNERS.includes(s.designer) && s.levels < 2)
+      throw new RangeError(`The ${s.designer} designer needs levels ≥ 2 (its designs and the edit slot)`);
+    if (s.designer === 'sfl' && s.levels < 3)
+      throw new RangeError('The sfl (frontier) designer needs levels ≥ 3 (its replays, an edit and a uniform level)');
     const families = this.families();
     if (!families.length || families.some((f) => !FAMILIES[f]))
       throw new RangeError(`families must name families 0-${FAMILIES.length - 1}; got ${JSON.stringify(families)}`);
@@ -390,8 +430,8 @@ export class LabLoop {
   }
 
   /** The latest win rate of each level of the family the agent has played, newest first. */
-  private latest(family: number): { level: Level; winRate: number }[] {
-    const seen = new Map<string, { level: Level; winRate: number }>();
+  private latest(family: number): { level: Level; winRate: number; cycle: number }[] {
+    const seen = new Map<string, { level: Level; winRate: number; cycle: number }>();
     for (let i = this.memory.length - 1; i >= 0; i--) {
       const m = this.memory[i]!;
       const key = describeLevel(m.level);
@@ -400,15 +440,23 @@ export class LabLoop {
     return [...seen.values()];
   }
 
-  /** The edit: one knob up from a level won at least EDIT_FROM (its latest win rate), else a uniform level. */
+  /**
+   * The edit: one knob up from a level won at least EDIT_FROM (its latest win rate), else a uniform
+   * level. On a space whose designer sees the agent (the climb) the edit starts from the hardest such
+   * levels (the top rank won), as ACCEL edits the buffer's frontier; elsewhere from any (as recorded).
+   */
   private editLevel(family: number): Level {
     const r = this.designRng;
-    const from = this.latest(family).filter((m) => m.winRate >= EDIT_FROM);
+    let from = this.latest(family).filter((m) => m.winRate >= EDIT_FROM);
+    if (this.space.designerSeesAgent && from.length) {
+      const top = Math.max(...from.map((m) => this.space.rank(m.level)));
+      from = from.filter((m) => this.space.rank(m.level) === top);
+    }
     const ups = from.flatMap((m) => this.space.up(m.level));
     return ups.length ? { ...r.pick(ups) } : this.uniform(family);
   }
 
-  /** The control's move: an in-band level of the family from memory with one knob moved by one, else a uniform one. */
+  /** The scripted rule's move (the designer kind 'scripted', once 'control'): an in-band level of the family from memory with one knob moved by one, else a uniform one. */
   private controlLevel(family: number): Level {
     const r = this.designRng;
     const s = this.settings;
@@ -432,6 +480,91 @@ export class LabLoop {
       .map((m) => ({ ...m.level }));
   }
 
+  /**
+   * The agent's frontier rung: the lowest stage of the family it has not mastered — the mean of the
+   * latest two training win rates of that stage's levels below MASTERED, or never played. The gated
+   * ladder plays it; the designer's prompt shows it (on a space whose designer sees the agent).
+   */
+  frontierRung(family: number): number {
+    const sp = this.space;
+    const recent = new Map<number, number[]>();
+    for (let i = this.memory.length - 1; i >= 0; i--) {
+      const m = this.memory[i]!;
+      if (m.level.family !== family) continue;
+      const st = sp.stageOf(m.level);
+      const got = recent.get(st) ?? [];
+      if (got.length < 2) recent.set(st, [...got, m.winRate]);
+    }
+    for (let st = 0; st < sp.stages.length; st++) {
+      const w = recent.get(st);
+      if (!w || mean(w) < MASTERED) return st;
+    }
+    return sp.stages.length - 1;
+  }
+
+  /** The family's levels of one stage (rung). */
+  private rungLevels(family: number, stage: number): Level[] {
+    return this.levelsOf(family).filter((l) => this.space.stageOf(l) === stage);
+  }
+
+  /**
+   * The gated ladder's K levels: mastery-gated (the frontier rung, frontierRung) with replay of lower
+   * rungs against forgetting — half the slots at the frontier, one at the rung below, the rest at
+   * uniform rungs below that (the frontier again while there are none); the nuisance knobs uniform.
+   */
+  private gatedLevels(family: number): Level[] {
+    const r = this.designRng;
+    const f = this.frontierRung(family);
+    const K = this.settings.levels;
+    const at = (st: number) => ({ ...r.pick(this.rungLevels(family, st)) });
+    const out: Level[] = [];
+    const atFrontier = Math.max(1, Math.ceil(K / 2));
+    for (let k = 0; k < K; k++) {
+      if (k < atFrontier) out.push(at(f));
+      else if (k === atFrontier && f >= 1) out.push(at(f - 1));
+      else if (f >= 2) out.push(at(r.int(f - 1)));
+      else out.push(at(f));
+    }
+    return out;
+  }
+
+  /** The replays a cycle takes from the level buffer (LabLoopSettings.replay). */
+  replayCount(): number {
+    const s = this.settings;
+    if (!['learned', 'untrained', 'scripted'].includes(s.designer)) return 0;
+    return s.replay ?? (this.space.designerSeesAgent ? Math.floor(s.levels / 2) : 0);
+  }
+
+  /**
+   * Up to n distinct levels from the buffer (every level played, its latest win rate), as
+   * Prioritized Level Replay samples them: learnability p(1 − p) by rank, weight (1/rank)^(1/β),
+   * mixed with staleness (cycles since last played) as (1 − ρ)·P_score + ρ·P_stale. Only levels with
+   * p(1 − p) > 0 are in the draw: a level always won or always lost has nothing to teach.
+   */
+  private plrReplays(family: number, cycle: number, n: number): Level[] {
+    const r = this.designRng;
+    let pool = this.latest(family)
+      .map((m) => ({ ...m, learn: m.winRate * (1 - m.winRate) }))
+      .filter((m) => m.learn > 0)
+      .sort((a, b) => b.learn - a.learn);
+    const out: Level[] = [];
+    while (out.length < n && pool.length) {
+      const score = pool.map((_, i) => (1 / (i + 1)) ** (1 / PLR.beta));
+      const stale = pool.map((m) => cycle - m.cycle);
+      const zs = score.reduce((a, b) => a + b, 0);
+      const zc = stale.reduce((a, b) => a + b, 0);
+      const w = pool.map(
+        (_, i) => (1 - PLR.rho) * (score[i]! / zs) + PLR.rho * (zc > 0 ? stale[i]! / zc : 1 / pool.length),
+      );
+      let u = r.next() * w.reduce((a, b) => a + b, 0);
+      let i = 0;
+      while (i < pool.length - 1 && (u -= w[i]!) > 0) i++;
+      out.push({ ...pool[i]!.level });
+      pool = pool.filter((_, j) => j !== i);
+    }
+    return out;
+  }
+
   /** The ladder's rung at `cycle`: the family's levels easiest first, `ladderStep` cycles each. */
   private ladderLevel(family: number, cycle: number): Level {
     const levels = this.levelsOf(family);
@@ -446,26 +579,35 @@ export class LabLoop {
     const sp = this.space;
     const out: Written[] = [];
     const level = (l: Level, explore = false) => out.push({ text: sp.reply(l), explore, level: l });
-    if (s.designer === 'frontier') {
+    if (s.designer === 'gated') {
+      for (const l of this.gatedLevels(family)) level(l);
+      return out;
+    }
+    const replays = this.plrReplays(family, cycle, this.replayCount());
+    for (const l of replays) out.push({ text: sp.reply(l), explore: false, replay: true, level: l });
+    const prompt = designerPrompt(family, sp.designerSeesAgent ? this.frontierRung(family) : null);
+    if (s.designer === 'sfl') {
       const replays = this.frontierLevels(family, s.levels - 2);
       for (let k = 0; k < s.levels - 2; k++) level(replays[k] ?? this.uniform(family));
       level(this.editLevel(family));
       level(this.uniform(family));
       return out;
     }
-    for (let k = 0; k < s.levels; k++) {
+    for (let k = replays.length; k < s.levels; k++) {
       if (s.designer === 'random') level(this.uniform(family));
       else if (s.designer === 'fixed') level(s.fixedLevel ? { family, ...s.fixedLevel } : sp.fixed(family));
       else if (s.designer === 'ladder') level(this.ladderLevel(family, cycle));
-      else if (s.designer === 'control') level(this.controlLevel(family));
+      else if (s.designer === 'scripted' && (k < s.levels - 1 || this.replayCount() === 0))
+        level(this.controlLevel(family));
       else if (k === s.levels - 1) {
+        // the edit slot (the scripted rule has one only with a buffer: its recorded runs had none)
         const l = this.editLevel(family);
         const text = sp.reply(l);
-        const scorer = this.deps.designer?.score;
-        const tokens = s.trainEdit && scorer ? await scorer(designerPrompt(family), text) : null;
+        const scorer = s.designer === 'learned' ? this.deps.designer?.score : undefined;
+        const tokens = s.trainEdit && scorer ? await scorer(prompt, text) : null;
         out.push({ text, explore: true, tokens, level: l });
       } else {
-        const reply = await this.deps.designer!.chat.chat(designerPrompt(family), {
+        const reply = await this.deps.designer!.chat.chat(prompt, {
           temperature: s.temperature,
           max_tokens: sp.replyTokens,
           seed: hashSeed(`${s.seed}:design:${cycle}:${k}`),
@@ -560,6 +702,7 @@ export class LabLoop {
         index: k,
         text: w.text,
         explore: w.explore,
+        ...(w.replay ? { replay: true } : {}),
         trained: false,
         level: parsed.ok ? parsed.level : null,
         description: parsed.ok ? describeLevel(parsed.level) : null,
@@ -579,8 +722,9 @@ export class LabLoop {
       agentSamples.push(...(await this.playLevel(cycle, k, parsed.level, d)));
     }
     const skill = FAMILIES[family]!.name;
+    // replays are not the designer's: they neither earn nor set its reward
     const { advantages, baseline } = designerAdvantages(
-      designs.map((d) => ({ skill, raw: d.raw })),
+      designs.map((d) => ({ skill, raw: d.replay ? null : d.raw })),
       s.designerScale,
       this.baseline,
     );
@@ -608,7 +752,7 @@ export class LabLoop {
       this.trainRng,
     );
     const valid = designs.filter((d) => d.level);
-    for (const d of valid) this.memory.push({ level: d.level!, winRate: d.winRate! });
+    for (const d of valid) this.memory.push({ level: d.level!, winRate: d.winRate!, cycle });
     this.memory.splice(0, Math.max(0, this.memory.length - 200));
     const report: CycleReport = {
       cycle,
@@ -679,6 +823,7 @@ export function probeReport(space: LevelSpace, levels: readonly Level[], byLevel
     byStage,
     hardHalf: mean(byLevel.filter((_, i) => space.hardHalf(levels[i]!))),
     mean: mean(byLevel),
+    topRung: byStage.findLastIndex((x) => x >= 0.5),
   };
 }
 

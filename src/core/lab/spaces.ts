@@ -20,7 +20,7 @@ import { chance, describeLevel, difficulty, KNOB_MAX, MAIN_FAMILIES, type Level 
 import { parseLevel, type ParsedLevel } from './levels.ts';
 import { mean } from '../spade/estimators.ts';
 
-export const SPACES = ['chain', 'chain2', 'chain5', 'grid'] as const;
+export const SPACES = ['chain', 'chain2', 'chain5', 'grid', 'climb'] as const;
 export type SpaceName = (typeof SPACES)[number];
 
 export interface LevelSpace {
@@ -53,25 +53,47 @@ export interface LevelSpace {
   up(l: Level): Level[];
   /** The levels one knob down. */
   down(l: Level): Level[];
+  /**
+   * Whether the designer's prompt carries the agent's state (the highest rung it has mastered,
+   * lab.ts designerPrompt): the climb's; the older spaces' prompt is the family tag alone.
+   */
+  designerSeesAgent?: boolean;
 }
 
 const LOCK = 2;
+const CLIMB = 4;
+
+/** The climb designer's alphabet: one letter a level, easiest first (its 15 levels use a–o). */
+export const DESIGN_LETTERS = 'abcdefghijklmnopqrstuvwxyzABCD';
 
 const same = (a: Level, b: Level) => a.family === b.family && a.L === b.L && a.A === b.A && a.D === b.D;
 const indexIn = (levels: readonly Level[], l: Level) => levels.findIndex((x) => same(x, l));
 
 /**
- * A lock chain: the lock family at one alphabet (knob level `A`), lengths 2–5 (L = 0..3) and 0 or 3
- * distractors (D = 0 or 3), easiest first; the probe is every level, the stages are the lengths.
+ * A lock chain: one family at one alphabet (knob level `A`), lengths `Ls` (knob levels) and
+ * distractors `Ds`, easiest first (length-major); the stages are the lengths. The chain spaces'
+ * designer writes one digit, the level's index; the climb's (`letters`) one letter of
+ * DESIGN_LETTERS, and every reply is a level (a letter past the end is the top level, clamped).
+ * The probe is every level.
  */
-function chainSpace(name: SpaceName, A: number, Ls = [0, 1, 2, 3], Ds = [0, 3]): LevelSpace {
-  const CHAIN: Level[] = Ls.flatMap((L) => Ds.map((D) => ({ family: LOCK, L, A, D })));
+export function chainSpace(
+  name: SpaceName,
+  A: number,
+  Ls = [0, 1, 2, 3],
+  Ds = [0, 3],
+  o: { family?: number; letters?: boolean; fixedTop?: boolean; about?: string } = {},
+): LevelSpace {
+  const family = o.family ?? LOCK;
+  const CHAIN: Level[] = Ls.flatMap((L) => Ds.map((D) => ({ family, L, A, D })));
   const lengths = Ls.map((L) => L + 2);
+  const digits = o.letters ? DESIGN_LETTERS.slice(0, CHAIN.length) : '01234567';
   return {
     name,
-    about: `the lock chain: alphabet ${A + 2}, lengths ${lengths[0]}–${lengths.at(-1)}${Ds.length > 1 ? `, ${Ds.join(' or ')} distractors` : ''} (${CHAIN.length} levels; the probe is all of them)`,
-    families: [LOCK],
-    levelsOf: (family) => (family === LOCK ? CHAIN.map((l) => ({ ...l })) : []),
+    about:
+      o.about ??
+      `the lock chain: alphabet ${A + 2}, lengths ${lengths[0]}–${lengths.at(-1)}${Ds.length > 1 ? `, ${Ds.join(' or ')} distractors` : ''} (${CHAIN.length} levels; the probe is all of them)`,
+    families: [family],
+    levelsOf: (f) => (f === family ? CHAIN.map((l) => ({ ...l })) : []),
     probe: CHAIN.map((l) => ({ ...l })),
     stages: lengths.map((n) => `length ${n}`),
     stageOf: (l) => Ls.indexOf(l.L),
@@ -80,31 +102,47 @@ function chainSpace(name: SpaceName, A: number, Ls = [0, 1, 2, 3], Ds = [0, 3]):
       const i = indexIn(CHAIN, l);
       return i < 0 ? difficulty(l) : i / (CHAIN.length - 1);
     },
-    // a middle length with one distractor: medium, and not a probe level (the probe is the space)
-    fixed: (family) => ({ family, L: Ls[Math.floor((Ls.length - 1) / 2)]!, A, D: 1 }),
-    designerDigits: '01234567',
+    // the top rung (the climb), or a middle length with one distractor: medium, and not a probe level
+    fixed: (f) =>
+      o.fixedTop ? { ...CHAIN.at(-1)!, family: f } : { family: f, L: Ls[Math.floor((Ls.length - 1) / 2)]!, A, D: 1 },
+    designerDigits: digits,
     replyTokens: 1,
-    parse: (family, reply) => {
+    parse: (f, reply) => {
+      if (f !== family) return { ok: false, reason: `the ${name} space has only family F${family}` };
+      if (o.letters) {
+        const at = [...String(reply ?? '')].map((c) => DESIGN_LETTERS.indexOf(c)).find((i) => i >= 0);
+        if (at === undefined)
+          return {
+            ok: false,
+            reason: `"${reply}" is not a ${name} level: write one letter ${digits[0]}-${digits.at(-1)}`,
+          };
+        const i = Math.min(at, CHAIN.length - 1);
+        return { ok: true, level: { ...CHAIN[i]! }, clamped: i !== at };
+      }
       const d = /[0-9]/.exec(String(reply ?? ''));
-      if (family !== LOCK) return { ok: false, reason: `the chain space has only the lock family (F${LOCK})` };
       if (!d || Number(d[0]) >= CHAIN.length)
         return { ok: false, reason: `"${reply}" is not a chain level: write one digit 0-${CHAIN.length - 1}` };
       return { ok: true, level: { ...CHAIN[Number(d[0])]! }, clamped: false };
     },
     reply: (l) => {
       const i = indexIn(CHAIN, l);
-      return i < 0 ? describeLevel(l) : String(i);
+      return i < 0 ? describeLevel(l) : digits[i]!;
     },
     up: (l) =>
       [
         { ...l, L: l.L + 1 },
-        { ...l, D: Ds.at(-1)! },
+        ...Ds.filter((D) => D > l.D)
+          .slice(0, 1)
+          .map((D) => ({ ...l, D })),
       ].filter((x) => !same(x, l) && indexIn(CHAIN, x) >= 0),
     down: (l) =>
       [
         { ...l, L: l.L - 1 },
-        { ...l, D: Ds[0]! },
+        ...Ds.filter((D) => D < l.D)
+          .slice(-1)
+          .map((D) => ({ ...l, D })),
       ].filter((x) => !same(x, l) && indexIn(CHAIN, x) >= 0),
+    ...(o.letters ? { designerSeesAgent: true } : {}),
   };
 }
 
@@ -114,6 +152,20 @@ function chainSpace(name: SpaceName, A: number, Ls = [0, 1, 2, 3], Ds = [0, 3]):
  * in five), and random levels mostly far past what the agent can do. Developed as `long5` (docs/lab.md).
  */
 export const CHAIN_SPACE: LevelSpace = chainSpace('chain', 3, [0, 1, 2, 3, 4, 5, 6, 7], [0]);
+
+/**
+ * The climb (round 4): the climb family (families.ts: one fixed 16-digit code at alphabet 5, the
+ * length not stated), lengths 2–16 — fifteen rungs, so a uniform sampler lands on the agent's
+ * frontier rung one time in fifteen. The probe is every rung, its top half lengths 9–16; the fixed
+ * designer plays the top rung. No distractors: on pilot seed 61 a random digit in every observation
+ * split each rung into two contexts and the gated ladder stalled at rung 3–4 (docs/lab.md).
+ */
+export const CLIMB_SPACE: LevelSpace = chainSpace('climb', 3, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [0], {
+  family: CLIMB,
+  letters: true,
+  fixedTop: true,
+  about: 'the climb: one fixed 16-digit code, lengths 2–16, the length not said (15 levels; the probe is all of them)',
+});
 
 /** The audit's suggestion (#31): alphabet 2 (code 1 0 1 0 1), lengths 2–5, 0 or 3 distractors; no headroom (docs/lab.md). */
 export const CHAIN2_SPACE: LevelSpace = chainSpace('chain2', 0);
@@ -157,6 +209,7 @@ export const SPACE: Record<SpaceName, LevelSpace> = {
   // alphabet 5 at lengths 2–5 with 0 or 3 distractors: a pilot of the headroom search
   chain5: chainSpace('chain5', 3),
   grid: GRID_SPACE,
+  climb: CLIMB_SPACE,
 };
 
 /** The probe's chance level: a uniform random player's mean return over its levels. */

@@ -12,8 +12,10 @@ import type { EnvRunner } from '../../core/env/checker.ts';
 import type { SeedRun } from '../../core/lab/compare.ts';
 import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../../core/lab/families.ts';
 import {
+  designerNamed,
   LAB_LOOP_DEFAULTS,
   LabLoop,
+  MODEL_DESIGNERS,
   playLabEpisode,
   screenSeed,
   type CycleReport,
@@ -132,7 +134,7 @@ export async function engineLabDeps(
 ): Promise<LabLoopDeps> {
   const agent = await enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), o.agentLr ?? AGENT_LR, o);
   const deps: LabLoopDeps = { runner, agent };
-  if (designer === 'learned') {
+  if (MODEL_DESIGNERS.includes(designerNamed(designer) ?? designer)) {
     const digits = SPACE[o.space ?? LAB_LOOP_DEFAULTS.space].designerDigits;
     deps.designer = await enginePolicy(digits, hashSeed(`micro-designer:${seed}`), o.designerLr ?? DESIGNER_LR, o);
   }
@@ -191,6 +193,9 @@ export function seedRun(lab: LabLoop, arm: string, seconds: number): SeedRun {
     medianRegret: h.map((c) => c.medianRegret),
     distinctLevels: h.map((c) => c.distinctLevels),
     steps: { agent: h.reduce((a, c) => a + c.steps.agent, 0), designer: h.reduce((a, c) => a + c.steps.designer, 0) },
+    stepsCurve: h.reduce((acc, c) => [...acc, acc.at(-1)! + c.steps.agent], [0]),
+    plays: h.reduce((a, c) => a + c.designs.reduce((b, d) => b + d.noHint.length, 0), 0),
+    topRung: [lab.initialProbe!.topRung, ...h.map((c) => c.probe?.topRung ?? null)],
     seconds,
   };
 }
