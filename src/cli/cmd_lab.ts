@@ -29,6 +29,8 @@ import {
   compareRuns,
   PRE_REGISTERED_ARMS,
   PRE_REGISTERED_SPEC,
+  ROUND4_ARMS,
+  ROUND4_SPEC,
   type CompareSpec,
   type SeedRun,
 } from '../core/lab/compare.ts';
@@ -134,8 +136,7 @@ export const LAB_COMPARE: CommandSpec = {
     cycles: { value: 'N', help: 'cycles per run', default: DEFAULTS.cycles },
     arms: {
       value: 'A,B,...',
-      help: `the arms (${Object.keys(ARMS).join(', ')})`,
-      default: PRE_REGISTERED_ARMS.join(','),
+      help: `the arms (${Object.keys(ARMS).join(', ')}); default: pre-registration 3's (${PRE_REGISTERED_ARMS.join(',')}), on --space climb round 4's (${ROUND4_ARMS.join(',')})`,
     },
     spade: { value: 'ARM', help: "the arm judged as SPADE's designer", default: PRE_REGISTERED_SPEC.spade },
     ...LAB_FLAGS,
@@ -287,9 +288,15 @@ async function check(args: Args, io: Io): Promise<number> {
   return 0;
 }
 
-/** The comparison the flags name: the arms, SPADE's designer among them, random and fixed as baselines, frontier − random as headroom. */
-function specOf(args: Args): CompareSpec {
-  const arms = (flag(args, 'arms') ?? '').split(',').filter(Boolean);
+/**
+ * The comparison the flags name: the arms (by default the space's: round 4's on the climb), SPADE's
+ * designer among them, random, fixed (and on the climb untrained) as baselines, gated (else
+ * frontier/sfl) − random as headroom; on the climb the gains read the probe's top half.
+ */
+function specOf(args: Args, space: SpaceName): CompareSpec {
+  const climb = space === 'climb';
+  const given = flag(args, 'arms');
+  const arms = (given ?? (climb ? ROUND4_ARMS : PRE_REGISTERED_ARMS).join(',')).split(',').filter(Boolean);
   for (const a of arms)
     if (!ARMS[a]) throw new UsageError(`--arms: "${a}" is not an arm (${Object.keys(ARMS).join(', ')})`);
   const spade = flag(args, 'spade') ?? '';
@@ -297,9 +304,13 @@ function specOf(args: Args): CompareSpec {
   return {
     arms,
     spade,
-    baselines: ['random', 'fixed'].filter((b) => arms.includes(b) && b !== spade),
-    headroom: arms.includes('frontier') && arms.includes('random') ? ['frontier', 'random'] : null,
+    baselines: (climb ? ROUND4_SPEC.baselines : ['random', 'fixed']).filter((b) => arms.includes(b) && b !== spade),
+    headroom: !arms.includes('random')
+      ? null
+      : ((['gated', 'frontier', 'sfl'].filter((h) => arms.includes(h)).map((h) => [h, 'random'])[0] as
+          [string, string] | undefined) ?? null),
     mechanismInSuccess: false,
+    metric: climb ? 'topHalf' : 'mean',
   };
 }
 
@@ -307,7 +318,7 @@ async function compare(args: Args, io: Io): Promise<number> {
   const json = args.flags.has('json');
   const settings = settingsOf(args);
   const space = SPACE[settings.space];
-  const spec = specOf(args);
+  const spec = specOf(args, settings.space);
   const runs: SeedRun[] = [];
   const screens: ScreenResult[] = [];
   const combine = args.flags.get('combine');

@@ -12,6 +12,7 @@ import {
   compareRuns,
   gain,
   PRE_REGISTERED_SPEC,
+  ROUND4_SPEC,
   SPEC_1,
   tInterval,
   type CompareSpec,
@@ -353,4 +354,47 @@ describe('spade lab compare', () => {
     const badArm = await cli(['lab', 'compare', '--seeds', '1', '--arms', 'oracle']);
     expect(badArm.code).toBe(2);
   }, 240_000);
+});
+
+describe('round 4: top-half gains, the comparison at equal optimiser steps, plays and steps to the target', () => {
+  // two arms on one seed, 4 cycles of 10 plays, every cycle probed; the top half (hardCurve) is the metric
+  const spec = { ...ROUND4_SPEC, arms: ['learnability', 'random'], baselines: ['random'], headroom: null };
+  const fast = run(1, 'learnability', [0.5, 0.5, 0.5, 0.5, 0.5], {
+    hardCurve: [0, 0.2, 0.5, 0.6, 0.7],
+    stepsCurve: [0, 10, 20, 30, 40],
+    plays: 40,
+  });
+  const slow = run(1, 'random', [0.9, 0.9, 0.9, 0.9, 0.9], {
+    hardCurve: [0, 0, 0.1, 0.1, 0.2],
+    stepsCurve: [0, 5, 10, 15, 20],
+    plays: 40,
+  });
+  const r = compareRuns([fast, slow], 0, spec);
+
+  it('reads the gain off the top half, not the mean', () => {
+    expect(r.metric).toBe('topHalf');
+    expect(r.gain.learnability!.perSeed[0]).toBeCloseTo((0.6 + 0.7) / 2, 12);
+    expect(r.gain.random!.perSeed[0]).toBeCloseTo((0.1 + 0.2) / 2, 12);
+    expect(r.comparisons['learnability-random']!.diffs[0]).toBeCloseTo(0.5, 12);
+  });
+
+  it('at equal steps cuts every curve where its steps pass the fewest any arm took (20 here)', () => {
+    const eq = r.gainAtEqualSteps!;
+    expect(eq.learnability!.steps).toEqual([20]);
+    // learnability's probes up to 20 steps: cycles 0-2 → the last two 0.2 and 0.5
+    expect(eq.learnability!.perSeed[0]).toBeCloseTo((0.2 + 0.5) / 2, 12);
+    expect(eq.random!.perSeed[0]).toBeCloseTo((0.1 + 0.2) / 2, 12);
+  });
+
+  it('counts plays and steps to a top-half success of 0.5 (null: never)', () => {
+    expect(r.toTarget!.learnability).toEqual({ plays: [20], steps: [20] });
+    expect(r.toTarget!.random).toEqual({ plays: [null], steps: [null] });
+  });
+
+  it('has neither without the steps (the earlier runs)', () => {
+    const old = compareRuns([run(1, 'learnability', [0, 1]), run(1, 'random', [0, 0])], 0, spec);
+    expect(old.gainAtEqualSteps).toBeNull();
+    expect(old.toTarget).toBeNull();
+    expect(old.gain.learnability!.perSeed).toEqual([1]); // no hardCurve: the mean's curve
+  });
 });

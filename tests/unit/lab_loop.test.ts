@@ -464,3 +464,109 @@ describe('spade lab', () => {
     expect(lines.join('\n')).toMatch(/learned, untrained, scripted, gated, sfl, ladder, random, fixed/);
   });
 });
+
+describe('round 4 on the climb: the gated ladder, the level buffer, the designer that sees the agent, the untrained designer', () => {
+  const climb = (L: number): Level => ({ family: 4, L, A: 3, D: 0 });
+  const rung = (d: { level: Level | null }) => d.level!.L;
+
+  it('gated plays the lowest rung not mastered (half the slots), the rung below and a lower one', async () => {
+    const lab = new LabLoop(
+      { seed: 2, designer: 'gated', space: 'climb', levels: 4, plays: 1, probePlays: 1, probeLevels: [] },
+      { runner, agent: { chat: never, trainer: null } },
+    );
+    // rungs 0-2 mastered (latest two win rates' mean ≥ 0.5), rung 3 at 0.25 and 0.5: not yet
+    for (const [L, w] of [
+      [0, 1],
+      [0, 0.75],
+      [1, 0.5],
+      [1, 0.5],
+      [2, 0.625],
+      [2, 1],
+      [3, 0.25],
+      [3, 0.5],
+    ] as const)
+      lab.memory.push({ level: climb(L), winRate: w, cycle: 0 });
+    expect(lab.frontierRung(4)).toBe(3);
+    const r = await lab.cycle();
+    expect(r.designs.map(rung).slice(0, 3)).toEqual([3, 3, 2]);
+    expect(rung(r.designs[3]!)).toBeLessThan(2);
+    await lab.close();
+    // a rung mastered once and then lost (its latest two below 0.5) is the frontier again
+    const again = new LabLoop(
+      { seed: 2, designer: 'gated', space: 'climb' },
+      { runner, agent: { chat: never, trainer: null } },
+    );
+    again.memory.push(...lab.memory.slice(0, 8));
+    again.memory.push({ level: climb(1), winRate: 0, cycle: 1 }, { level: climb(1), winRate: 0.25, cycle: 1 });
+    expect(again.frontierRung(4)).toBe(1);
+  });
+
+  it('the learned designer replays half from the PLR buffer (only levels with 0 < p < 1), sees the frontier rung, and replays earn no reward', async () => {
+    const prompts: string[] = [];
+    const designer: LabPolicy = {
+      chat: scripted((m) => (prompts.push(m[0]!.content), 'c')),
+      trainer: null,
+    };
+    const lab = new LabLoop(
+      { seed: 3, designer: 'learned', space: 'climb', levels: 4, plays: 2, probePlays: 1, probeLevels: [] },
+      { runner, agent: { chat: never, trainer: null }, designer },
+    );
+    lab.memory.push(
+      { level: climb(0), winRate: 1, cycle: 0 }, // mastered: p(1 − p) = 0, never replayed
+      { level: climb(1), winRate: 0.5, cycle: 0 },
+      { level: climb(2), winRate: 0.25, cycle: 0 },
+      { level: climb(5), winRate: 0, cycle: 0 }, // never won: never replayed
+    );
+    const r = await lab.cycle();
+    expect(lab.replayCount()).toBe(2);
+    expect(r.designs.map((d) => !!d.replay)).toEqual([true, true, false, false]);
+    expect(r.designs.slice(0, 2).map(rung).sort()).toEqual([1, 2]);
+    for (const d of r.designs.slice(0, 2)) expect(d.advantage).toBe(0);
+    // the prompt carries the agent's frontier: rungs 0 and 1 mastered (a mean of 0.5 counts), rung 2 not → "c"
+    expect(prompts).toEqual(['F4 mc:']);
+    expect(r.designs[2]!.level).toEqual(climb(2)); // the designer wrote "c": the third rung
+    // the edit: one knob up from the hardest level won at least half the time (length 3 → 4)
+    expect(r.designs[3]!.explore).toBe(true);
+    expect(r.designs[3]!.level).toEqual(climb(2));
+    await lab.close();
+  });
+
+  it('the untrained designer writes with the same model and prompt and is never trained; the learned one is', async () => {
+    const run = async (designer: 'learned' | 'untrained') => {
+      const deps = await engineLabDeps(7, designer, runner, { space: 'climb' });
+      let designerSteps = 0;
+      const step = deps.designer!.trainer!.step.bind(deps.designer!.trainer);
+      deps.designer!.trainer!.step = async (mb) => {
+        if (mb[0]!.role === 'designer') designerSteps++;
+        return step(mb);
+      };
+      // an agent that wins the first two rungs every other play: learnability differs between levels
+      let episodes = 0;
+      deps.agent = {
+        chat: scripted((m) => {
+          if (m.length === 1) episodes++;
+          const pos = oks(m);
+          return episodes % 2 && pos < 3 ? '1402'[pos]! : '9';
+        }),
+        trainer: null,
+      };
+      const lab = new LabLoop(
+        { seed: 7, designer, space: 'climb', levels: 4, plays: 4, probePlays: 1, probeLevels: [] },
+        deps,
+      );
+      const texts: string[] = [];
+      for (let c = 0; c < 4; c++)
+        texts.push(...(await lab.cycle()).designs.filter((d) => !d.replay && !d.explore).map((d) => d.text));
+      await lab.close();
+      return { designerSteps, texts, reported: lab.history.reduce((a, h) => a + h.steps.designer, 0) };
+    };
+    const untrained = await run('untrained');
+    expect(untrained.texts.length).toBeGreaterThan(0);
+    for (const t of untrained.texts) expect(t).toMatch(/^[a-o]$/);
+    expect(untrained.designerSteps).toBe(0);
+    expect(untrained.reported).toBe(0);
+    const learned = await run('learned');
+    expect(learned.designerSteps).toBeGreaterThan(0);
+    expect(learned.reported).toBe(learned.designerSteps);
+  }, 120_000);
+});

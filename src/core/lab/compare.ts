@@ -89,6 +89,11 @@ export interface CompareSpec {
   headroom: [string, string] | null;
   /** Whether the mechanism checks are part of success (the first two pre-registrations). */
   mechanismInSuccess: boolean;
+  /**
+   * What a gain is read from: the probe's mean (the first three pre-registrations) or its top half
+   * (`hardCurve`; round 4 on the climb: top-half success, the primary measure). Absent: the mean.
+   */
+  metric?: 'mean' | 'topHalf';
 }
 
 /** The first two pre-registrations' comparison (the grid space; docs/lab.md). */
@@ -109,6 +114,23 @@ export const PRE_REGISTERED_SPEC: CompareSpec = {
   headroom: ['frontier', 'random'],
   mechanismInSuccess: false,
 };
+
+/**
+ * Round 4's arms on the climb (docs/lab.md, "Round 4"): SPADE's designer (learnability), the same
+ * designer never trained, the scripted rule, the gated ladder (the headroom), SFL, random and fixed.
+ */
+export const ROUND4_ARMS = ['learnability', 'untrained', 'scripted', 'gated', 'sfl', 'random', 'fixed'];
+export const ROUND4_SPEC: CompareSpec = {
+  arms: ROUND4_ARMS,
+  spade: 'learnability',
+  baselines: ['random', 'untrained', 'fixed'],
+  headroom: ['gated', 'random'],
+  mechanismInSuccess: false,
+  metric: 'topHalf',
+};
+
+/** The top-half success counted as reaching the ladder's top, for plays- and steps-to-target. */
+export const TARGET = 0.5;
 
 export interface Interval {
   n: number;
@@ -145,6 +167,15 @@ export interface CompareResult {
   /** `${spade}-${baseline}` for every baseline, and the headroom pair. */
   comparisons: Record<string, PairComparison>;
   headroom: PairComparison | null;
+  /** What the gains read: the probe's mean or its top half (CompareSpec.metric). */
+  metric: 'mean' | 'topHalf';
+  /**
+   * The same gains at an equal number of agent optimiser steps: per seed, every arm's curve cut where
+   * its steps pass the fewest any arm of that seed took (null when the runs do not record steps).
+   */
+  gainAtEqualSteps: Record<string, { perSeed: number[]; interval: Interval; steps: number[] }> | null;
+  /** Per arm and seed, the plays and agent steps until the metric first reached TARGET (null: never). */
+  toTarget: Record<string, { plays: (number | null)[]; steps: (number | null)[] }> | null;
   mechanism: { medianRegret: number; distinctLevels: number; regretPass: boolean; distinctPass: boolean };
   success: boolean;
   /** What happened, in one plain sentence. */
@@ -200,6 +231,22 @@ export function stageEnds(
   return { before: avg('before'), after: avg('after') };
 }
 
+/** A run's curve for the metric. */
+const curveOf = (r: SeedRun, metric: 'mean' | 'topHalf') => (metric === 'topHalf' ? (r.hardCurve ?? r.curve) : r.curve);
+
+/** The curve up to the last cycle whose agent steps are at most `steps` (later cycles unprobed). */
+export function curveAtSteps(curve: readonly (number | null)[], stepsCurve: readonly number[], steps: number) {
+  return curve.map((x, c) => ((stepsCurve[c] ?? Infinity) <= steps ? x : null));
+}
+
+/** The first probed cycle at which the curve reaches `target`: its plays (cycle × plays a cycle) and steps; nulls: never. */
+export function toTargetOf(r: SeedRun, curve: readonly (number | null)[], target = TARGET) {
+  const c = curve.findIndex((x) => x !== null && x >= target);
+  const cycles = curve.length - 1;
+  if (c < 0 || !r.stepsCurve || r.plays === undefined) return { plays: null, steps: null };
+  return { plays: cycles ? Math.round((c * r.plays) / cycles) : 0, steps: r.stepsCurve[c] ?? null };
+}
+
 const median = (xs: readonly number[]) => {
   if (!xs.length) return 0;
   const s = [...xs].sort((a, b) => a - b);
@@ -226,9 +273,11 @@ export function compareRuns(
     .filter((s) => !screenedOut.includes(s) && spec.arms.every((d) => bySeed.get(s)!.has(d)))
     .sort((a, b) => a - b);
   const run = (s: number, d: string) => bySeed.get(s)!.get(d)!;
+  const metric = spec.metric ?? 'mean';
+  const curve = (s: number, d: string) => curveOf(run(s, d), metric);
   const gains = Object.fromEntries(
     spec.arms.map((d): [string, ArmFigures] => {
-      const perSeed = seeds.map((s) => gain(run(s, d).curve));
+      const perSeed = seeds.map((s) => gain(curve(s, d)));
       const hard = seeds.every((s) => run(s, d).hardCurve) ? seeds.map((s) => gain(run(s, d).hardCurve!)) : null;
       const steps = seeds.length && seeds.every((s) => run(s, d).steps) ? seeds.map((s) => run(s, d).steps!) : null;
       return [
@@ -244,8 +293,26 @@ export function compareRuns(
       ];
     }),
   );
+  const withSteps = seeds.length > 0 && seeds.every((s) => spec.arms.every((d) => run(s, d).stepsCurve));
+  const fewest = (s: number) => Math.min(...spec.arms.map((d) => run(s, d).stepsCurve!.at(-1)!));
+  const gainAtEqualSteps = withSteps
+    ? Object.fromEntries(
+        spec.arms.map((d) => {
+          const perSeed = seeds.map((s) => gain(curveAtSteps(curve(s, d), run(s, d).stepsCurve!, fewest(s))));
+          return [d, { perSeed, interval: tInterval(perSeed), steps: seeds.map(fewest) }];
+        }),
+      )
+    : null;
+  const toTarget = withSteps
+    ? Object.fromEntries(
+        spec.arms.map((d) => {
+          const t = seeds.map((s) => toTargetOf(run(s, d), curve(s, d)));
+          return [d, { plays: t.map((x) => x.plays), steps: t.map((x) => x.steps) }];
+        }),
+      )
+    : null;
   const pair = (a: string, b: string): PairComparison => {
-    const diffs = seeds.map((s) => gain(run(s, a).curve) - gain(run(s, b).curve));
+    const diffs = seeds.map((s) => gain(curve(s, a)) - gain(curve(s, b)));
     const interval = tInterval(diffs);
     const positiveShare = diffs.length ? diffs.filter((x) => x > 0).length / diffs.length : 0;
     return {
@@ -280,6 +347,9 @@ export function compareRuns(
     gain: gains,
     comparisons,
     headroom,
+    metric,
+    gainAtEqualSteps,
+    toTarget,
     mechanism,
     success,
   };
@@ -327,6 +397,7 @@ const diffText = (p: PairComparison) =>
 function sentenceOf(r: Judged, spec: CompareSpec): string {
   if (!r.seeds.length) return 'No seed has every designer yet.';
   const n = r.seeds.length;
+  const onWhat = r.metric === 'topHalf' ? 'the probe’s top half' : 'the probe';
   const g = (arm: string) => r.gain[arm]!.interval.mean;
   const learned = spec.spade;
   const vsRandom = r.comparisons[`${learned}-random`];
@@ -344,7 +415,7 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
           : `Even a scripted curriculum (${spec.headroom[0]}) did not beat random levels (${d}). `;
   }
   if (r.success)
-    return `${head}${name} helped: its agent improved by ${signed(g(learned))} on the probe, more than with ${spec.baselines.join(' or ')} levels on ${Math.round(Math.min(...spec.baselines.map((b) => r.comparisons[`${learned}-${b}`]!.positiveShare)) * n)} of ${n} seeds.`;
+    return `${head}${name} helped: its agent improved by ${signed(g(learned))} on ${onWhat}, more than with ${spec.baselines.join(' or ')} levels on ${Math.round(Math.min(...spec.baselines.map((b) => r.comparisons[`${learned}-${b}`]!.positiveShare)) * n)} of ${n} seeds.`;
   if (vsRandom && effect(vsRandom) === 'hurt')
     return `${head}${name} did worse than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))}.`;
   if (vsRandom && effect(vsRandom) === 'a little')
@@ -352,7 +423,7 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
   const all = spec.arms.map(g);
   const tiny = Math.max(...all.map(Math.abs)) < 0.05;
   const none = vsRandom ? `no difference was detected (${learned} − random ${diffText(vsRandom)}); ` : '';
-  return `${head}${name} did not help more than random levels: ${none}${tiny ? 'no agent learned much at this budget' : 'every agent improved a little'} (${spec.arms.map((a) => `${a} ${signed(g(a))}`).join(', ')} on the probe, ${n} seed${n === 1 ? '' : 's'}).`;
+  return `${head}${name} did not help more than random levels: ${none}${tiny ? 'no agent learned much at this budget' : 'every agent improved a little'} (${spec.arms.map((a) => `${a} ${signed(g(a))}`).join(', ')} on ${onWhat}, ${n} seed${n === 1 ? '' : 's'}).`;
 }
 
 function verdictText(r: Judged, spec: CompareSpec): string {

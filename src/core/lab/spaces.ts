@@ -58,6 +58,11 @@ export interface LevelSpace {
    * lab.ts designerPrompt): the climb's; the older spaces' prompt is the family tag alone.
    */
   designerSeesAgent?: boolean;
+  /**
+   * The agent's learning rate on this space when the run names none (engine/lab/roles.ts): the climb's
+   * 1e-3, set on pilot seed 61 (3e-3 climbed faster, then collapsed to rung 0 by cycle 300).
+   */
+  agentLr?: number;
 }
 
 const LOCK = 2;
@@ -81,7 +86,7 @@ export function chainSpace(
   A: number,
   Ls = [0, 1, 2, 3],
   Ds = [0, 3],
-  o: { family?: number; letters?: boolean; fixedTop?: boolean; about?: string } = {},
+  o: { family?: number; letters?: boolean; fixedTop?: boolean; agentLr?: number; about?: string } = {},
 ): LevelSpace {
   const family = o.family ?? LOCK;
   const CHAIN: Level[] = Ls.flatMap((L) => Ds.map((D) => ({ family, L, A, D })));
@@ -143,6 +148,7 @@ export function chainSpace(
           .map((D) => ({ ...l, D })),
       ].filter((x) => !same(x, l) && indexIn(CHAIN, x) >= 0),
     ...(o.letters ? { designerSeesAgent: true } : {}),
+    ...(o.agentLr ? { agentLr: o.agentLr } : {}),
   };
 }
 

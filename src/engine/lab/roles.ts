@@ -132,7 +132,7 @@ export async function engineLabDeps(
   runner: EnvRunner,
   o: LabEngineOptions & { space?: SpaceName } = {},
 ): Promise<LabLoopDeps> {
-  const agent = await enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), o.agentLr ?? AGENT_LR, o);
+  const agent = await freshAgent(seed, o);
   const deps: LabLoopDeps = { runner, agent };
   if (MODEL_DESIGNERS.includes(designerNamed(designer) ?? designer)) {
     const digits = SPACE[o.space ?? LAB_LOOP_DEFAULTS.space].designerDigits;
@@ -141,9 +141,13 @@ export async function engineLabDeps(
   return deps;
 }
 
-/** The fresh agent of a seed (the same for every arm: its model depends only on the seed). */
-export async function freshAgent(seed: number, o: LabEngineOptions = {}): Promise<LabPolicy> {
-  return enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), o.agentLr ?? AGENT_LR, o);
+/**
+ * The fresh agent of a seed (the same for every arm: its model depends only on the seed); its
+ * learning rate the run's, else the space's (the climb's 1e-3), else AGENT_LR.
+ */
+export async function freshAgent(seed: number, o: LabEngineOptions & { space?: SpaceName } = {}): Promise<LabPolicy> {
+  const lr = o.agentLr ?? SPACE[o.space ?? LAB_LOOP_DEFAULTS.space].agentLr ?? AGENT_LR;
+  return enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), lr, o);
 }
 
 /** The dead-seed screen of a seed (lab.ts screenSeed) on its fresh agent. */
@@ -153,7 +157,7 @@ export async function screenLabSeed(
   runner: EnvRunner,
   o: LabEngineOptions = {},
 ): Promise<ScreenResult> {
-  const agent = await freshAgent(seed, o);
+  const agent = await freshAgent(seed, { ...o, space });
   return screenSeed(seed, SPACE[space], runner, agent.chat, o.temperature ?? LAB_LOOP_DEFAULTS.temperature);
 }
 
