@@ -174,7 +174,7 @@ describe('the climb family (F4, round 4)', () => {
         if (D === 0) intros.add(first.obs0);
         await sandbox.dispose(env.id);
       }
-    expect([...intros]).toEqual(['Climb, 0-4, same code every time. Digit 1?']);
+    expect([...intros]).toEqual(['Climb, 0-4, same code every time. Digit a?']);
   });
 
   it('ends an episode as soon as the code can no longer be entered (two slips), and forgives one', async () => {

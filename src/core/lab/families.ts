@@ -224,7 +224,9 @@ function familyParts(l: Level, A: number, L: number): { code: string; intro: str
       return {
         code: `${JSON.stringify(CLIMB_CODE)}.charCodeAt(i) - 48`,
         intro: `Climb, 0-${A - 1}, same code every time.`,
-        show: `'Digit ' + (this.pos + 1) + '?'`,
+        // the position as one letter (a-p): with numbers, "Digit 10?" ends like "Digit 0?" would
+        // and the pilot's gated ladder stalled at length 9 on every seed tried
+        show: `'Digit ' + 'abcdefghijklmnop'[this.pos] + '?'`,
       };
     default:
       return {

@@ -10,6 +10,10 @@
  *   chain2  the audit's suggestion: alphabet 2 (code 1 0 1 0 1), lengths 2–5, 0 or 3 distractors;
  *           the periodic code makes every length learnable at once, so random levels do as well as
  *           a curriculum (no headroom, docs/lab.md). chain5: alphabet 5 at those lengths, a pilot.
+ *   climb   round 4's ladder: the climb family (one fixed 16-digit code, the length not stated, the
+ *           position shown as a letter), lengths 2–16 — fifteen rungs; the designer writes one letter
+ *           (a–o) and sees the agent's frontier rung in its prompt; the probe is every rung, its top
+ *           half lengths 9–16 (docs/lab.md, "Round 4").
  *   grid    the first two pre-registrations' space: families mirror and lock (rotating per cycle),
  *          every knob 0–3 (64 levels each), a 6-level probe (each family at knobs 0/0/0, 1/1/1,
  *          2/2/2); the designer writes three digits (L A D).
@@ -59,8 +63,9 @@ export interface LevelSpace {
    */
   designerSeesAgent?: boolean;
   /**
-   * The agent's learning rate on this space when the run names none (engine/lab/roles.ts): the climb's
-   * 1e-3, set on pilot seed 61 (3e-3 climbed faster, then collapsed to rung 0 by cycle 300).
+   * The agent's learning rate on this space when the run names none (engine/lab/roles.ts): the
+   * climb's 2e-3, set on the pilot seeds (docs/lab.md, round 4): 3e-3 climbed fastest and collapsed
+   * to rung 0 by cycle 300 (seed 61); 1e-3 held but reached only rung 5-6 in 360 cycles.
    */
   agentLr?: number;
 }
