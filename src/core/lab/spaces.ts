@@ -174,6 +174,7 @@ export const CHAIN_SPACE: LevelSpace = chainSpace('chain', 3, [0, 1, 2, 3, 4, 5,
 export const CLIMB_SPACE: LevelSpace = chainSpace('climb', 3, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [0], {
   family: CLIMB,
   letters: true,
+  agentLr: 2e-3,
   fixedTop: true,
   about: 'the climb: one fixed 16-digit code, lengths 2–16, the length not said (15 levels; the probe is all of them)',
 });
