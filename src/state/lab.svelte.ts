@@ -4,8 +4,11 @@
  * the Lab's worker (workers/lab.worker.ts: LabLoop on the engine's fast path and the in-process
  * QuickJS sandbox), the measured time per cycle, the learning-curve check per family, "Compare
  * designers" (the dead-seed screen, then every pre-registered arm on `seeds` seeds from the seed, one
- * after another, judged by core/lab/compare.ts as `spade lab compare` judges them) and "play this
- * level yourself" records for the Environments panel.
+ * after another, judged by core/lab/compare.ts as `spade lab compare` judges them: on the climb round
+ * 4's arms and its top-half metric, as `spade lab compare --space climb`) and "play this level
+ * yourself" records for the Environments panel. Also the pure parts the panel shows: each probe as a
+ * row of rungs with the highest one mastered, and the headline naming every arm that beat SPADE's
+ * designer.
  *
  * ▶ runs the chosen designer and, beside it, random levels on the same seed (the same fresh agent),
  * a cycle of each in turn: a class sees the designer's levels and the agent's probe climb next to
@@ -20,11 +23,19 @@ import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
 import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
-import { ARMS, compareRuns, PRE_REGISTERED_SPEC, type CompareResult, type SeedRun } from '../core/lab/compare.ts';
+import {
+  ARMS,
+  compareRuns,
+  PRE_REGISTERED_SPEC,
+  ROUND4_SPEC,
+  type CompareResult,
+  type CompareSpec,
+  type SeedRun,
+} from '../core/lab/compare.ts';
 import { describeLevel, FAMILIES, hintText, levelCode } from '../core/lab/families.ts';
-import type { CycleReport, ProbeReport, ScreenResult } from '../core/lab/lab.ts';
+import { DESIGNER_ALIASES, MASTERED, type CycleReport, type ProbeReport, type ScreenResult } from '../core/lab/lab.ts';
 import { clampLabChoices, labDefaults, type LabChoices } from '../core/lab/settings.ts';
-import { SPACE, spaceChance } from '../core/lab/spaces.ts';
+import { SPACE, spaceChance, type LevelSpace, type SpaceName } from '../core/lab/spaces.ts';
 import { parseUrlState } from '../core/url_state.ts';
 import type { LearningCheck } from '../engine/engine_api.ts';
 import { hashSeed } from '../core/rng.ts';
@@ -55,6 +66,12 @@ export interface CompareRow {
   medianRegret: number[];
   distinctLevels: number[];
   steps: { agent: number; designer: number };
+  /** The agent's optimiser steps so far: 0 at cycle 0, then after each cycle (the comparison at equal steps). */
+  stepsCurve: number[];
+  /** The agent's unhinted plays so far (the sample budget). */
+  plays: number;
+  /** The highest rung the probe won at least half the time (−1: none), cycle 0 then one per cycle (null: not probed). */
+  topRung: (number | null)[];
   status: 'waiting' | 'running' | 'done' | 'screened';
 }
 
@@ -67,6 +84,9 @@ const noProgress = (): Omit<CompareRow, 'seed' | 'designer' | 'status'> => ({
   medianRegret: [],
   distinctLevels: [],
   steps: { agent: 0, designer: 0 },
+  stepsCurve: [],
+  plays: 0,
+  topRung: [],
 });
 
 /** The finished rows as the comparison's per-seed runs. */
@@ -83,22 +103,122 @@ export const rowsToRuns = (rows: readonly CompareRow[]): SeedRun[] =>
       medianRegret: r.medianRegret,
       distinctLevels: r.distinctLevels,
       steps: r.steps,
+      stepsCurve: r.stepsCurve,
+      plays: r.plays,
+      topRung: r.topRung,
       seconds: 0,
     }));
 
-/** The comparison's figures and verdict (core/lab/compare.ts) once every row is done or screened; null before. */
+/**
+ * The comparison a space is judged by, as `spade lab compare` picks it at its defaults (cli/cmd_lab.ts
+ * specOf): on the climb round 4's arms, baselines and top-half metric; elsewhere pre-registration 3's.
+ */
+export const compareSpecOf = (space: SpaceName): CompareSpec => (space === 'climb' ? ROUND4_SPEC : PRE_REGISTERED_SPEC);
+
+/**
+ * The comparison's figures and verdict (core/lab/compare.ts) once every row is done or screened; null
+ * before. `space`: the space the rows were run on (its chance level and its comparison, compareSpecOf).
+ */
 export function compareResult(
   rows: readonly CompareRow[],
   screens: readonly ScreenResult[] = [],
+  space: SpaceName = LAB_DEFAULTS.space,
 ): CompareResult | null {
   if (!rows.length || rows.some((r) => r.status !== 'done' && r.status !== 'screened')) return null;
-  const space = SPACE[LAB_DEFAULTS.space];
   return compareRuns(
     rowsToRuns(rows),
-    spaceChance(space),
-    PRE_REGISTERED_SPEC,
+    spaceChance(SPACE[space]),
+    compareSpecOf(space),
     screens.filter((s) => !s.pass).map((s) => s.seed),
   );
+}
+
+/** What a comparison's gains read, in words: "top-half success" or "the probe". */
+export const metricWords = (r: Pick<CompareResult, 'metric'>) =>
+  r.metric === 'topHalf' ? 'top-half success' : 'the probe';
+
+/**
+ * Arms renamed since a run was recorded (pre-registration 3's `control` is today's `scripted`, its
+ * `frontier` today's `sfl`): lab.ts's designer aliases whose arm is a scripted designer.
+ */
+const RENAMED: Readonly<Record<string, string>> = Object.fromEntries(
+  Object.entries(DESIGNER_ALIASES).filter(([old]) => Object.hasOwn(ARMS, old) && !ARMS[old]!.estimator),
+);
+
+/** An arm's name as the panel shows it: a renamed arm with its name today. */
+export const armName = (arm: string) => (Object.hasOwn(RENAMED, arm) ? `${arm} (now ${RENAMED[arm]})` : arm);
+
+const signed = (v: number) => `${v >= 0 ? '+' : '−'}${Math.abs(v).toFixed(2)}`;
+
+/** The arms whose mean gain on the comparison's metric is above SPADE's designer's, highest first. */
+export function armsAboveSpade(r: CompareResult): { arm: string; gain: number }[] {
+  const own = r.gain[r.spadeDesigner]!.interval.mean;
+  return r.arms
+    .filter((a) => a !== r.spadeDesigner && r.gain[a]!.interval.mean > own)
+    .map((arm) => ({ arm, gain: r.gain[arm]!.interval.mean }))
+    .sort((a, b) => b.gain - a.gain);
+}
+
+/**
+ * The comparison's headline: every arm that beat SPADE's designer — a higher mean gain on the
+ * comparison's metric over its seeds — named with its gain, or that none did. Plain on purpose: the
+ * intervals beside it say whether a difference could be luck.
+ */
+export function headline(r: CompareResult): string {
+  const n = r.seeds.length;
+  if (!n) return 'No seed has every arm yet.';
+  const own = `${r.spadeDesigner}: ${signed(r.gain[r.spadeDesigner]!.interval.mean)} in ${metricWords(r)}, mean over ${n} seed${n === 1 ? '' : 's'}`;
+  const above = armsAboveSpade(r);
+  if (!above.length) return `No arm beat SPADE’s designer (${own}).`;
+  const list = above.map((x) => `${armName(x.arm)} ${signed(x.gain)}`).join(', ');
+  return `${above.length === 1 ? 'One arm' : `${above.length} arms`} beat SPADE’s designer (${own}): ${list}.`;
+}
+
+/** One rung of a probe: its stage name ("length 9"), the short label ("9"), its win rate and whether it is mastered. */
+export interface Rung {
+  stage: string;
+  short: string;
+  p: number;
+  mastered: boolean;
+}
+
+/** A probe as a row of rungs (the space's stages, easiest first); mastered: won at least half the time (lab.ts MASTERED). */
+export const rungsOf = (space: LevelSpace, probe: Pick<ProbeReport, 'byStage'>): Rung[] =>
+  space.stages.map((stage, i) => {
+    const p = probe.byStage[i] ?? 0;
+    return { stage, short: stage.replace(/^length /, ''), p, mastered: p >= MASTERED };
+  });
+
+/** The highest rung mastered in words: its stage ("length 9", rung + 2 on the chain and the climb), or "none yet". */
+export const topRungText = (space: LevelSpace, rung: number | null | undefined) =>
+  rung === null || rung === undefined || rung < 0 ? 'none yet' : (space.stages[rung] ?? `rung ${rung}`);
+
+/** Whether the space's stages are lengths (the chains and the climb: a ladder whose rung r is length r + 2). */
+export const isLadder = (space: LevelSpace) => space.stages.every((st) => /^length \d+$/.test(st));
+
+/** The length of the highest rung mastered (0: none yet), for a ladder's charts; null off a ladder. */
+export function topLength(space: LevelSpace, rung: number | null | undefined): number | null {
+  if (rung === null || rung === undefined || !isLadder(space)) return null;
+  return rung < 0 ? 0 : Number(space.stages[rung]!.slice('length '.length));
+}
+
+/** The probe's top half as the stages it spans ("lengths 9–16" on the climb; "medium–hard" on the grid). */
+export function topHalfText(space: LevelSpace): string {
+  const st = [...new Set(space.probe.filter((l) => space.hardHalf(l)).map((l) => space.stageOf(l)))].sort(
+    (x, y) => x - y,
+  );
+  const [lo, hi] = [space.stages[st[0]!] ?? '', space.stages[st.at(-1)!] ?? ''];
+  if (isLadder(space)) return `lengths ${lo.slice(7)}–${hi.slice(7)}`;
+  return lo === hi ? lo : `${lo}–${hi}`;
+}
+
+/**
+ * A row's highest rung mastered at each probe so far, in words, oldest first, with repeats folded
+ * ("none yet → length 3 → length 5"): the ladder climbing.
+ */
+export function climbText(space: LevelSpace, topRung: readonly (number | null)[]): string {
+  const seen = topRung.filter((x): x is number => x !== null).map((x) => topRungText(space, x));
+  return seen.filter((x, i) => i === 0 || x !== seen[i - 1]).join(' → ') || '–';
 }
 
 /** One line on the hint for a user: what it is, and who reads it. */
@@ -124,6 +244,8 @@ export class LabState {
   compare = $state<CompareRow[]>([]);
   screens = $state<ScreenResult[]>([]);
   compareStatus = $state<'idle' | 'running' | 'paused' | 'done' | 'error'>('idle');
+  /** The space the comparison on screen was made on (its arms and metric follow it: compareSpecOf). */
+  compareSpace = $state<SpaceName>(LAB_DEFAULTS.space);
   /** The learning-curve checks of this seed, one per family of the space. */
   checks = $state<LearningCheck[]>([]);
   checkStatus = $state<'idle' | 'running' | 'done' | 'error'>('idle');
@@ -236,11 +358,16 @@ export class LabState {
       row.curve = [e.probe.mean];
       row.hardCurve = [e.probe.hardHalf];
       row.stages = [e.probe.byStage];
+      row.topRung = [e.probe.topRung];
+      row.stepsCurve = [0];
     } else if (e.type === 'cycle') {
       const p = e.report.probe;
       row.curve = [...row.curve, p?.mean ?? null];
       row.hardCurve = [...row.hardCurve, p?.hardHalf ?? null];
       row.stages = [...row.stages, p?.byStage ?? null];
+      row.topRung = [...row.topRung, p?.topRung ?? null];
+      row.stepsCurve = [...row.stepsCurve, (row.stepsCurve.at(-1) ?? 0) + e.report.steps.agent];
+      row.plays += e.report.designs.reduce((a, d) => a + d.noHint.length, 0);
       row.level = [...row.level, e.report.meanDifficulty];
       row.medianRegret = [...row.medianRegret, e.report.medianRegret];
       row.distinctLevels = [...row.distinctLevels, e.report.distinctLevels];
@@ -272,6 +399,7 @@ export class LabState {
     this.compare = [];
     this.screens = [];
     this.compareStatus = 'idle';
+    this.compareSpace = LAB_DEFAULTS.space;
     this.checks = [];
     this.checkStatus = 'idle';
   }
@@ -299,8 +427,8 @@ export class LabState {
   }
 
   /**
-   * Screen `seeds` seeds from this seed, then run every pre-registered arm on those kept, with these
-   * settings, one after another (continuing a paused comparison).
+   * Screen `seeds` seeds from this seed, then run every arm of the space's comparison (compareSpecOf)
+   * on those kept, with these settings, one after another (continuing a paused comparison).
    */
   async compareDesigners(): Promise<void> {
     if (this.busy) return;
@@ -309,7 +437,7 @@ export class LabState {
     const key = JSON.stringify([madeKey(lab(s)), s.cycles, s.seeds]);
     if (this.compareMade !== key) {
       this.compare = Array.from({ length: s.seeds }, (_, i) => s.seed + i).flatMap((seed) =>
-        PRE_REGISTERED_SPEC.arms.map((designer) => ({
+        compareSpecOf(s.space).arms.map((designer) => ({
           seed,
           designer,
           ...noProgress(),
@@ -318,6 +446,7 @@ export class LabState {
       );
       this.screens = [];
       this.compareMade = key;
+      this.compareSpace = s.space;
     }
     this.compareStatus = 'running';
     this.error = null;
