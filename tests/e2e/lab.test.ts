@@ -64,9 +64,9 @@ describe('the Lab in Chromium', () => {
     const first = await firstCycle(page);
     // what the CLI computes for the same settings: the worker builds the lab exactly as `spade lab`
     expect(first).toEqual(await nodeFirstCycle());
-    // five charts (the probe, per stage, the designed level, the agent's steps, the reward), the live run in one
-    // sentence, the chance level and the measured speed
-    expect(await page.getByTestId('lab-charts').locator('.chart').count()).toBe(5);
+    // six charts (the probe, per stage, the highest rung mastered, the designed level, the agent's steps, the
+    // reward), the live run in one sentence, the chance level and the measured speed
+    expect(await page.getByTestId('lab-charts').locator('.chart').count()).toBe(6);
     // every y tick of every chart reads the value it marks (a single tick at 0.5 once read "1")
     for (const ticks of await page
       .getByTestId('lab-charts')
