@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChatMessage, ChatModel, ChatResult } from '../../src/core/llm/chat_model.ts';
 import { describeLevel, levelValues, lockDigit, type Level } from '../../src/core/lab/families.ts';
 import { EDIT_FROM, LabLoop, screenSeed, summarise, type CycleReport, type LabPolicy } from '../../src/core/lab/lab.ts';
-import { CHAIN2_SPACE, CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
+import { CHAIN2_SPACE, CHAIN_SPACE, GRID_SPACE, SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { engineLabDeps } from '../../src/engine/lab/roles.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
@@ -468,6 +468,21 @@ describe('spade lab', () => {
 describe('round 4 on the climb: the gated ladder, the level buffer, the designer that sees the agent, the untrained designer', () => {
   const climb = (L: number): Level => ({ family: 4, L, A: 3, D: 0 });
   const rung = (d: { level: Level | null }) => d.level!.L;
+
+  it('the climb: 15 rungs, the probe every rung, its top half lengths 9–16, one letter a design', () => {
+    const sp = SPACE.climb;
+    expect(sp.probe.map((l) => levelValues(l).length)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
+    expect(sp.probe.filter((l) => sp.hardHalf(l)).map((l) => levelValues(l).length)).toEqual([
+      9, 10, 11, 12, 13, 14, 15, 16,
+    ]);
+    expect(sp.designerDigits).toBe('abcdefghijklmno');
+    expect(sp.parse(4, 'z')).toMatchObject({ ok: true, clamped: true, level: climb(14) }); // every letter is a level
+    expect(sp.fixed(4)).toEqual(climb(14));
+    // the chain's hardest half is unchanged: lengths 6–9
+    expect(CHAIN_SPACE.probe.filter((l) => CHAIN_SPACE.hardHalf(l)).map((l) => levelValues(l).length)).toEqual([
+      6, 7, 8, 9,
+    ]);
+  });
 
   it('gated plays the lowest rung not mastered (half the slots), the rung below and a lower one', async () => {
     const lab = new LabLoop(

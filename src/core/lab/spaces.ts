@@ -107,7 +107,7 @@ export function chainSpace(
     probe: CHAIN.map((l) => ({ ...l })),
     stages: lengths.map((n) => `length ${n}`),
     stageOf: (l) => Ls.indexOf(l.L),
-    hardHalf: (l) => Ls.indexOf(l.L) >= Ls.length / 2,
+    hardHalf: (l) => Ls.indexOf(l.L) >= Math.floor(Ls.length / 2), // the top half: lengths 9–16 of the climb's 15
     rank: (l) => {
       const i = indexIn(CHAIN, l);
       return i < 0 ? difficulty(l) : i / (CHAIN.length - 1);
