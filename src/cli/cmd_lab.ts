@@ -30,7 +30,7 @@ import {
   PRE_REGISTERED_ARMS,
   PRE_REGISTERED_SPEC,
   ROUND4_ARMS,
-  ROUND4_SPEC,
+  compareSpecOf,
   type CompareSpec,
   type SeedRun,
 } from '../core/lab/compare.ts';
@@ -294,23 +294,21 @@ async function check(args: Args, io: Io): Promise<number> {
  * frontier/sfl) − random as headroom; on the climb the gains read the probe's top half.
  */
 function specOf(args: Args, space: SpaceName): CompareSpec {
-  const climb = space === 'climb';
-  const given = flag(args, 'arms');
-  const arms = (given ?? (climb ? ROUND4_ARMS : PRE_REGISTERED_ARMS).join(',')).split(',').filter(Boolean);
+  const base = compareSpecOf(space);
+  const arms = (flag(args, 'arms') ?? base.arms.join(',')).split(',').filter(Boolean);
   for (const a of arms)
     if (!ARMS[a]) throw new UsageError(`--arms: "${a}" is not an arm (${Object.keys(ARMS).join(', ')})`);
   const spade = flag(args, 'spade') ?? '';
   if (!arms.includes(spade)) throw new UsageError(`--spade must be one of the arms (${arms.join(', ')})`);
   return {
+    ...base,
     arms,
     spade,
-    baselines: (climb ? ROUND4_SPEC.baselines : ['random', 'fixed']).filter((b) => arms.includes(b) && b !== spade),
+    baselines: base.baselines.filter((b) => arms.includes(b) && b !== spade),
     headroom: !arms.includes('random')
       ? null
       : ((['gated', 'frontier', 'sfl'].filter((h) => arms.includes(h)).map((h) => [h, 'random'])[0] as
           [string, string] | undefined) ?? null),
-    mechanismInSuccess: false,
-    metric: climb ? 'topHalf' : 'mean',
   };
 }
 

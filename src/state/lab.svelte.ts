@@ -23,15 +23,7 @@ import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
 import { recordFromCode, type EnvRecord } from '../core/env/envset.ts';
 import { serializeError } from '../core/errors.ts';
-import {
-  ARMS,
-  compareRuns,
-  PRE_REGISTERED_SPEC,
-  ROUND4_SPEC,
-  type CompareResult,
-  type CompareSpec,
-  type SeedRun,
-} from '../core/lab/compare.ts';
+import { ARMS, compareRuns, compareSpecOf, type CompareResult, type SeedRun } from '../core/lab/compare.ts';
 import { describeLevel, FAMILIES, hintText, levelCode } from '../core/lab/families.ts';
 import { DESIGNER_ALIASES, MASTERED, type CycleReport, type ProbeReport, type ScreenResult } from '../core/lab/lab.ts';
 import { clampLabChoices, labDefaults, type LabChoices } from '../core/lab/settings.ts';
@@ -113,7 +105,6 @@ export const rowsToRuns = (rows: readonly CompareRow[]): SeedRun[] =>
  * The comparison a space is judged by, as `spade lab compare` picks it at its defaults (cli/cmd_lab.ts
  * specOf): on the climb round 4's arms, baselines and top-half metric; elsewhere pre-registration 3's.
  */
-export const compareSpecOf = (space: SpaceName): CompareSpec => (space === 'climb' ? ROUND4_SPEC : PRE_REGISTERED_SPEC);
 
 /**
  * The comparison's figures and verdict (core/lab/compare.ts) once every row is done or screened; null

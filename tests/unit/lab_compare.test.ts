@@ -12,6 +12,7 @@ import {
   compareRuns,
   gain,
   PRE_REGISTERED_SPEC,
+  ROUND4_ARMS,
   ROUND4_SPEC,
   SPEC_1,
   tInterval,
@@ -354,6 +355,34 @@ describe('spade lab compare', () => {
     const badArm = await cli(['lab', 'compare', '--seeds', '1', '--arms', 'oracle']);
     expect(badArm.code).toBe(2);
   }, 240_000);
+
+  it('on --space climb judges round 4 by default: its seven arms, top-half gains, untrained a baseline, gated − random the headroom', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lab-compare-climb-'));
+    const lines = [1, 2].flatMap((seed) =>
+      ROUND4_SPEC.arms.map(
+        (arm, i) =>
+          `run ${JSON.stringify(run(seed, arm, [0, 0.5, 0.5], { hardCurve: [0, i / 10, i / 10 + seed / 100], stepsCurve: [0, 5, 10], plays: 64 }))}`,
+      ),
+    );
+    writeFileSync(join(dir, 'climb.log'), lines.join('\n'));
+    const c = await cli(['lab', 'compare', '--space', 'climb', '--combine', join(dir, 'climb.log'), '--json']);
+    expect(c.code).toBe(0);
+    const out = JSON.parse(c.lines.at(-1)!) as {
+      arms: string[];
+      metric: string;
+      comparisons: Record<string, unknown>;
+      gain: Record<string, { perSeed: number[] }>;
+    };
+    expect(out.arms).toEqual(ROUND4_ARMS);
+    expect(out.metric).toBe('topHalf');
+    expect(Object.keys(out.comparisons)).toEqual([
+      'learnability-random',
+      'learnability-untrained',
+      'learnability-fixed',
+      'gated-random',
+    ]);
+    expect(out.gain.gated!.perSeed[0]).toBeCloseTo(0.3 + 0.01 / 2, 12); // the top half's last two, not the mean's 0.5
+  });
 });
 
 describe('round 4: top-half gains, the comparison at equal optimiser steps, plays and steps to the target', () => {

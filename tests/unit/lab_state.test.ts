@@ -6,7 +6,13 @@
 // the headline naming every arm that beat SPADE's designer, and each probe as a row of rungs with the
 // highest one mastered, filled in as a comparison's cycles arrive.
 import { describe, expect, it } from 'vitest';
-import { compareRuns, PRE_REGISTERED_SPEC, ROUND4_SPEC, type CompareResult } from '../../src/core/lab/compare.ts';
+import {
+  compareRuns,
+  compareSpecOf,
+  PRE_REGISTERED_SPEC,
+  ROUND4_SPEC,
+  type CompareResult,
+} from '../../src/core/lab/compare.ts';
 import type { CycleReport, ProbeReport } from '../../src/core/lab/lab.ts';
 import { clampLabChoices, LAB_SCHEMA } from '../../src/core/lab/settings.ts';
 import { CHAIN_SPACE, CLIMB_SPACE, GRID_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
@@ -16,7 +22,6 @@ import {
   armsAboveSpade,
   climbText,
   compareResult,
-  compareSpecOf,
   headline,
   isLadder,
   LAB_DEFAULTS,

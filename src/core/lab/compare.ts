@@ -129,6 +129,9 @@ export const ROUND4_SPEC: CompareSpec = {
   metric: 'topHalf',
 };
 
+/** A space's comparison by default: round 4's on the climb, pre-registration 3's elsewhere. */
+export const compareSpecOf = (space: string): CompareSpec => (space === 'climb' ? ROUND4_SPEC : PRE_REGISTERED_SPEC);
+
 /** The top-half success counted as reaching the ladder's top, for plays- and steps-to-target. */
 export const TARGET = 0.5;
 

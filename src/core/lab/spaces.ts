@@ -86,7 +86,7 @@ const indexIn = (levels: readonly Level[], l: Level) => levels.findIndex((x) => 
  * DESIGN_LETTERS, and every reply is a level (a letter past the end is the top level, clamped).
  * The probe is every level.
  */
-export function chainSpace(
+function chainSpace(
   name: SpaceName,
   A: number,
   Ls = [0, 1, 2, 3],
