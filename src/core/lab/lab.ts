@@ -7,14 +7,20 @@
  *                  least half the time (a uniform level while there is none) — scored, centred and,
  *                  by default, trained on like the model's own designs (its log-probs taken from the
  *                  designer's policy), so the designer is pushed past levels the agent has mastered;
- *        frontier  scripted, Sampling-For-Learnability style: the K − 2 levels played so far with the
+ *        untrained the same model, prompt, buffer and edit slot as learned, never trained (the ablation);
+ *        gated     scripted: a mastery-gated ladder (half the slots at the lowest rung not mastered, the
+ *                  rest at lower rungs against forgetting);
+ *        sfl       (once `frontier`) scripted, Sampling-For-Learnability style: the K − 2 levels played so far with the
  *                  highest learnability p(1 − p) (their latest win rates), one edit as above, one
  *                  uniform level; it never looks at the probe;
  *        ladder    scripted: the space's levels easiest first, `ladderStep` cycles on each, K times;
  *        random    uniform levels of the family;   fixed  the space's fixed level, K times;
- *        control   the method's "no designer training" ablation: memory plus random edits (a level
+ *        scripted  (once `control`, which it never was: it calls no model) memory plus random edits (a level
  *                  the agent won at least once and at most 85% of the time, one knob moved by one;
  *                  uniform while there is none);
+ *      On a space whose designer sees the agent (the climb) learned, untrained and scripted first
+ *      replay half the cycle's levels from a PLR buffer (plrReplays), and the prompt names the agent's
+ *      frontier rung (designerPrompt).
  *   2. each valid level's program is loaded in the sandbox (once per run: loaded levels are kept);
  *   3. the agent plays it N times without the hint; the hinted arm plays it N times with the hint
  *      on the same seeds — by default the oracle (families.ts oracleReply: a scripted player that
