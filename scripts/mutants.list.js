@@ -237,7 +237,7 @@ export const MUTANTS = [
   },
   {
     id: 'sandbox-heap-growth-unbounded',
-    file: 'src/core/sandbox/host.ts',
+    file: 'src/core/sandbox/live_env.ts',
     find: 'env.grownThisRun + (to - from) <= env.limits.memoryBytes + overgrowth(from)',
     replace: 'env.grownThisRun + (to - from) <= 2 ** 31',
     test: 'tests/unit/sandbox_hardening.test.ts',

@@ -1,7 +1,9 @@
 // The QuickJS sandbox host, in-process: the contract, determinism, hostile programs contained
 // with typed, actionable errors, and the next environment unaffected.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_LIMITS, SandboxHost, envClassNames } from '../../src/core/sandbox/host.ts';
+import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
+import { SandboxHost } from '../../src/core/sandbox/host.ts';
+import { envClassNames } from '../../src/core/sandbox/screen.ts';
 import { ESCAPES, FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 import { extractBoxed } from '../../src/core/env/contract.ts';
 import { ActionRejectedError, SpadeError } from '../../src/core/errors.ts';

@@ -5,8 +5,8 @@
 // cannot starve its neighbours, and a full worker passes new environments to another.
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { SandboxMemoryError, SandboxRuntimeError, SandboxTimeoutError, SpadeError } from '../../src/core/errors.ts';
-import { DEFAULT_LIMITS, SandboxHost } from '../../src/core/sandbox/host.ts';
-import { MODULE_BUDGET_BYTES } from '../../src/core/env/limits.ts';
+import { SandboxHost } from '../../src/core/sandbox/host.ts';
+import { DEFAULT_LIMITS, MODULE_BUDGET_BYTES } from '../../src/core/env/limits.ts';
 import { checkEnv } from '../../src/core/env/checker.ts';
 import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 import { playFresh } from '../../src/core/spade/agent.ts';
