@@ -617,7 +617,7 @@ export const MUTANTS = [
   },
   {
     id: 'state-link-idle-timer-not-rearmed',
-    file: 'src/state/run.svelte.ts',
+    file: 'src/state/run_review.svelte.ts',
     find: '        received = n;\n        arm();',
     replace: '        received = n;',
     test: 'tests/unit/run_link.test.ts',
@@ -757,7 +757,7 @@ export const MUTANTS = [
   },
   {
     id: 'lab-tiny-chat-logprob-ignores-temperature',
-    file: 'src/engine/lab/tiny_lm.ts',
+    file: 'src/engine/lab/tiny_chat.ts',
     find: 'const z = t !== 1 ? Float32Array.from(logits, (x) => x * (1 / t)) : logits;',
     replace: 'const z = logits;',
     test: 'tests/unit/tiny_lm.test.ts',
@@ -765,7 +765,7 @@ export const MUTANTS = [
   },
   {
     id: 'lab-tiny-chat-sampler-ignores-temperature',
-    file: 'src/engine/lab/tiny_lm.ts',
+    file: 'src/engine/lab/tiny_chat.ts',
     find: 'sum += p[i] = Math.exp((logits[i]! - max) / t);',
     replace: 'sum += p[i] = Math.exp(logits[i]! - max);',
     test: 'tests/unit/tiny_lm.test.ts',

@@ -7,30 +7,19 @@
  * call is counted (answered, failed by kind, the last failure) for the Run view.
  *
  * Review and sharing: any run — the current one after a reload, or a run file opened from disk or
- * from a `#run=URL` link — is reviewable cycle by cycle (core/spade/run_review.ts). A run file is
- * parsed in a worker (workers/run_file.worker.ts), so a hostile one cannot freeze the page; a link
- * is fetched with a time-out, an idle time-out and a byte cap, and both can be cancelled. Export writes
- * the same run file format as `spade run export`. Watching: loop events reach the view through a
- * pacer (core/spade/pacer.ts) that can slow them to a chosen tokens/s, pause and step.
+ * from a `#run=URL` link (run_review.svelte.ts, which this owns as `review`) — is reviewable cycle by
+ * cycle (core/spade/run_review.ts); the run file on screen replaces this browser's run until it is
+ * closed. Export writes the same run file format as `spade run export`. Watching: loop events reach
+ * the view through a pacer (core/spade/pacer.ts) that can slow them to a chosen tokens/s, pause and step.
  */
-import * as Comlink from 'comlink';
-import '../platform/rpc.ts';
-import type { RunFileWorkerApi } from '../../workers/run_file.worker.ts';
-import { joinChunks } from '../core/capped_decompress.ts';
 import { concurrencySizes, DEFAULTS, type Config } from '../core/config.ts';
-import { abortError, ContextBudgetError, ModelCallError, RunFileError, serializeError } from '../core/errors.ts';
+import { ContextBudgetError, ModelCallError, serializeError } from '../core/errors.ts';
 import type { ChatModel, ModelRole } from '../core/llm/chat_model.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import { applyEvent, type RunView, type TaskView } from '../core/spade/run_events.ts';
 import { importMemory, type Memory } from '../core/spade/memory.ts';
 import { Pacer, type StepKind } from '../core/spade/pacer.ts';
-import {
-  checkRunFileSize,
-  makeRunFile,
-  parseRunFileBytes,
-  runFileToJson,
-  type RunFile,
-} from '../core/spade/run_file.ts';
+import { makeRunFile, runFileToJson, type RunFile } from '../core/spade/run_file.ts';
 import {
   StoreRunStore,
   type ArchiveRecord,
@@ -41,6 +30,7 @@ import {
 import type { Store } from '../core/store.ts';
 import type { CorpusDoc } from '../core/spade/corpus.ts';
 import { sandboxPool } from './envs.svelte.ts';
+import { RunReviewState } from './run_review.svelte.ts';
 
 /** The run's model calls: answered, failed (by kind), and the last failure's message. */
 export interface CallTally {
@@ -115,12 +105,6 @@ export class RunState implements RunView {
   rollouts = $state<RolloutRecord[]>([]);
   /** The settings of the run on screen (null before any run). */
   spec = $state<RunSpec | null>(null);
-  /** Set while a run file (opened from disk or a link) is on screen instead of this browser's run. */
-  opened = $state<{ name: string; from: 'file' | 'link' } | null>(null);
-  /** Why the last run file or link could not be opened. */
-  openError = $state<string | null>(null);
-  /** What is being opened (a file's name or a link) while it is fetched and checked; cancelOpen stops it. */
-  opening = $state<string | null>(null);
   /** Set when the running replay took its settings from the recording (what it took, in words). */
   fromRecording = $state<string | null>(null);
   /** "Play it yourself": the environment (its id in the Environments panel) and the seed to play it on. */
@@ -138,7 +122,11 @@ export class RunState implements RunView {
     },
   });
   private abort: AbortController | null = null;
-  private openAbort: AbortController | null = null;
+  /** The run file on screen in place of this run, if any, and the opening of one. */
+  readonly review = new RunReviewState({
+    busy: () => this.status === 'running' || this.status === 'paused',
+    show: (file, name, from) => this.showFile(file, name, from),
+  });
   /**
    * Called after each cycle with what it produced (training the LoRA adapter: TrainingState.afterCycle);
    * the loop awaits it before the next cycle, so training and self-play never share the GPU at once,
@@ -247,7 +235,7 @@ export class RunState implements RunView {
     recorded: { spec: RunSpec; cycles: number; says: string } | null = null,
   ): Promise<void> {
     if (this.status === 'running' || this.status === 'paused') return;
-    if (this.opened) await this.closeOpened();
+    if (this.review.opened) await this.closeOpened();
     this.error = null;
     this.fromRecording = recorded?.says ?? null;
     if (recorded && !resume) this.iterations = recorded.cycles;
@@ -358,7 +346,7 @@ export class RunState implements RunView {
 
   /** The run on screen as a run file (the format of `spade run export`). */
   async runFile(): Promise<RunFile | null> {
-    if (this.opened || !this.runId) {
+    if (this.review.opened || !this.runId) {
       if (!this.spec) return null;
       return makeRunFile({
         spec: $state.snapshot(this.spec) as RunSpec,
@@ -382,57 +370,8 @@ export class RunState implements RunView {
     });
   }
 
-  /**
-   * Show a run file (its bytes: JSON or gzip) in review mode, in place of this browser's run (which
-   * stays saved; closeOpened brings it back). It is parsed and checked off the page (parseRunFileOffThread);
-   * nothing in it runs: its environments are played only from the Environments panel, on the user's
-   * click, in the sandbox. A bad file, a cancel or a time-out becomes openError.
-   */
-  async openRunBytes(
-    bytes: Uint8Array,
-    name: string,
-    from: 'file' | 'link',
-    parse: RunFileParser = parseRunFileOffThread,
-  ): Promise<boolean> {
-    if (this.status === 'running' || this.status === 'paused') {
-      this.openError = 'Stop the current run before opening another one.';
-      return false;
-    }
-    const ac = this.beginOpen(name);
-    try {
-      const file = await parse(bytes, ac.signal);
-      this.showFile(file, name, from);
-      return true;
-    } catch (err) {
-      this.openError = `Could not open ${name}: ${serializeError(err).message}`;
-      return false;
-    } finally {
-      this.endOpen(ac);
-    }
-  }
-
-  /** Stop opening a run file or link (the Cancel button); what was on screen stays. */
-  cancelOpen(): void {
-    this.openAbort?.abort(new RunFileError('Cancelled: the run was not opened.'));
-  }
-
-  private beginOpen(what: string): AbortController {
-    this.openAbort?.abort(new RunFileError('Cancelled: another run file was opened.'));
-    const ac = new AbortController();
-    this.openAbort = ac;
-    this.opening = what;
-    return ac;
-  }
-
-  private endOpen(ac: AbortController): void {
-    if (this.openAbort !== ac) return;
-    this.openAbort = null;
-    this.opening = null;
-  }
-
+  /** Put a run file on screen (the review opened it), in place of this browser's run, which stays saved. */
   private showFile(file: RunFile, name: string, from: 'file' | 'link'): void {
-    this.openError = null;
-    this.opened = { name, from };
     this.runId = `${from}-${name.replace(/[^A-Za-z0-9_.-]+/g, '_').slice(0, 40)}`;
     this.spec = file.spec;
     this.archive = file.archive;
@@ -448,90 +387,24 @@ export class RunState implements RunView {
     this.status = 'done';
   }
 
-  /**
-   * Fetch a run file from a link (any CORS-enabled host) and show it. The body is read within the
-   * run file size cap (a larger declared or streamed size stops the download), within LINK_TIMEOUT_MS
-   * in all and LINK_IDLE_MS between pieces (a server that drips bytes is given up on), and cancelOpen
-   * stops it. Every failure becomes openError, saying what happened and what to do.
-   */
-  /**
-   * A fetch that failed before any answer: the browser gives the same TypeError for a host that is
-   * down, an address that does not resolve, a refused connection and a CORS refusal.
-   */
-  static readonly UNREACHABLE_WHY =
-    'No answer came back: the host may be down or unreachable from here, the address may be mistyped, or the host does not allow other sites to read its files (CORS); the browser does not say which. Open the link in a new tab to tell: if the file downloads there, it is CORS.';
-
-  async openRunUrl(
-    url: string,
-    fetcher: typeof fetch = fetch,
-    limits: { totalMs?: number; idleMs?: number } = {},
-    parse: RunFileParser = parseRunFileOffThread,
-  ): Promise<boolean> {
-    if (this.status === 'running' || this.status === 'paused') {
-      this.openError = 'Stop the current run before opening another one.';
-      return false;
-    }
-    const shown = url.startsWith('data:') ? `${url.slice(0, 40)}…` : url.slice(0, 200);
-    const name = url.startsWith('data:') ? 'linked run' : url.split('/').pop()?.split(/[?#]/)[0] || 'run';
-    const totalMs = limits.totalMs ?? LINK_TIMEOUT_MS;
-    const idleMs = limits.idleMs ?? LINK_IDLE_MS;
-    const ac = this.beginOpen(shown);
-    let received = 0;
-    const got = () => (received ? ` after ${received} bytes` : ' before any data arrived');
-    const total = setTimeout(
-      () =>
-        ac.abort(
-          new RunFileError(
-            `the download took longer than ${totalMs / 1000} s${got()}, so it was stopped. The server may be slow or stalled: try again later, or download the file and open it with "Open a run file".`,
-          ),
-        ),
-      totalMs,
-    );
-    let idle: ReturnType<typeof setTimeout> | undefined;
-    const arm = () => {
-      clearTimeout(idle);
-      idle = setTimeout(
-        () =>
-          ac.abort(
-            new RunFileError(
-              `the server sent nothing for ${idleMs / 1000} s${got()}, so the download was stopped. Check the link and try again, or download the file and open it with "Open a run file".`,
-            ),
-          ),
-        idleMs,
-      );
-    };
-    let bytes: Uint8Array;
-    try {
-      arm();
-      const res = await untilAborted(fetcher(url, { signal: ac.signal }), ac.signal);
-      if (!res.ok) throw new RunFileError(`the server answered HTTP ${res.status}; check the link.`);
-      const declared = Number(res.headers.get('content-length') ?? 0);
-      if (declared) checkRunFileSize(declared, 'The linked run file');
-      bytes = await readCapped(res, ac.signal, (n) => {
-        received = n;
-        arm();
-      });
-      clearTimeout(idle);
-    } catch (err) {
-      const e = ac.signal.aborted ? abortError(ac.signal) : err;
-      const m = serializeError(e).message;
-      this.openError = `Could not open the run from ${shown}: ${
-        !ac.signal.aborted && /fetch|network/i.test(m) ? `${m}. ${RunState.UNREACHABLE_WHY}` : m
-      }`;
-      this.endOpen(ac);
-      return false;
-    } finally {
-      clearTimeout(total);
-      clearTimeout(idle);
-    }
-    this.endOpen(ac);
-    return this.openRunBytes(bytes, name, 'link', parse);
+  // App.svelte's handles on the review, read on the run (App.svelte is edited elsewhere; once it uses
+  // run.review, these go)
+  get opened() {
+    return this.review.opened;
+  }
+  get openError() {
+    return this.review.openError;
+  }
+  set openError(message: string | null) {
+    this.review.openError = message;
+  }
+  openRunUrl(url: string): Promise<boolean> {
+    return this.review.openRunUrl(url);
   }
 
   /** Leave the opened run file and bring this browser's own run back. */
   async closeOpened(): Promise<void> {
-    this.opened = null;
-    this.openError = null;
+    this.review.close();
     this.runId = null;
     this.spec = null;
     this.archive = [];
@@ -556,90 +429,4 @@ export class RunState implements RunView {
     const file = await this.runFile();
     return file ? runFileToJson(file) : null;
   }
-}
-
-/** Parses and checks a run file's bytes; rejects when `signal` aborts. */
-export type RunFileParser = (bytes: Uint8Array, signal: AbortSignal) => Promise<RunFile>;
-
-/** The most a `#run=URL` download may take in all, and between two pieces of its body. */
-export const LINK_TIMEOUT_MS = 120_000;
-export const LINK_IDLE_MS = 30_000;
-/** The most parsing one run file in the worker may take (a 64 MiB file takes a few seconds). */
-const PARSE_TIMEOUT_MS = 60_000;
-
-/** `p`, or the signal's reason as soon as it aborts (a fetch double may ignore its signal). */
-function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(abortError(signal));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortError(signal));
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
-
-/**
- * Parse a run file in a worker of its own, ended when done, on abort or after PARSE_TIMEOUT_MS —
- * the page never runs the parse; where there are no workers (Node), the bounded parse runs here.
- */
-export async function parseRunFileOffThread(bytes: Uint8Array, signal: AbortSignal): Promise<RunFile> {
-  if (typeof Worker === 'undefined')
-    return untilAborted(
-      Promise.resolve().then(() => parseRunFileBytes(bytes)),
-      signal,
-    );
-  const worker = new Worker(new URL('../../workers/run_file.worker.ts', import.meta.url), {
-    type: 'module',
-    name: 'spade-run-file',
-  });
-  const failed = new Promise<never>((_, reject) =>
-    worker.addEventListener('error', (e) =>
-      reject(
-        new RunFileError(`The run file reader failed to start (${e.message || 'no reason given'}); reload the page.`),
-      ),
-    ),
-  );
-  const timeout = new AbortController();
-  const timer = setTimeout(
-    () =>
-      timeout.abort(
-        new RunFileError(
-          `Checking the run file took longer than ${PARSE_TIMEOUT_MS / 1000} s, so it was stopped; open a smaller run file.`,
-        ),
-      ),
-    PARSE_TIMEOUT_MS,
-  );
-  try {
-    const api = Comlink.wrap<RunFileWorkerApi>(worker);
-    const parsed = Promise.race([api.parse(Comlink.transfer(bytes, [bytes.buffer])), failed]);
-    return await untilAborted(untilAborted(parsed, signal), timeout.signal);
-  } finally {
-    clearTimeout(timer);
-    worker.terminate();
-  }
-}
-
-/** A response body, read chunk by chunk and abandoned past the run file size cap or on abort. */
-async function readCapped(
-  res: Response,
-  signal: AbortSignal,
-  onProgress: (bytes: number) => void,
-): Promise<Uint8Array> {
-  if (!res.body) return new Uint8Array(await untilAborted(res.arrayBuffer(), signal));
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    for (;;) {
-      const { done, value } = await untilAborted(reader.read(), signal);
-      if (done) break;
-      total += value.length;
-      checkRunFileSize(total, 'The linked run file');
-      onProgress(total);
-      chunks.push(value);
-    }
-  } catch (err) {
-    await reader.cancel().catch(() => undefined);
-    throw err;
-  }
-  return joinChunks(chunks, total);
 }

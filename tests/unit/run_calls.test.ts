@@ -1,7 +1,7 @@
 // The Run view's count of model calls (state/run.svelte.ts `tallied`): every call through the wrapped
 // model is counted as answered or as a failure of its kind, with the last failure's message, and the
 // wrapper passes the model through unchanged (replies, errors, token counting). Also the message a
-// `#run=` link gets when its host gives no answer: it names every cause the browser cannot tell apart.
+// `#run=` link gets when its host gives no answer (state/run_review.svelte.ts): it names every cause the browser cannot tell apart.
 import { describe, expect, it } from 'vitest';
 import { ContextBudgetError, ModelCallError } from '../../src/core/errors.ts';
 import type { ChatModel, ChatResult } from '../../src/core/llm/chat_model.ts';
@@ -59,14 +59,14 @@ describe('a #run= link whose host gives no answer', () => {
   it('names the causes the browser cannot tell apart, not CORS alone', async () => {
     const run = new RunState(new MemoryStore());
     const refused = (() => Promise.reject(new TypeError('Failed to fetch'))) as unknown as typeof fetch;
-    expect(await run.openRunUrl('https://unreachable.example/a.spade-run.json', refused)).toBe(false);
-    expect(run.openError).toMatch(/Failed to fetch\. No answer came back: the host may be down or unreachable/);
-    expect(run.openError).toMatch(/mistyped/);
-    expect(run.openError).toMatch(/CORS/);
+    expect(await run.review.openRunUrl('https://unreachable.example/a.spade-run.json', refused)).toBe(false);
+    expect(run.review.openError).toMatch(/Failed to fetch\. No answer came back: the host may be down or unreachable/);
+    expect(run.review.openError).toMatch(/mistyped/);
+    expect(run.review.openError).toMatch(/CORS/);
     // an answer that came back is reported as it is, with no guessing
     const notFound = (async () => new Response('no', { status: 404 })) as typeof fetch;
-    expect(await run.openRunUrl('https://example.org/gone.json', notFound)).toBe(false);
-    expect(run.openError).toMatch(/HTTP 404/);
-    expect(run.openError).not.toMatch(/CORS/);
+    expect(await run.review.openRunUrl('https://example.org/gone.json', notFound)).toBe(false);
+    expect(run.review.openError).toMatch(/HTTP 404/);
+    expect(run.review.openError).not.toMatch(/CORS/);
   });
 });

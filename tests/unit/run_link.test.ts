@@ -1,4 +1,4 @@
-// Opening run files in the app (src/state/run.svelte.ts): a `#run=URL` download is bounded — a
+// Opening run files in the app (src/state/run_review.svelte.ts, owned by the run as `run.review`): a `#run=URL` download is bounded — a
 // server that drips bytes or stalls is given up on with a message saying what happened and what to
 // do, a body past the size cap stops the download, the user can cancel — and a hostile file (also
 // as a self-contained data: link) is refused with the parser's error after scanning a few MB of it,
@@ -35,13 +35,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe('opening a run link', () => {
   it('opens a good run file from a link', async () => {
     const run = new RunState(new MemoryStore());
-    const ok = await run.openRunUrl(
+    const ok = await run.review.openRunUrl(
       'https://example.org/runs/a.json',
       serving((c) => (c.enqueue(strToU8(GOOD)), c.close())),
     );
-    expect(ok, run.openError ?? '').toBe(true);
-    expect(run.opened).toEqual({ name: 'a.json', from: 'link' });
-    expect(run.opening).toBeNull();
+    expect(ok, run.review.openError ?? '').toBe(true);
+    expect(run.review.opened).toEqual({ name: 'a.json', from: 'link' });
+    expect(run.review.opening).toBeNull();
+    // the file is on the run's screen in place of this browser's run; closing it brings that back
+    expect([run.runId, run.status]).toEqual(['link-a.json', 'done']);
+    await run.closeOpened();
+    expect([run.review.opened, run.runId, run.status]).toEqual([null, null, 'idle']);
   });
 
   it('gives up on a server that drips bytes, at the total time-out, hanging up on it, saying what to do', async () => {
@@ -61,14 +65,14 @@ describe('opening a run link', () => {
         }),
         { status: 200 },
       )) as typeof fetch;
-    const ok = await run.openRunUrl('https://slow.example/run.json', drip, { totalMs: 400, idleMs: 60_000 });
+    const ok = await run.review.openRunUrl('https://slow.example/run.json', drip, { totalMs: 400, idleMs: 60_000 });
     expect(ok).toBe(false);
     // the containment: the client cancelled the body (the server saw it hang up)
     expect(hungUp).toBe(true);
-    expect(run.openError).toMatch(
+    expect(run.review.openError).toMatch(
       /^Could not open the run from https:\/\/slow\.example\/run\.json: the download took longer than 0\.4 s after \d+ bytes, so it was stopped\. .*try again later, or download the file and open it with "Open a run file"\.$/,
     );
-    expect(run.opening).toBeNull();
+    expect(run.review.opening).toBeNull();
   });
 
   it('a steady download outlives the idle time-out: each piece re-arms it (fake clock)', async () => {
@@ -80,10 +84,10 @@ describe('opening a run link', () => {
         await sleep(20);
         c.enqueue(new Uint8Array([0x20]));
       });
-      const done = run.openRunUrl('https://steady.example/run.json', drip, { totalMs: 1000, idleMs: 100 });
-      for (let t = 0; t < 60 && run.opening; t++) await vi.advanceTimersByTimeAsync(20);
+      const done = run.review.openRunUrl('https://steady.example/run.json', drip, { totalMs: 1000, idleMs: 100 });
+      for (let t = 0; t < 60 && run.review.opening; t++) await vi.advanceTimersByTimeAsync(20);
       expect(await done).toBe(false);
-      expect(run.openError).toMatch(/the download took longer than 1 s after \d+ bytes, so it was stopped/);
+      expect(run.review.openError).toMatch(/the download took longer than 1 s after \d+ bytes, so it was stopped/);
     } finally {
       vi.useRealTimers();
     }
@@ -96,11 +100,13 @@ describe('opening a run link', () => {
       if (!sent) return ((sent = true), c.enqueue(strToU8('{"format":')));
       await new Promise(() => undefined);
     });
-    expect(await run.openRunUrl('https://x.example/r.json', stall, { idleMs: 150 })).toBe(false);
-    expect(run.openError).toMatch(/the server sent nothing for 0\.15 s after 10 bytes, so the download was stopped/);
+    expect(await run.review.openRunUrl('https://x.example/r.json', stall, { idleMs: 150 })).toBe(false);
+    expect(run.review.openError).toMatch(
+      /the server sent nothing for 0\.15 s after 10 bytes, so the download was stopped/,
+    );
     const never = (() => new Promise<Response>(() => undefined)) as typeof fetch;
-    expect(await run.openRunUrl('https://x.example/r.json', never, { idleMs: 150 })).toBe(false);
-    expect(run.openError).toMatch(/sent nothing for 0\.15 s before any data arrived/);
+    expect(await run.review.openRunUrl('https://x.example/r.json', never, { idleMs: 150 })).toBe(false);
+    expect(run.review.openError).toMatch(/sent nothing for 0\.15 s before any data arrived/);
   });
 
   it('stops a body past the size cap while it streams', async () => {
@@ -111,24 +117,24 @@ describe('opening a run link', () => {
       n++;
       c.enqueue(mib);
     });
-    expect(await run.openRunUrl('https://big.example/r.json', endless)).toBe(false);
-    expect(run.openError).toMatch(/The linked run file is 65\.0 MiB; a run file may be at most 64 MiB/);
+    expect(await run.review.openRunUrl('https://big.example/r.json', endless)).toBe(false);
+    expect(run.review.openError).toMatch(/The linked run file is 65\.0 MiB; a run file may be at most 64 MiB/);
     expect(n).toBeLessThan(70);
   });
 
   it('the user can cancel, and what was on screen stays', async () => {
     const run = new RunState(new MemoryStore());
     const stall = serving(() => new Promise(() => undefined));
-    const opening = run.openRunUrl('https://x.example/r.json', stall);
+    const opening = run.review.openRunUrl('https://x.example/r.json', stall);
     await sleep(20);
-    expect(run.opening).toBe('https://x.example/r.json');
-    run.cancelOpen();
+    expect(run.review.opening).toBe('https://x.example/r.json');
+    run.review.cancelOpen();
     expect(await opening).toBe(false);
-    expect(run.openError).toBe(
+    expect(run.review.openError).toBe(
       'Could not open the run from https://x.example/r.json: Cancelled: the run was not opened.',
     );
-    expect(run.opening).toBeNull();
-    expect(run.opened).toBeNull();
+    expect(run.review.opening).toBeNull();
+    expect(run.review.opened).toBeNull();
   });
 
   it('refuses a hostile self-contained data: link (a 64 KB gzip of 33 M zeros) after scanning a few MB of it', async () => {
@@ -153,14 +159,14 @@ describe('opening a run link', () => {
     });
     let ok: boolean;
     try {
-      ok = await run.openRunUrl(link);
+      ok = await run.review.openRunUrl(link);
     } finally {
       spy.mockRestore();
     }
     expect(ok).toBe(false);
     expect(scanned).toBeGreaterThan(2 * MAX_RUN_LIST);
     expect(scanned).toBeLessThan(2 * MAX_RUN_LIST + 8 * 2 ** 20);
-    expect(run.openError).toBe(
+    expect(run.review.openError).toBe(
       `Could not open linked run: $.archive is a list of more than ${MAX_RUN_LIST} items; a run file's lists hold at most ${MAX_RUN_LIST}. It was rejected.`,
     );
   });
