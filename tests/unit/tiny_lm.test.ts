@@ -1,4 +1,4 @@
-// The Lab's fast path (src/engine/lab/tiny_lm.ts) against the engine's CPU references: the same
+// The Lab's fast path (src/engine/lab/tiny_*.ts) against the engine's CPU references: the same
 // prompt ids, the same sampled ids and log-probs, the same GRPO step (adapter, moments and figures
 // bit for bit), and a whole Lab cycle with the same report — the fast path is the reference's
 // arithmetic in the same order, not an approximation of it. The WebAssembly-vs-loops comparisons
@@ -12,7 +12,9 @@ import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
 import { engineLabDeps } from '../../src/engine/lab/roles.ts';
 import { TinyKernels } from '../../src/engine/lab/tiny_kernels.ts';
-import { TINY_TRAIN_DEFAULTS, TinyChat, TinyLm, tinyTrainer } from '../../src/engine/lab/tiny_lm.ts';
+import { TinyChat } from '../../src/engine/lab/tiny_chat.ts';
+import { TinyLm } from '../../src/engine/lab/tiny_lm.ts';
+import { TINY_TRAIN_DEFAULTS, tinyTrainer } from '../../src/engine/lab/tiny_train.ts';
 import { toyModel } from '../../src/engine/lab/toy_train.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';
 

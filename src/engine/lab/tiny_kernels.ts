@@ -7,8 +7,8 @@
  *     the module's memory as f64 (the base once, the adapter once per version).
  * Each lane is the scalar loop's own sum in its order (f64 products of f32 values, added from +0 in
  * ascending order, rounded to f32 where the loops store into a Float32Array), so every value equals
- * tiny_lm.ts's JavaScript loops bit for bit — tests/unit/tiny_lm.test.ts runs both. Null where
- * WebAssembly SIMD is not there: the loops run instead.
+ * the JavaScript loops (tiny_lm.ts and its tiny_*.ts) bit for bit — tests/unit/tiny_lm.test.ts
+ * runs both. Null where WebAssembly SIMD is not there: the loops run instead.
  */
 import { TINY_KERNELS_WASM } from './tiny_kernels_wasm.ts';
 
@@ -134,7 +134,7 @@ export class TinyKernels {
   }
 
   /**
-   * The backward of one projection with its adapter (TinyLm.backward's linBack, the same steps in
+   * The backward of one projection with its adapter (tiny_train.ts backward's linBack, the same steps in
    * the same order): dx = f32(dy·W (+ dx with `acc`)) when dx is given, gB += f32(s·dyᵀ·xa),
    * dyB = f32(dy·B), gA += f32(s·dyBᵀ·x), dx = f32(s·dyB·A + dx). w: W (nOut, nIn)'s offset.
    */
