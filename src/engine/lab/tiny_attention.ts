@@ -7,7 +7,7 @@
  */
 
 /** The heads' shape: query heads, key/value heads (Hq / Hkv queries share one) and channels per head. */
-export interface Heads {
+interface Heads {
   Hq: number;
   Hkv: number;
   D: number;

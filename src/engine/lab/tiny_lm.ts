@@ -40,7 +40,7 @@ import { TinyKernels, type KernelLora } from './tiny_kernels.ts';
 import { f32, mapModules, mmNN, ropeRow, rmsnorm, sigmoid, transpose } from './tiny_math.ts';
 
 /** One layer's base weights, and each projection's Wᵀ (nIn, nOut) for the forward (and its offset in the kernels' memory). */
-export interface LayerW {
+interface LayerW {
   inNorm: Float32Array;
   postNorm: Float32Array;
   w: Record<LoraModule, Float32Array>;
@@ -109,7 +109,7 @@ interface StepScratch {
 }
 
 /** A row of step() as the items give it: the sequence it extends and the new ids. */
-export interface StepItem {
+interface StepItem {
   seq: TinySeq;
   ids: number[];
 }

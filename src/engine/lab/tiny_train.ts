@@ -38,7 +38,7 @@ export interface TinyTrainOptions {
 export const TINY_TRAIN_DEFAULTS = { clipLow: 0.2, clipHigh: 0.28, maxGradNorm: 1, beta1: 0.9, beta2: 0.999 } as const;
 
 /** AdamW's moments per adapter key and the step count. */
-export interface AdamState {
+interface AdamState {
   step: number;
   m: Map<string, Float32Array>;
   v: Map<string, Float32Array>;
