@@ -35,10 +35,16 @@ import { exposeApi } from '../src/platform/rpc.ts';
 export type LabSettings = Pick<
   LabLoopSettings,
   'seed' | 'designer' | 'space' | 'estimator' | 'levels' | 'plays' | 'probePlays' | 'plannedCycles'
-> & {
-  /** Both roles' sampling temperature (absent: LAB_LOOP_DEFAULTS.temperature; the panel leaves it out). */
-  temperature?: number;
-};
+> &
+  Partial<Pick<LabLoopSettings, 'probeEvery'>> & {
+    /**
+     * The hand designer's curriculum (core/lab/hand.ts; '' or absent for the others). A live hand run
+     * sends it grown by the next cycle's picks: the lab keeps going while the cycles played are unchanged.
+     */
+    curriculum?: string;
+    /** Both roles' sampling temperature (absent: LAB_LOOP_DEFAULTS.temperature; the panel leaves it out). */
+    temperature?: number;
+  };
 
 export type LabEvent =
   /** The probe before any training (cycle 0). */
@@ -100,16 +106,37 @@ const runner = counting(sandbox, () => onReset());
 
 async function labFor(key: string, s: LabSettings): Promise<LabLoop> {
   const temperature = s.temperature ?? LAB_LOOP_DEFAULTS.temperature;
-  const made = JSON.stringify([s.seed, s.designer, s.space, s.estimator, s.levels, s.plays, s.probePlays, temperature]);
+  const made = JSON.stringify([
+    s.seed,
+    s.designer,
+    s.space,
+    s.estimator,
+    s.levels,
+    s.plays,
+    s.probePlays,
+    temperature,
+    s.probeEvery,
+  ]);
   const have = labs.get(key);
-  if (have?.made === made) return have.lab;
+  // a hand lab takes the grown curriculum here (keepsPlayed), or starts over when it changes the past
+  if (have?.made === made && (s.designer !== 'hand' || keepsPlayed(have.lab, s.curriculum ?? ''))) return have.lab;
   if (have) await have.lab.close();
   const lab = new LabLoop(
-    { ...s, temperature },
+    { ...s, temperature, curriculum: s.curriculum ?? '' },
     await engineLabDeps(s.seed, s.designer, runner, { temperature, space: s.space }),
   );
   labs.set(key, { lab, made });
   return lab;
+}
+
+/** Whether a hand lab can go on with `curriculum`: the cycles it has played keep their levels. */
+function keepsPlayed(lab: LabLoop, curriculum: string): boolean {
+  try {
+    lab.setCurriculum(curriculum);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Let queued messages (a pause) in: the in-process sandbox and CpuOps never yield to the event loop. */

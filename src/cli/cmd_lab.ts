@@ -44,6 +44,7 @@ import {
   type LabKey,
   type LabRunKey,
 } from '../core/lab/settings.ts';
+import { curriculumCycles, curriculumProblem } from '../core/lab/hand.ts';
 import { fieldProblem, fromText } from '../core/schema.ts';
 import { SPACE, SPACES, spaceChance, type SpaceName } from '../core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
@@ -108,6 +109,10 @@ export const LAB: CommandSpec = {
     cycles: { value: 'N', help: 'cycles to run', default: DEFAULTS.cycles },
     seed: { value: 'S', help: 'every random choice of the run derives from it', default: DEFAULTS.seed },
     designer: { value: DESIGNERS.join('|'), help: 'who designs the levels', default: DEFAULTS.designer },
+    curriculum: {
+      value: 'TEXT',
+      help: "the hand designer's levels: K level letters a cycle, cycles joined by '.' (a Lab link's lab.hand)",
+    },
     ...LAB_FLAGS,
   },
   example: 'spade lab --cycles 8 --designer frontier',
@@ -224,9 +229,17 @@ export async function lab(argv: string[], io: Io): Promise<number> {
   if (!designer) throw new UsageError(`--designer must be one of ${DESIGNERS.join(', ')}`);
   const settings = settingsOf(args);
   const space = SPACE[settings.space];
+  const curriculum = flag(args, 'curriculum') ?? '';
+  if (designer === 'hand') {
+    const problem = curriculumProblem(space, curriculum, settings.levels!);
+    if (problem || !curriculum) throw new UsageError(`--curriculum: ${problem ?? 'the hand designer needs one'}`);
+    const n = curriculumCycles(curriculum).length;
+    if (cycles > n)
+      throw new UsageError(`--cycles ${cycles}: the curriculum has ${n} cycles; run --cycles ${n} or fewer`);
+  } else if (curriculum) throw new UsageError('--curriculum is read by --designer hand only');
   const stageText = (xs: number[]) => space.stages.map((st, i) => `${st} ${f2(xs[i]!)}`).join(', ');
   const { run, lab } = await runLabSeed(
-    { ...settings, seed, designer },
+    { ...settings, seed, designer, curriculum },
     cycles,
     createSandboxWorkerApi(),
     { path: pathOf(args) },

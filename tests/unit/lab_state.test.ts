@@ -77,7 +77,7 @@ describe('lab URL fields', () => {
     expect(lab.warnings).toEqual([
       'ignored from the link: lab.seed must be a number; got "abc"',
       'ignored from the link: lab.cycles must be a number; got ""',
-      'ignored from the link: lab.designer must be one of learned, untrained, scripted, gated, sfl, ladder, random, fixed; got "oracle"',
+      'ignored from the link: lab.designer must be one of learned, untrained, scripted, gated, sfl, ladder, random, fixed, hand; got "oracle"',
       'ignored from the link: lab.K must be between 1 and 8; got 99',
     ]);
     expect(formatUrlState({ ...URL_DEFAULTS, lab: lab.linkChoices() }, LAB_DEFAULTS)).toBe('lab.N=2');

@@ -26,7 +26,8 @@ describe('the range of every Lab setting', () => {
       expect(f.url).toBeUndefined(); // a link cannot set them: the panel runs them at their defaults
     }
     for (const f of [...Object.values(LAB_SCHEMA), ...Object.values(LAB_RUN_SCHEMA)])
-      if (f.kind !== 'enum') expect(Number.isFinite(f.min) && Number.isFinite(f.max)).toBe(true);
+      if (f.kind === 'text') expect(f.maxLength).toBeGreaterThan(0);
+      else if (f.kind !== 'enum') expect(Number.isFinite(f.min) && Number.isFinite(f.max)).toBe(true);
   });
 
   const spade = async (...argv: string[]) => {

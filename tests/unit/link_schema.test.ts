@@ -41,6 +41,8 @@ describe('the lab settings table', () => {
       'levels',
       'plays',
       'probePlays',
+      'curriculum',
+      'who',
       'seeds',
     ]);
     for (const k of LAB_KEYS) {
@@ -62,6 +64,8 @@ describe('the lab settings table', () => {
       levels: 4,
       plays: 8,
       probePlays: 16,
+      curriculum: '',
+      who: '',
       seeds: 10,
     });
     for (const k of ['seed', 'designer', 'estimator', 'space', 'levels', 'plays', 'probePlays'] as const)
@@ -131,6 +135,8 @@ describe('the link parser: every part round-trips', () => {
       levels: 8,
       plays: 16,
       probePlays: 1,
+      curriculum: 'abcd.ooaa',
+      who: 'Ana & <b>Ben</b>',
       seeds: 20,
     };
     const hash = `#${formatUrlState({ ...URL_DEFAULTS, ...app, run, lab }, LAB_DEFAULTS)}`;
@@ -149,7 +155,7 @@ describe('the link parser: every part round-trips', () => {
   it('each lab setting alone, at both ends of its range', () => {
     for (const k of LAB_KEYS) {
       const f = LAB_SCHEMA[k];
-      const ends = f.kind === 'enum' ? f.values : [f.min, f.max];
+      const ends = f.kind === 'enum' ? f.values : f.kind === 'text' ? ['a', 'x'.repeat(f.maxLength)] : [f.min, f.max];
       for (const v of ends) {
         const s = { ...labDefaults(), [k]: v } as LabChoices;
         const { fields, problems } = parseUrlState(formatUrlState({ ...URL_DEFAULTS, lab: s }, labDefaults()));
@@ -250,7 +256,7 @@ describe('the link parser: hostile links', () => {
     expect(problems.map((p) => p.message)).toEqual([
       'ignored from the link: lab.seed must be between 0 and 2147483647; got -1',
       'ignored from the link: lab.cycles must be a whole number; got 2.5',
-      'ignored from the link: lab.designer must be one of learned, untrained, scripted, gated, sfl, ladder, random, fixed; got "Regret"',
+      'ignored from the link: lab.designer must be one of learned, untrained, scripted, gated, sfl, ladder, random, fixed, hand; got "Regret"',
       'ignored from the link: lab.K must be between 1 and 8; got 9',
       'ignored from the link: lab.N must be between 1 and 16; got 0',
       'ignored from the link: lab.P must be a number; got Infinity',

@@ -150,7 +150,7 @@ describe('link keys, Lab fields and designer names', () => {
       const r = parseLabField('designer', name);
       expect(r.ok, name).toBe(false);
       expect(r.ok ? '' : r.message, name).toBe(
-        `lab.designer must be one of learned, untrained, scripted, gated, sfl, ladder, random, fixed; got ${JSON.stringify(name)}`,
+        `lab.designer must be one of learned, untrained, scripted, gated, sfl, ladder, random, fixed, hand; got ${JSON.stringify(name)}`,
       );
       const { fields, problems } = parseUrlState(`lab.designer=${name}`);
       expect(fields.lab, name).toEqual({});

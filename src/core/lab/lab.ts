@@ -18,6 +18,8 @@
  *        scripted  (once `control`, which it never was: it calls no model) memory plus random edits (a level
  *                  the agent won at least once and at most 85% of the time, one knob moved by one;
  *                  uniform while there is none);
+ *        hand      a person's curriculum: the cycle's K levels as picked by hand (hand.ts; the
+ *                  settings' `curriculum`, one group of level letters a cycle), no buffer, no model;
  *      On a space whose designer sees the agent (the climb) learned, untrained and scripted first
  *      replay half the cycle's levels from a PLR buffer (plrReplays), and the prompt names the agent's
  *      frontier rung (designerPrompt).
@@ -65,14 +67,26 @@ import {
   regret,
   winRate,
 } from '../spade/estimators.ts';
+import { ConfigError } from '../errors.ts';
 import { HINT_PREFIX } from '../spade/prompts.ts';
 import { extendTrace, type TokenSample, type TokenTrace } from '../train/grpo.ts';
 import { trainRound, type PolicyTrainer, type UpdateStats } from '../train/grpo_rounds.ts';
 import { describeLevel, FAMILIES, hintText, levelCode, levelValues, oracleReply, type Level } from './families.ts';
+import { checkCurriculum, curriculumCycles, formatCurriculum, groupLevels } from './hand.ts';
 import type { ParsedLevel } from './levels.ts';
 import { SPACE, SPACES, type LevelSpace, type SpaceName } from './spaces.ts';
 
-export const DESIGNERS = ['learned', 'untrained', 'scripted', 'gated', 'sfl', 'ladder', 'random', 'fixed'] as const;
+export const DESIGNERS = [
+  'learned',
+  'untrained',
+  'scripted',
+  'gated',
+  'sfl',
+  'ladder',
+  'random',
+  'fixed',
+  'hand',
+] as const;
 export type DesignerKind = (typeof DESIGNERS)[number];
 
 /**
@@ -112,6 +126,11 @@ export interface LabLoopSettings {
   temperature: number;
   /** The designer's role scale on the centred reward (1: rewards are already in [0, 1]). */
   designerScale: number;
+  /**
+   * The hand designer's levels (hand.ts): one group of K level characters per cycle, joined by ".";
+   * '' for every other designer. A live hand run grows it a cycle at a time (setCurriculum).
+   */
+  curriculum: string;
   /** Trainer minibatch budget in tokens and passes per batch (the agent's steps per cycle follow from them). */
   minibatchTokens: number;
   trainEpochs: number;
@@ -157,6 +176,7 @@ export const LAB_LOOP_DEFAULTS: LabLoopSettings = {
   probePlays: 16,
   temperature: 1,
   designerScale: 1,
+  curriculum: '',
   minibatchTokens: 600,
   trainEpochs: 1,
   probeLevels: null,
@@ -393,6 +413,7 @@ export class LabLoop {
         throw new RangeError(`${k} must be a whole number ≥ 1 or null; got ${s[k]}`);
     if (MODEL_DESIGNERS.includes(s.designer) && s.levels < 2)
       throw new RangeError(`The ${s.designer} designer needs levels ≥ 2 (its designs and the edit slot)`);
+    if (s.designer === 'hand') checkCurriculum(this.space, s.curriculum, s.levels);
     if (s.designer === 'sfl' && s.levels < 3)
       throw new RangeError('The sfl (frontier) designer needs levels ≥ 3 (its replays, an edit and a uniform level)');
     const families = this.families();
@@ -401,6 +422,22 @@ export class LabLoop {
     const root = createRng(s.seed);
     this.designRng = root.fork();
     this.trainRng = root.fork();
+  }
+
+  /**
+   * A hand run's curriculum, grown (a live run adds each cycle's picks before it plays it): the
+   * cycles already played must keep their levels, else a ConfigError (start a new run instead).
+   */
+  setCurriculum(text: string): void {
+    const s = this.settings;
+    checkCurriculum(this.space, text, s.levels);
+    const played = this.history.length;
+    const was = curriculumCycles(s.curriculum).slice(0, played);
+    if (formatCurriculum(curriculumCycles(text).slice(0, played)) !== formatCurriculum(was))
+      throw new ConfigError(
+        `The curriculum changes cycles already played (1–${played}); start a new run to play a different one.`,
+      );
+    s.curriculum = text;
   }
 
   /** The families the cycles rotate over. */
@@ -587,6 +624,15 @@ export class LabLoop {
     const level = (l: Level, explore = false) => out.push({ text: sp.reply(l), explore, level: l });
     if (s.designer === 'gated') {
       for (const l of this.gatedLevels(family)) level(l);
+      return out;
+    }
+    if (s.designer === 'hand') {
+      const group = curriculumCycles(s.curriculum)[cycle - 1];
+      if (group === undefined)
+        throw new ConfigError(
+          `The hand-made curriculum has ${curriculumCycles(s.curriculum).length} cycles; pick the levels of cycle ${cycle} first.`,
+        );
+      for (const l of groupLevels(sp, family, group)) level(l);
       return out;
     }
     const replays = this.plrReplays(family, cycle, this.replayCount());

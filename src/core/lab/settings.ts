@@ -17,8 +17,20 @@
 import { ESTIMATORS } from '../config.ts';
 import { ConfigError } from '../errors.ts';
 import { DESIGNERS, designerNamed, LAB_LOOP_DEFAULTS, PRE_REGISTERED_CYCLES } from './lab.ts';
+import { MAX_CURRICULUM_CHARS, MAX_WHO_CHARS } from './hand.ts';
 import { SPACES } from './spaces.ts';
-import { defaultsOf, field, fieldProblem, int, num, oneOf, parseField, type Field, type Infer } from '../schema.ts';
+import {
+  defaultsOf,
+  field,
+  fieldProblem,
+  int,
+  num,
+  oneOf,
+  parseField,
+  text,
+  type Field,
+  type Infer,
+} from '../schema.ts';
 
 /** The schema table, in the order the Lab shows its inputs. */
 export const LAB_SCHEMA = {
@@ -61,6 +73,18 @@ export const LAB_SCHEMA = {
     default: LAB_LOOP_DEFAULTS.probePlays,
     why: '16 plays per probe level, on fixed seeds (8 at temperature 1 differed from an independent probe by up to 0.08)',
     url: 'lab.P',
+  }),
+  /** The hand designer's curriculum (hand.ts): a group of K level letters per cycle, joined by ".". */
+  curriculum: field(text(MAX_CURRICULUM_CHARS), {
+    default: '',
+    why: 'none until a person picks levels ("You design the curriculum"); a link carries it so the same seed replays the same curriculum to the same numbers',
+    url: 'lab.hand',
+  }),
+  /** Who made the hand-made curriculum, as the class board shows it (plain text). */
+  who: field(text(MAX_WHO_CHARS), {
+    default: '',
+    why: 'unnamed unless its author gives a name; shown as text, never as markup',
+    url: 'lab.who',
   }),
   /** The seeds "Compare designers" runs, from `seed` up. */
   seeds: field(int(1, 20), {
@@ -165,13 +189,13 @@ export function checkLabSettings(s: Readonly<Record<string, unknown>>): void {
 
 /**
  * Typed-in settings made valid: numbers rounded and clamped into their range, anything that is no
- * number (or an unknown name) replaced by `fallback`'s value.
+ * number (or an unknown name, or text too long) replaced by `fallback`'s value.
  */
 export function clampLabChoices(s: LabChoices, fallback: LabChoices): LabChoices {
   const out = { ...s };
   for (const k of LAB_KEYS) {
     const f: Field = LAB_SCHEMA[k];
-    if (f.kind === 'enum') {
+    if (f.kind === 'enum' || f.kind === 'text') {
       if (fieldProblem(k, f, s[k]) !== null) (out as Record<string, unknown>)[k] = fallback[k];
       continue;
     }

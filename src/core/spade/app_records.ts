@@ -145,6 +145,31 @@ const TRAINING_RECORD = asStored(
   }),
 );
 
+/**
+ * A row of the Lab's class board (core/lab/hand.ts): a hand-made curriculum from a link, its settings
+ * and, once replayed, its score. Every text is shown as text; the link is never followed by itself.
+ */
+export const BOARD_ROW = object({
+  who: str(),
+  seed: int(0, 2 ** 31 - 1),
+  space: str(),
+  levels: int(1, 8),
+  plays: int(1, 16),
+  probePlays: int(1, 32),
+  cycles: int(0, 400),
+  curriculum: str(),
+  link: str(),
+  score: orNull(
+    object({
+      mean: num(0, 1),
+      hardHalf: num(0, 1),
+      topRung: int(-1, 64),
+      plays: int(0, MAX_RUN_COUNT),
+      steps: int(0, MAX_RUN_COUNT),
+    }),
+  ),
+});
+
 interface Entry {
   collection: Collection;
   /** The key, or a test on it. */
@@ -173,6 +198,7 @@ export const APP_RECORDS: readonly Entry[] = [
     schema: oneOf(['default', 'mine', 'both', 'none'] as const),
   },
   { collection: 'settings', key: /^training\./, what: 'training progress', schema: TRAINING_RECORD },
+  { collection: 'settings', key: 'classBoard', what: "the Lab's class board", schema: list(BOARD_ROW) },
   {
     collection: 'corpus',
     key: 'user',
