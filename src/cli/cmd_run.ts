@@ -437,33 +437,25 @@ function recordedRun(run: { spec: unknown; cycles: number } | undefined): { spec
   }
 }
 
-/** Ctrl-C's exit code (128 + SIGINT), as shells report a process stopped by it. */
-export const EXIT_INTERRUPTED = 130;
-
-export async function run(argv: string[], io: Io): Promise<number> {
-  const picked = pickSubcommand({ name: 'run', summary: RUN.summary, bare: RUN, subcommands: [RUN_EXPORT] }, argv, io);
-  if (!picked) return 0;
-  if (picked.spec === RUN_EXPORT) return exportRun(picked.rest, io);
-  const a = parseCommand(RUN, argv, io);
-  if (!a) return 0;
-  const out = flag(a, 'out');
-  if (!out) throw new UsageError('run needs --out DIR');
-  let iterations = intFlag(a, 'iterations');
-  if (iterations < 1) throw new UsageError('--iterations must be at least 1');
-  const store = new DirRunStore(out, { onWarning: (m) => io.err(`warning: ${m}`) });
-  const existing = await store.readSpec();
-  if (existing && !a.flags.has('resume'))
-    throw new UsageError(`${out} already holds a run; pass --resume to continue it, or choose another --out`);
-  if (!existing && a.flags.has('resume')) throw new UsageError(`${out} holds no run to resume`);
-
+/**
+ * The run's spec and how many cycles to run: the run directory's own (--resume; its cycles unless
+ * --iterations says otherwise), a replay's recording (its settings and cycles), or the flags'. A
+ * spec holding a URL with credentials is refused: nothing written to the run may carry them.
+ */
+function specOf(
+  a: Args,
+  io: Io,
+  o: {
+    existing: RunSpec | null;
+    recorded: ReturnType<typeof recordedRun>;
+    config: Config;
+    model: ChatModel;
+    iterations: number;
+  },
+): { spec: RunSpec; iterations: number } {
+  const { existing, recorded, config, model } = o;
+  let { iterations } = o;
   let spec: RunSpec;
-  const config = existing ? existing.config : await configFromFlags(a);
-  if (flag(a, 'backend') === 'local')
-    io.err(`loading the checkpoint in ${flag(a, 'model-dir') ?? '?'} (${flag(a, 'device')})…`);
-  const model = await modelFromFlags(a, modelLimits(config), config.thinking ?? DEFAULTS.thinking, (l) => io.err(l));
-  const fresh = await freshModelWarning(model, flag(a, 'model-dir') ?? '');
-  if (fresh) io.err(fresh);
-  const recorded = model instanceof ReplayChatModel ? recordedRun(model.header.run) : null;
   if (existing) {
     spec = existing;
     if (!a.flags.has('iterations') && existing.iterations) iterations = existing.iterations;
@@ -500,34 +492,117 @@ export async function run(argv: string[], io: Io): Promise<number> {
       `the run's settings${recorded ? ' (taken from the recording)' : ''} hold a URL with a user name or password (${leaked}); ` +
         'they are not written to a run directory: remove them from the recording or the model name',
     );
+  return { spec, iterations };
+}
+
+/**
+ * The model the loop calls: `model`, or with --record one that appends each call to the transcript
+ * (started afresh, or on --resume repaired and appended to).
+ */
+async function recordingOf(a: Args, io: Io, model: ChatModel, spec: RunSpec, iterations: number): Promise<ChatModel> {
+  const recordFile = flag(a, 'record');
+  if (!recordFile) return model;
+  // its folder may not exist yet (`--out runs/a --record runs/a.jsonl` on a fresh checkout)
+  await mkdir(dirname(resolve(recordFile)), { recursive: true });
+  if (!existsSync(recordFile) || !a.flags.has('resume')) writeFileSync(recordFile, '');
+  else {
+    // a transcript cut mid-line by a crash is repaired before anything is appended to it
+    const w = await repairJsonlTail(recordFile);
+    if (w) io.err(`warning: ${w}`);
+  }
+  return new RecordingChatModel(model, (line) => appendFileSync(recordFile, `${line}\n`), {
+    spec,
+    cycles: iterations,
+  });
+}
+
+/** The memory a run starts with: --memory's file (an exported memory), else none. */
+async function initialMemoryOf(a: Args, spec: RunSpec) {
+  const memoryFile = flag(a, 'memory');
+  if (!memoryFile) return undefined;
+  try {
+    return importMemory(JSON.parse(await readUserFile(memoryFile, '--memory')), spec.config.memoryCapacity);
+  } catch (err) {
+    throw new UsageError(`--memory ${memoryFile}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * A finished run's report: the context budget's line, the engine's batching, a warning when no model
+ * call succeeded, and the summary (JSON or a line). Exit code 1 when no call succeeded.
+ */
+async function finishRun(
+  io: Io,
+  json: boolean,
+  r: { store: DirRunStore; out: string; model: ChatModel; calls: CallCounter; state: RunState },
+): Promise<number> {
+  const { store, out, model, calls, state } = r;
+  const metrics = await store.readMetrics();
+  const budget = budgetLine(metrics, model.capabilities.contextWindow);
+  if (budget) io.err(budget);
+  const summary = {
+    ok: calls.ok > 0 || calls.failed === 0,
+    out,
+    cycles: state.cycle,
+    environments: (await store.readArchive()).length,
+    memory: state.memory.records.length,
+    lastMetrics: metrics[metrics.length - 1] ?? null,
+    stopped: false,
+    calls: { ok: calls.ok, failed: calls.failed },
+    // the local engine's batching: steps, rows per step, prompt tokens prefilled vs reused from cached k/v
+    ...(model.backend === 'local' ? { decode: await localDecodeStats(model) } : {}),
+  };
+  if (summary.decode) {
+    const d = summary.decode;
+    io.err(
+      `engine: ${d.steps} decode steps, ${(d.rows / Math.max(1, d.steps)).toFixed(1)} rows per step (at most ${d.maxRows}); ` +
+        `prompt tokens prefilled ${d.prefillTokens}, reused from cached k/v ${d.prefixReusedTokens}`,
+    );
+  }
+  if (!summary.ok) {
+    const last = serializeError(calls.lastError);
+    io.err(
+      `spade run: no model call succeeded (${calls.failed} failed; the last: ${last.name}: ${last.message.slice(0, 300)}). ` +
+        'Check the server, the model name and the key with spade chat first.',
+    );
+  }
+  if (json) io.out(JSON.stringify(summary));
+  else io.out(`done: ${summary.cycles} cycles, ${summary.environments} environments → ${join(out, 'archive.jsonl')}`);
+  return summary.ok ? 0 : 1;
+}
+
+/** Ctrl-C's exit code (128 + SIGINT), as shells report a process stopped by it. */
+export const EXIT_INTERRUPTED = 130;
+
+export async function run(argv: string[], io: Io): Promise<number> {
+  const picked = pickSubcommand({ name: 'run', summary: RUN.summary, bare: RUN, subcommands: [RUN_EXPORT] }, argv, io);
+  if (!picked) return 0;
+  if (picked.spec === RUN_EXPORT) return exportRun(picked.rest, io);
+  const a = parseCommand(RUN, argv, io);
+  if (!a) return 0;
+  const out = flag(a, 'out');
+  if (!out) throw new UsageError('run needs --out DIR');
+  const asked = intFlag(a, 'iterations');
+  if (asked < 1) throw new UsageError('--iterations must be at least 1');
+  const store = new DirRunStore(out, { onWarning: (m) => io.err(`warning: ${m}`) });
+  const existing = await store.readSpec();
+  if (existing && !a.flags.has('resume'))
+    throw new UsageError(`${out} already holds a run; pass --resume to continue it, or choose another --out`);
+  if (!existing && a.flags.has('resume')) throw new UsageError(`${out} holds no run to resume`);
+
+  const config = existing ? existing.config : await configFromFlags(a);
+  if (flag(a, 'backend') === 'local')
+    io.err(`loading the checkpoint in ${flag(a, 'model-dir') ?? '?'} (${flag(a, 'device')})…`);
+  const model = await modelFromFlags(a, modelLimits(config), config.thinking ?? DEFAULTS.thinking, (l) => io.err(l));
+  const fresh = await freshModelWarning(model, flag(a, 'model-dir') ?? '');
+  if (fresh) io.err(fresh);
+  const recorded = model instanceof ReplayChatModel ? recordedRun(model.header.run) : null;
+  const { spec, iterations } = specOf(a, io, { existing, recorded, config, model, iterations: asked });
   io.err(windowLine(model));
   const corpus = await loadCorpus(spec.corpus);
-  const recordFile = flag(a, 'record');
-  let used: ChatModel = model;
-  if (recordFile) {
-    // its folder may not exist yet (`--out runs/a --record runs/a.jsonl` on a fresh checkout)
-    await mkdir(dirname(resolve(recordFile)), { recursive: true });
-    if (!existsSync(recordFile) || !a.flags.has('resume')) writeFileSync(recordFile, '');
-    else {
-      // a transcript cut mid-line by a crash is repaired before anything is appended to it
-      const w = await repairJsonlTail(recordFile);
-      if (w) io.err(`warning: ${w}`);
-    }
-    used = new RecordingChatModel(model, (line) => appendFileSync(recordFile, `${line}\n`), {
-      spec,
-      cycles: iterations,
-    });
-  }
+  const used = await recordingOf(a, io, model, spec, iterations);
   const calls = new CallCounter(used);
-  const memoryFile = flag(a, 'memory');
-  let initialMemory;
-  if (memoryFile) {
-    try {
-      initialMemory = importMemory(JSON.parse(await readUserFile(memoryFile, '--memory')), spec.config.memoryCapacity);
-    } catch (err) {
-      throw new UsageError(`--memory ${memoryFile}: ${(err as Error).message}`);
-    }
-  }
+  const initialMemory = await initialMemoryOf(a, spec);
   const cfg = { ...DEFAULTS, ...spec.config };
   // the sandbox pool and the engine's batch follow the run's budget of chats in flight
   const sizes = concurrencySizes(cfg.concurrency);
@@ -583,38 +658,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
         io.out(JSON.stringify({ ok: false, out, stopped: true, cycles: (await store.readState())?.cycle ?? 0 }));
       return EXIT_INTERRUPTED;
     }
-    const metrics = await store.readMetrics();
-    const budget = budgetLine(metrics, model.capabilities.contextWindow);
-    if (budget) io.err(budget);
-    const summary = {
-      ok: calls.ok > 0 || calls.failed === 0,
-      out,
-      cycles: state!.cycle,
-      environments: (await store.readArchive()).length,
-      memory: state!.memory.records.length,
-      lastMetrics: metrics[metrics.length - 1] ?? null,
-      stopped: false,
-      calls: { ok: calls.ok, failed: calls.failed },
-      // the local engine's batching: steps, rows per step, prompt tokens prefilled vs reused from cached k/v
-      ...(model.backend === 'local' ? { decode: await localDecodeStats(model) } : {}),
-    };
-    if (summary.decode) {
-      const d = summary.decode;
-      io.err(
-        `engine: ${d.steps} decode steps, ${(d.rows / Math.max(1, d.steps)).toFixed(1)} rows per step (at most ${d.maxRows}); ` +
-          `prompt tokens prefilled ${d.prefillTokens}, reused from cached k/v ${d.prefixReusedTokens}`,
-      );
-    }
-    if (!summary.ok) {
-      const last = serializeError(calls.lastError);
-      io.err(
-        `spade run: no model call succeeded (${calls.failed} failed; the last: ${last.name}: ${last.message.slice(0, 300)}). ` +
-          'Check the server, the model name and the key with spade chat first.',
-      );
-    }
-    if (json) io.out(JSON.stringify(summary));
-    else io.out(`done: ${summary.cycles} cycles, ${summary.environments} environments → ${join(out, 'archive.jsonl')}`);
-    return summary.ok ? 0 : 1;
+    return await finishRun(io, json, { store, out, model, calls, state: state! });
   } finally {
     process.off('SIGINT', onSig);
     await pool.terminate();
