@@ -77,7 +77,7 @@ export const JSON_FLAG: FlagSpec = { help: 'print one JSON object as the last li
 const HELP_FLAG: FlagSpec = { help: 'show this help and exit' };
 
 /** The help text of one command: usage, what it does, its flags with defaults, an example. */
-export function helpText(spec: CommandSpec): string {
+function helpText(spec: CommandSpec): string {
   const rows = Object.entries(spec.flags).map(([name, f]) => {
     const left = `--${name}${f.value ? ` ${f.value}${f.many ? ' ...' : ''}` : ''}`;
     const def = f.default !== undefined && f.default !== '' ? ` (default: ${f.default})` : '';
@@ -123,13 +123,13 @@ function subcommandLines(group: CommandGroup): string[] {
 }
 
 /** The help text of a command group without a bare form: its subcommands, one line each. */
-export function groupHelpText(group: CommandGroup): string {
+function groupHelpText(group: CommandGroup): string {
   const names = group.subcommands.map((s) => s.name.split(' ').at(-1)).join('|');
   return [`Usage: spade ${group.name} ${names} [flags]`, '', group.summary, '', ...subcommandLines(group)].join('\n');
 }
 
 /** `--help` or `-h` among the arguments (before a `--` that ends the flags). */
-export function wantsHelp(argv: string[]): boolean {
+function wantsHelp(argv: string[]): boolean {
   for (const a of argv) {
     if (a === '--') return false;
     if (a === '--help' || a === '-h') return true;
@@ -143,7 +143,7 @@ export function wantsHelp(argv: string[]): boolean {
  * as git's "did you mean" weighs a swap), and at most 2 edits, or a third of the word's length for
  * longer words. The first of equals, in `names`' order; null when none is that near.
  */
-export function nearest(word: string, names: readonly string[]): string | null {
+function nearest(word: string, names: readonly string[]): string | null {
   let best: string | null = null;
   let bestSteps = Math.max(2, Math.floor(word.length / 3)) + 1;
   for (const n of names) {

@@ -46,7 +46,7 @@ export const BENCH_LAB: CommandSpec = {
 };
 
 /** The target the issue set for the fast path (#31): at least this many times the reference's cycles per second. */
-export const LAB_SPEEDUP_TARGET = 10;
+const LAB_SPEEDUP_TARGET = 10;
 
 interface PathTimes {
   cycles: number;
@@ -58,7 +58,7 @@ interface PathTimes {
 const numbers = (h: CycleReport[]) => JSON.stringify(h, (k, v) => (k === 'ms' ? undefined : v));
 
 /** One fresh Lab of `n` cycles on one path, timed: its cycles' wall and CPU time, and its numbers. */
-export interface LabTiming {
+interface LabTiming {
   /** The cycles' wall time (the setup and the cycle-0 probe before them left out). */
   wallMs: number;
   cpuMs: number;

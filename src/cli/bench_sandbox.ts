@@ -42,7 +42,7 @@ export const BENCH_SANDBOX: CommandSpec = {
 };
 
 /** A trivial counter environment: the cost of a step is almost all call overhead. */
-export const TRIVIAL_ENV = `class CounterEnv {
+const TRIVIAL_ENV = `class CounterEnv {
   constructor(maxTurns = 1e9) { this.maxTurns = maxTurns; }
   reset(seed) { this.n = 0; return ['count', {}]; }
   step(action) { this.n++; return ['n=' + this.n, 0, false, false, {}]; }
@@ -161,7 +161,7 @@ async function poolRate(pool: PoolLike, ids: string[], ms: number): Promise<numb
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-export interface SandboxFigures {
+interface SandboxFigures {
   sandboxStepsPerSec: number;
   callFloorPerSec: number;
   /** Steps per bare call: the median of the per-pair ratios. */
@@ -283,7 +283,7 @@ function figures(rounds: Round[]): SandboxFigures {
 }
 
 /** Share of the step loop's CPU samples by where they ran, and the functions with the most self time. */
-export interface StepProfile {
+interface StepProfile {
   /** Percent of samples: QuickJS (WASM), quickjs-emscripten glue, sandbox host, GC, the rest. */
   shares: Record<string, number>;
   top: { fn: string; where: string; percent: number }[];

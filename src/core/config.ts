@@ -270,7 +270,7 @@ export function parseConfig(input: unknown): Config {
 
 /** A preset's value for one key: one value, or one per setting (the reference differs between them). */
 type PresetValue<K extends ConfigKey> = Config[K] | { games: Config[K]; tool_use: Config[K] };
-export interface PresetEntry<K extends ConfigKey = ConfigKey> {
+interface PresetEntry<K extends ConfigKey = ConfigKey> {
   value: PresetValue<K>;
   why: string;
 }
@@ -314,7 +314,7 @@ export const PRESETS: Record<PresetName, PresetTable> = {
 };
 
 /** Where a resolved value came from, in increasing precedence. */
-export type ConfigSource = 'default' | 'preset' | 'link' | 'flag';
+type ConfigSource = 'default' | 'preset' | 'link' | 'flag';
 
 /** A preset's values for a setting (the keys it sets, nothing else). */
 export function presetValues(name: PresetName, setting: Setting): Partial<Config> {

@@ -14,7 +14,7 @@ export const SETTING_GROUPS = [
   'Safety limits',
   'Training',
 ] as const;
-export type SettingGroup = (typeof SETTING_GROUPS)[number];
+type SettingGroup = (typeof SETTING_GROUPS)[number];
 
 export interface SettingWords {
   group: SettingGroup;

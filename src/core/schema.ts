@@ -253,7 +253,7 @@ type FieldType<F> =
   F extends Opt<infer T> ? T : F extends Transient<infer T> ? T : F extends Schema<infer T> ? T : never;
 /** One flat object type (not an intersection), so types compare equal field by field. */
 type Flat<T> = { [K in keyof T]: T[K] };
-export type InferShape<S extends Shape> = Flat<
+type InferShape<S extends Shape> = Flat<
   { [K in Exclude<keyof S, OptionalKeys<S>>]: FieldType<S[K]> } & { [K in OptionalKeys<S>]?: FieldType<S[K]> }
 >;
 
@@ -324,7 +324,7 @@ export function field<const S extends Schema<unknown>, const U extends string | 
 }
 
 /** A value in words for a message: numbers as written (NaN, Infinity), strings and the rest as JSON. */
-export function showValue(value: unknown): string {
+function showValue(value: unknown): string {
   return typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? String(value));
 }
 

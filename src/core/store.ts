@@ -48,7 +48,7 @@ export function toJson(value: unknown): string {
 }
 
 /** The longest stored text kept when a record that is not JSON is set aside. */
-export const SET_ASIDE_CHARS = 65_536;
+const SET_ASIDE_CHARS = 65_536;
 
 /**
  * A backend's stored text as JSON; text that is not JSON (or a value that is not text) is a

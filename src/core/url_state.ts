@@ -30,7 +30,7 @@ export const URL_CONFIG_KEYS: readonly UrlConfigKey[] = CONFIG_KEYS.filter(
   (k): k is UrlConfigKey => typeof CONFIG_SCHEMA[k].url === 'string',
 );
 
-export type UrlConfig = Pick<Config, UrlConfigKey>;
+type UrlConfig = Pick<Config, UrlConfigKey>;
 
 /**
  * The longest hash read at all: Chromium's limit on a URL (2 MiB), so no link a browser can open is

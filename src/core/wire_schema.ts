@@ -25,7 +25,7 @@ import { TypeCompiler, ValueErrorType, type TypeCheck } from '@sinclair/typebox/
 import type { ValueError } from '@sinclair/typebox/errors';
 
 /** The key under which a schema says what a failure of it means (see `saying`). */
-export const SAYS = Symbol('says');
+const SAYS = Symbol('says');
 
 /** What a schema says of itself when a value fails it. */
 export interface Says {

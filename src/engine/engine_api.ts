@@ -18,20 +18,16 @@ export {
   computeOps,
   createEngineApi,
   freshModelName,
-  type DecodeOptions,
-  type DecodeStats,
   type EngineApi,
   type EngineLoadOptions,
-  type EngineOptions,
   type FreshModel,
   type ModelSource,
   type ModelSummary,
-  type SelfCheck,
 } from './engine.ts';
-export { EngineChatModel, engineCapabilities, type EngineChatModelOptions } from './engine_chat_model.ts';
+export { EngineChatModel, engineCapabilities } from './engine_chat_model.ts';
 
 // the device: the page's WebGPU probe, and Node's device for `spade gpu` and the toy
-export { acquireGpu, isSoftwareAdapter, WEBGPU_HELP, type GpuContext, type GpuReport } from './runtime/device.ts';
+export { acquireGpu, WEBGPU_HELP, type GpuContext, type GpuReport } from './runtime/device.ts';
 export { gpuSelfCheck } from './ops/self_check.ts';
 export type { Ops } from './ops/ops.ts';
 
@@ -39,7 +35,6 @@ export type { Ops } from './ops/ops.ts';
 export {
   checkFileName,
   notFound,
-  type BlobFile,
   type FileProgressFn,
   type ModelFileCache,
   type ModelFileInfo,
@@ -48,9 +43,9 @@ export {
 export type { LoadProgress } from './io/load.ts';
 
 // formats and shapes: base weights, the KV cache, LoRA targets, fresh checkpoints (`spade engine init`)
-export { parseWeightFormat, WEIGHT_FORMATS, type WeightFormat } from './io/pack.ts';
+export { parseWeightFormat, type WeightFormat } from './io/pack.ts';
 export type { KvFormat } from './model/kv_pages.ts';
-export { LORA_MODULES, type LoraModule } from './io/peft.ts';
+export { type LoraModule } from './io/peft.ts';
 export { paramCount, type Architecture } from './io/config.ts';
 export { initCheckpointFiles, initConfig, type InitDType } from './io/init_checkpoint.ts';
 

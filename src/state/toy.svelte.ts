@@ -14,7 +14,7 @@ import type { ToyUpdate } from '../engine/engine_api.ts';
 import type { ToyWorkerApi } from '../../workers/toy.worker.ts';
 
 /** As `spade train toy`: seed 1, 8 updates of 2 groups × 8 plays. */
-export const TOY_SEED = 1;
+const TOY_SEED = 1;
 export const TOY_UPDATES = 8;
 export const TOY_PLAYS = 16;
 

@@ -34,7 +34,7 @@ export const CHECK_NAMES = [
 ] as const;
 export type CheckName = (typeof CHECK_NAMES)[number];
 
-export interface Check {
+interface Check {
   name: CheckName;
   ok: boolean;
   message: string;
@@ -59,7 +59,7 @@ export interface CheckOptions {
 }
 
 /** Probe actions every environment must survive (SPADE: "1", "2", "test", garbage). */
-export const GARBAGE_ACTIONS = [
+const GARBAGE_ACTIONS = [
   '',
   '1',
   '2',

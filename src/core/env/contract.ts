@@ -21,9 +21,6 @@ export const TOOL_SKILLS = [
   'tool_selection',
   'multi_step_workflows',
 ] as const;
-export type GameSkill = (typeof GAME_SKILLS)[number];
-export type ToolSkill = (typeof TOOL_SKILLS)[number];
-export type Skill = GameSkill | ToolSkill;
 
 export type Info = Record<string, unknown>;
 export type ResetResult = [observation: string, info: Info];

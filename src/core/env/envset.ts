@@ -12,8 +12,8 @@ import { EnvSetError, ShareLinkError } from '../errors.ts';
 import { hashSeed } from '../rng.ts';
 import { parseEnvHeader } from './contract.ts';
 
-export const ENVSET_FORMAT = 'spade-envset';
-export const ENVSET_VERSION = 1;
+const ENVSET_FORMAT = 'spade-envset';
+const ENVSET_VERSION = 1;
 /** Longest share link payload we produce or accept (characters after "set="). */
 export const MAX_LINK_CHARS = 60_000;
 /**
@@ -21,9 +21,9 @@ export const MAX_LINK_CHARS = 60_000;
  * deflate bombs), a file or storage: 500 environments of ~4 KiB each, with room to spare.
  */
 export const MAX_SET_BYTES = 2 * 2 ** 20;
-export const MAX_ENVS = 500;
+const MAX_ENVS = 500;
 
-export interface EnvStats {
+interface EnvStats {
   plays?: number;
   winRate?: number;
   winRateHinted?: number;
@@ -89,7 +89,7 @@ export function freeId(id: string, taken: (id: string) => boolean): string {
  * A short, safe description of an untrusted JSON value for a message: never walks into it (a
  * 100 000-deep list is "a list"), strings cut to 40 characters.
  */
-export function describeValue(v: unknown): string {
+function describeValue(v: unknown): string {
   if (v === undefined) return 'nothing';
   if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
   if (v === null || typeof v === 'number' || typeof v === 'boolean') return String(v);

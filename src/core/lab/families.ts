@@ -85,7 +85,7 @@ export const AGENT_DIGITS = '01234';
  * 9) for the long lock chain and to 14 (lengths up to 16) for the climb (spaces.ts), whose stages
  * are the lengths.
  */
-export const KNOB_VALUES = {
+const KNOB_VALUES = {
   L: [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
   A: [2, 3, 4, 5],
   D: [0, 1, 2, 3],
@@ -95,10 +95,10 @@ export const KNOB_VALUES = {
 export const KNOB_MAX = 3;
 
 /** The highest length knob (lengths 2–16: the climb). */
-export const L_MAX = 14;
+const L_MAX = 14;
 
 /** Replies allowed beyond the code's length (1: one slip is forgiven; luck alone rarely wins). */
-export const SPARE_TURNS = 1;
+const SPARE_TURNS = 1;
 
 /** The lock's code of the longest length: every lock's code is its first L digits (mod A): start at 1, count down. */
 export const lockDigit = (i: number, A: number) => (((1 - i) % A) + A) % A;

@@ -74,7 +74,7 @@ const LOCK = 2;
 const CLIMB = 4;
 
 /** The climb designer's alphabet: one letter a level, easiest first (its 15 levels use a–o). */
-export const DESIGN_LETTERS = 'abcdefghijklmnopqrstuvwxyzABCD';
+const DESIGN_LETTERS = 'abcdefghijklmnopqrstuvwxyzABCD';
 
 const same = (a: Level, b: Level) => a.family === b.family && a.L === b.L && a.A === b.A && a.D === b.D;
 const indexIn = (levels: readonly Level[], l: Level) => levels.findIndex((x) => same(x, l));
@@ -183,9 +183,7 @@ export const CLIMB_SPACE: LevelSpace = chainSpace('climb', 3, [0, 1, 2, 3, 4, 5,
 export const CHAIN2_SPACE: LevelSpace = chainSpace('chain2', 0);
 
 /** The grid's probe: every main family at knob levels 0/0/0, 1/1/1 and 2/2/2 (buckets easy, medium, hard). */
-export const GRID_PROBE: Level[] = MAIN_FAMILIES.flatMap((family) =>
-  [0, 1, 2].map((k) => ({ family, L: k, A: k, D: k })),
-);
+const GRID_PROBE: Level[] = MAIN_FAMILIES.flatMap((family) => [0, 1, 2].map((k) => ({ family, L: k, A: k, D: k })));
 
 /** The grid's buckets by difficulty: easy < 1/3 ≤ medium < 2/3 ≤ hard. */
 const bucket = (d: number) => (d < 1 / 3 ? 0 : d < 2 / 3 ? 1 : 2);
@@ -226,6 +224,3 @@ export const SPACE: Record<SpaceName, LevelSpace> = {
 
 /** The probe's chance level: a uniform random player's mean return over its levels. */
 export const spaceChance = (s: LevelSpace) => mean(s.probe.map(chance));
-
-/** The level's name as the Lab shows it (the canonical description). */
-export const levelName = describeLevel;

@@ -11,7 +11,7 @@
  * (state/models.svelte.ts SERVER_PRESETS: OpenAI, OpenRouter, Groq, Together) and other well-known
  * providers. A call to them without a key can only fail with 401.
  */
-export const HOSTED_API_HOSTS: readonly string[] = [
+const HOSTED_API_HOSTS: readonly string[] = [
   'api.openai.com',
   'openrouter.ai',
   'api.groq.com',

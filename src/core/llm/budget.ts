@@ -13,8 +13,8 @@
 import type { ChatMessage, ChatModel } from './chat_model.ts';
 
 const utf8 = new TextEncoder();
-export const TEMPLATE_TOKENS_PER_MESSAGE = 8;
-export const GENERATION_PROMPT_TOKENS = 8;
+const TEMPLATE_TOKENS_PER_MESSAGE = 8;
+const GENERATION_PROMPT_TOKENS = 8;
 
 /** Conservative token estimate of a text (see the file header). */
 export function estimateTokens(text: string): number {

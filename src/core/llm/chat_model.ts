@@ -7,7 +7,7 @@ import type { ToolSchema } from '../env/contract.ts';
 import { DEFAULTS, type Config } from '../config.ts';
 import { abortError } from '../errors.ts';
 
-export type Role = 'system' | 'user' | 'assistant' | 'tool';
+type Role = 'system' | 'user' | 'assistant' | 'tool';
 
 export interface ChatMessage {
   role: Role;

@@ -14,7 +14,7 @@ import { assessFeasibility, type FeasibilityOptions, type GpuReportLike } from '
  */
 export type AdapterClass = 'hardware' | 'software' | 'unknown';
 
-export function adapterClass(report: Pick<GpuReportLike, 'isFallback'> | null | undefined): AdapterClass {
+function adapterClass(report: Pick<GpuReportLike, 'isFallback'> | null | undefined): AdapterClass {
   if (!report) return 'unknown';
   return report.isFallback ? 'software' : 'hardware';
 }

@@ -14,7 +14,7 @@ import { hashSeed } from '../rng.ts';
 import type { ChatMessage, ChatModel, ChatOptions, ChatResult, ModelCapabilities } from './chat_model.ts';
 import { throwIfAborted } from './chat_model.ts';
 
-export const REPLAY_FORMAT = 'spade-replay';
+const REPLAY_FORMAT = 'spade-replay';
 
 export interface ReplayHeader {
   format: typeof REPLAY_FORMAT;
@@ -44,7 +44,7 @@ function keyOptions(o: ChatOptions): Record<string, unknown> {
   return out;
 }
 
-export function requestKey(messages: ChatMessage[], options: Record<string, unknown>): string {
+function requestKey(messages: ChatMessage[], options: Record<string, unknown>): string {
   const canon = JSON.stringify({
     m: messages.map((m) => [m.role, m.content, m.name ?? null, m.tool_call_id ?? null]),
     o: options,

@@ -35,7 +35,7 @@ export class ScriptedChatModel implements ChatModel {
 }
 
 /** Like FAKE_ENV, but step() hangs on the command "hang" (the checker's probes never send it). */
-export const HANGING_ENV = FAKE_ENV.replace('class FakeHuntEnv', 'class HangHuntEnv')
+const HANGING_ENV = FAKE_ENV.replace('class FakeHuntEnv', 'class HangHuntEnv')
   .replace('// @title Fake Hunt', '// @title Hang Hunt')
   .replace('Find my number', 'Find my hanging number')
   .replace('const b = extractBoxed(action);', "const b = extractBoxed(action);\n    if (b === 'hang') { for (;;) {} }");

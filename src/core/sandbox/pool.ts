@@ -101,7 +101,7 @@ export interface PoolOptions {
 }
 
 /** An error after which the environment is gone: a watchdog kill, a crashed worker, a restarted module. */
-export function isSandboxLoss(err: unknown): err is SpadeError {
+function isSandboxLoss(err: unknown): err is SpadeError {
   if (err instanceof WorkerCrashedError) return true;
   if (!(err instanceof SpadeError)) return false;
   return err.data.killed === true || err.data.restarted === true || err.data.lost === true;

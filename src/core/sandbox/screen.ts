@@ -18,7 +18,7 @@ import { DEFAULT_LIMITS, MAX_NESTING, type SandboxLimits } from '../env/limits.t
  * Deepest bracket nesting in `text` — ( [ { and template `${` — skipping string literals and
  * comments when `js` is set; stops counting once past `limit`. Linear, no allocation per character.
  */
-export function nestingDepth(text: string, js: boolean, limit = Infinity): number {
+function nestingDepth(text: string, js: boolean, limit = Infinity): number {
   let depth = 0;
   let max = 0;
   // template literals nest: each entry is the depth at which a `${` opened inside a template
@@ -83,7 +83,7 @@ function skipTemplate(text: string, i: number, templates: number[], depth: numbe
 
 const utf8 = new TextEncoder();
 /** UTF-8 size when over `limit`, else 0; encodes only when it could be over (3 bytes per UTF-16 unit at most). */
-export function bytesOver(s: string, limit: number): number {
+function bytesOver(s: string, limit: number): number {
   if (s.length * 3 <= limit) return 0;
   const n = utf8.encode(s).length;
   return n > limit ? n : 0;

@@ -48,7 +48,7 @@ export interface Episode {
 }
 
 /** The fewest reply tokens an agent turn is sent with (a short command fits in 32). */
-export const MIN_AGENT_REPLY = 32;
+const MIN_AGENT_REPLY = 32;
 
 export interface EpisodeSpec {
   runner: EnvRunner;
@@ -80,7 +80,7 @@ export function isFormatError(setting: Setting, reply: string): boolean {
 }
 
 /** An episode that could not start or go on because the environment failed. */
-export function failedEpisode(seed: number, hinted: boolean, err: unknown): Episode {
+function failedEpisode(seed: number, hinted: boolean, err: unknown): Episode {
   const e = err as Error;
   return {
     seed,

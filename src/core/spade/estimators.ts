@@ -22,7 +22,7 @@ export interface PlayStats {
 }
 
 export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
-export const variance = (xs: number[]): number => {
+const variance = (xs: number[]): number => {
   if (xs.length === 0) return 0;
   const m = mean(xs);
   return mean(xs.map((x) => (x - m) ** 2));
@@ -95,7 +95,7 @@ export const ESTIMATOR_INFO: Record<Estimator, string> = {
 };
 
 /** Penalty for an environment whose step() timed out (it is also blacklisted). */
-export const TIMEOUT_PENALTY = -0.5;
+const TIMEOUT_PENALTY = -0.5;
 
 /** The raw reward of a design whose first attempt was invalid (only the first attempt is trained on). */
 export const INVALID_REWARD = 0;
@@ -129,7 +129,7 @@ export interface RewardInput {
  * design in the batch (0.3: the last three or four cycles dominate, so the baseline follows
  * the designer as it improves).
  */
-export const BASELINE_ALPHA = 0.3;
+const BASELINE_ALPHA = 0.3;
 
 /**
  * Designer advantages for one batch (a cycle), as the method has it: each raw value minus the

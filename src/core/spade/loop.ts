@@ -66,7 +66,7 @@ export function skillsForCycle(skills: readonly string[], c: number, k: number):
 }
 
 /** The tasks of one cycle: envsPerSkill per skill, indexed skill-major (k = 1 keeps one task per skill). */
-export function tasksForCycle(skills: readonly string[], k: number): { index: number; skill: string }[] {
+function tasksForCycle(skills: readonly string[], k: number): { index: number; skill: string }[] {
   return skills.flatMap((skill, j) => Array.from({ length: k }, (_, r) => ({ index: j * k + r, skill })));
 }
 

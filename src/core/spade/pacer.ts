@@ -36,7 +36,7 @@ export function eventTokens(e: LoopEvent): number {
 }
 
 /** Does delivering `e` finish a step of `kind`? */
-export function endsStep(kind: StepKind, e: LoopEvent): boolean {
+function endsStep(kind: StepKind, e: LoopEvent): boolean {
   if (e.type === 'done' || e.type === 'stopped' || e.type === 'error') return true;
   switch (kind) {
     case 'event':

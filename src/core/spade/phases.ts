@@ -82,17 +82,10 @@ export interface TaskContext {
  * survived, and the same seed gives the same episode. Solvability is left to the regret signal.
  * Under `strict` every check counts; under `paper` the others are kept as soft facts.
  */
-export const PAPER_CHECKS: readonly CheckName[] = [
-  'loads',
-  'reset',
-  'step',
-  'garbage_input',
-  'deterministic',
-  'closes',
-];
+const PAPER_CHECKS: readonly CheckName[] = ['loads', 'reset', 'step', 'garbage_input', 'deterministic', 'closes'];
 
 /** An error is a stop (not a task failure) when the run's signal fired or it is an AbortError. */
-export function isStop(err: unknown, signal?: AbortSignal): boolean {
+function isStop(err: unknown, signal?: AbortSignal): boolean {
   return Boolean(signal?.aborted) || (err as Error)?.name === 'AbortError';
 }
 
@@ -104,7 +97,7 @@ function failure(phase: TaskFailure['phase'], err: unknown): TaskFailure {
 // --- brief ---------------------------------------------------------------------------------
 
 /** The fewest reply tokens worth asking for, per call (a program, a verdict line, a hint, a move). */
-export const MIN_REPLY = { designer: 256, validator: 32, hint: 32, agent: 32 } as const;
+const MIN_REPLY = { designer: 256, validator: 32, hint: 32, agent: 32 } as const;
 
 export interface Brief {
   doc: CorpusDoc | null;

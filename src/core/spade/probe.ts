@@ -13,8 +13,8 @@ import type { ChatModel } from '../llm/chat_model.ts';
 import { mean, winRate } from './estimators.ts';
 
 /** Environments per probe (the first of each skill, in the library's order) and seeds per environment. */
-export const PROBE_ENVS = 3;
-export const PROBE_SEEDS = [101, 202] as const;
+const PROBE_ENVS = 3;
+const PROBE_SEEDS = [101, 202] as const;
 
 export interface ProbeResult {
   /** Mean episode return over every probe play. */
@@ -23,7 +23,7 @@ export interface ProbeResult {
   perEnv: { id: string; title: string; returns: number[] }[];
 }
 
-export function probeEnvs(setting: Config['setting']): { id: string; title: string; code: string }[] {
+function probeEnvs(setting: Config['setting']): { id: string; title: string; code: string }[] {
   const seen = new Set<string>();
   return SEED_ENVS.filter((e) => e.setting === setting && !seen.has(e.skill) && seen.add(e.skill))
     .slice(0, PROBE_ENVS)

@@ -8,7 +8,7 @@ import type { Difficulty, Setting } from '../config.ts';
 import type { MemoryRecord } from './memory.ts';
 import { ownField } from '../schema.ts';
 
-export const SKILL_BRIEFS: Record<string, string> = {
+const SKILL_BRIEFS: Record<string, string> = {
   mathematical: 'arithmetic, number theory or algebra the player must work out step by step',
   logical_deduction: 'hidden facts the player narrows down from clues or probe feedback',
   spatial: 'positions, grids, directions or shapes the player must track while moving or probing',
@@ -70,7 +70,7 @@ function example(r: MemoryRecord): string {
 }
 
 /** The negative example as one line, as the reference shows it: "too easy (win_rate=0.95): class X". */
-export function negativeLine(r: MemoryRecord): string {
+function negativeLine(r: MemoryRecord): string {
   const w = r.winRate ?? 0;
   const cls = /class\s+(\w+Env)\b/.exec(r.code)?.[1];
   return `${w > 0.5 ? 'too easy' : 'too hard'} (win_rate=${w.toFixed(2)}): ${r.title}${cls && cls !== r.title ? ` (class ${cls})` : ''}`;

@@ -53,7 +53,7 @@ export type LoopEvent =
   | { type: 'error'; cycle: number; index?: number; message: string }
   | { type: 'paused' | 'resumed' | 'stopped' | 'done'; cycle: number };
 
-export interface PlayView {
+interface PlayView {
   play: number;
   hinted: boolean;
   turns: { action: string; observation: string; reward: number }[];
@@ -86,7 +86,7 @@ export interface RunView {
 }
 
 /** Streams and transcripts are cut for display; the run store keeps them whole. */
-export const MAX_STREAM_CHARS = 20_000;
+const MAX_STREAM_CHARS = 20_000;
 const MAX_TURN_CHARS = 2_000;
 
 export function emptyRunView(): RunView {

@@ -54,9 +54,8 @@ import {
 } from './run_schema.ts';
 import type { ArchiveRecord, MetricsRecord, RolloutRecord, RunState } from './run_store.ts';
 
-export { MAX_RUN_COUNT, MAX_RUN_CYCLE, MAX_RUN_INDEX, MAX_RUN_REWARD } from './run_schema.ts';
-export const RUN_FILE_FORMAT = 'spade-run';
-export const RUN_FILE_VERSION = 1;
+const RUN_FILE_FORMAT = 'spade-run';
+const RUN_FILE_VERSION = 1;
 /**
  * Largest run file accepted (UTF-8 bytes of its JSON, after gunzip): a 50-cycle run of 3
  * environments × 16 plays of 12 turns with 2 KB observations is ≈ 60 MB of rollouts; 64 MiB leaves

@@ -9,14 +9,14 @@
 import type { MetricsRecord, ArchiveRecord, RolloutRecord } from './run_store.ts';
 import { runEnvId } from './run_envs.ts';
 
-export interface ReviewTurn {
+interface ReviewTurn {
   action: string;
   observation: string;
   reward: number;
   formatError: boolean;
 }
 
-export interface ReviewPlay {
+interface ReviewPlay {
   /** Unique among its environment's plays (the view's key). */
   key: string;
   play: number;
@@ -30,7 +30,7 @@ export interface ReviewPlay {
   error: string | null;
 }
 
-export interface ReviewAttempt {
+interface ReviewAttempt {
   /** 1-based: attempt 1 is the designer's first program, later ones are repair turns. */
   n: number;
   ok: boolean;
@@ -51,7 +51,7 @@ export interface ScoreLine {
   timedOut: boolean;
 }
 
-export interface ReviewEnv {
+interface ReviewEnv {
   /** "c{cycle}:{index}", with "#2", "#3", … on records that repeat one: unique within a run. */
   key: string;
   cycle: number;
@@ -134,7 +134,7 @@ function playsOf(rollouts: readonly RolloutRecord[]): ReviewPlay[] {
     }));
 }
 
-export function reviewEnv(runId: string, a: ArchiveRecord, rollouts: readonly RolloutRecord[]): ReviewEnv {
+function reviewEnv(runId: string, a: ArchiveRecord, rollouts: readonly RolloutRecord[]): ReviewEnv {
   return {
     key: `c${a.cycle}:${a.index}`,
     cycle: a.cycle,

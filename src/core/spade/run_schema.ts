@@ -37,11 +37,11 @@ import type { MemoryRecord, SpadeMemoryEntry } from './memory.ts';
 /** Largest cycle number accepted (a run of 100 000 cycles is far past any real one). */
 export const MAX_RUN_CYCLE = 100_000;
 /** Largest task index and play number accepted (a cycle has at most 6 × 16 tasks of 16 plays). */
-export const MAX_RUN_INDEX = 10_000;
+const MAX_RUN_INDEX = 10_000;
 /** Largest count (tokens, calls, milliseconds, …) accepted: beyond it a number is not a real measurement. */
 export const MAX_RUN_COUNT = 2 ** 40;
 /** Largest reward magnitude an environment's step may report in a run file. */
-export const MAX_RUN_REWARD = 1e9;
+const MAX_RUN_REWARD = 1e9;
 
 /** Episode returns are clipped to [-1, 1]. */
 const RETURN = num(-1, 1);
@@ -82,7 +82,7 @@ export const RUN_SPEC = object({
   iterations: opt(int(0, MAX_RUN_CYCLE)),
 });
 
-export const ATTEMPT = object({
+const ATTEMPT = object({
   reply: str(),
   code: orNull(str()),
   ok: bool(),
@@ -94,14 +94,14 @@ export const ATTEMPT = object({
 });
 
 /** Why a task ended early: a model call (design, validate, hint, play) or the checker failed. */
-export const TASK_FAILURE = object({
+const TASK_FAILURE = object({
   phase: oneOf(['design', 'validate', 'check', 'hint', 'play']),
   name: str(),
   message: str(),
 });
 
 /** The context budget of one designer, repair, validator or hint call (llm/budget.ts). */
-export const CALL_BUDGET = object({
+const CALL_BUDGET = object({
   role: oneOf(['designer', 'repair', 'validator', 'hint']),
   promptTokens: COUNT,
   exact: bool(),
@@ -263,7 +263,7 @@ export const MEMORY_RECORD = object({
 export const MEMORY = object({ capacity: int(1, 100_000), records: list(MEMORY_RECORD) });
 
 /** A finished task of the cycle in progress (run_store.ts's PendingTask). */
-export const PENDING_TASK = object({
+const PENDING_TASK = object({
   archive: ARCHIVE_RECORD,
   rollouts: list(ROLLOUT_RECORD),
   ms: DURATION,
@@ -316,6 +316,7 @@ type Place = 'cycle' | 'index' | 'skill' | 'envId' | 'play';
 /**
  * Compile-time: the records other modules define are exactly their schemas (a field added to one
  * and not the other fails `tsc`). Exported only so that the check is not an unused name.
+ * @public (knip: a compile-time check, imported by nothing)
  */
 export type SchemaMatchesTypes = [
   Assert<Equal<Infer<typeof TURN>, Turn>>,

@@ -40,7 +40,10 @@ export interface RunState {
   consecutiveErrors?: number;
 }
 
-/** Compile-time: the saved state and a stored cycle are exactly their schemas (run_schema.ts). */
+/**
+ * Compile-time: the saved state and a stored cycle are exactly their schemas (run_schema.ts).
+ * @public (knip: a compile-time check, imported by nothing; exported so that it is not an unused name)
+ */
 export type StateMatchesSchema = [
   Assert<Equal<Infer<typeof RUN_STATE>, RunState>>,
   Assert<Equal<Infer<typeof CYCLE_RECORD>, CycleRecord>>,

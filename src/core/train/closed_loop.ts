@@ -34,7 +34,7 @@ import { cycleBatch, trainerSample, trainRound, type CycleData, type UpdateStats
 export type TrainerSample = ReturnType<typeof trainerSample> & { learnerLogprobs?: number[] };
 
 /** What one optimiser step reports: the schedule's figures and the TIS figures of its tokens. */
-export type StepResult = Omit<UpdateStats, 'role'> & Partial<TisStats>;
+type StepResult = Omit<UpdateStats, 'role'> & Partial<TisStats>;
 
 /** The engine: the adapter being trained. */
 export interface TrainerPort {
@@ -76,7 +76,7 @@ export interface RoundSummary {
 }
 
 /** What the loop is starting now (the panel's activity line). */
-export type LoopPhase =
+type LoopPhase =
   | { phase: 'round'; cycle: number; round: number; agent: number; designer: number }
   | { phase: 'replay'; cycle: number; round: number }
   | { phase: 'probe'; label: string };

@@ -19,7 +19,7 @@ import { FAILED_PLAY_RETURN, groupAdvantages, playFailed } from '../spade/estima
 import type { ArchiveRecord, RolloutRecord } from '../spade/run_store.ts';
 import { extendTrace, type TokenTrace } from '../llm/token_trace.ts';
 
-export { extendTrace, type SampledTokens, type TokenTrace } from '../llm/token_trace.ts';
+export { extendTrace, type TokenTrace } from '../llm/token_trace.ts';
 
 export interface TokenSample extends TokenTrace {
   role: 'designer' | 'agent';

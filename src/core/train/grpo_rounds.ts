@@ -23,7 +23,7 @@ import type { ArchiveRecord, RolloutRecord } from '../spade/run_store.ts';
 import { agentTokenSamples, designerTokenSamples, type TokenSample } from './grpo.ts';
 
 /** Roles whose samples train the policy (hints are written by the same model but not trained, as in the paper). */
-export const TRAINED_ROLES: readonly ModelRole[] = ['designer', 'agent'];
+const TRAINED_ROLES: readonly ModelRole[] = ['designer', 'agent'];
 
 /**
  * Why training would change nothing, per role: the role samples from a model that is not the
@@ -61,7 +61,7 @@ export type WindowConfig = Pick<
  * skill with one design keeps the centre the loop used (its running baseline).
  * `learning_potential` keeps its cycle-time value: its slow EMA is the run's, not the window's.
  */
-export function windowedDesignerAdvantages(d: CycleData, cfg: WindowConfig): (number | null)[] {
+function windowedDesignerAdvantages(d: CycleData, cfg: WindowConfig): (number | null)[] {
   const returns = new Map<number, number[]>();
   for (const r of [...d.rollouts, ...(d.reuse ?? [])])
     if (!r.hinted) returns.set(r.index, [...(returns.get(r.index) ?? []), r.return]);

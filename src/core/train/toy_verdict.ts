@@ -7,7 +7,7 @@
  */
 
 /** The share of wins the last update must reach for the verdict "learned" (as `spade train toy`). */
-export const TOY_LEARNED = 0.8;
+const TOY_LEARNED = 0.8;
 
 const pct = (x: number) => `${Math.round(x * 100)}%`;
 

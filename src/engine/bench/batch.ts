@@ -72,7 +72,7 @@ export async function benchBatchDecode(
 }
 
 /** benchMultiStepDecode's figures for the scheduler at `batch` sequences. */
-export interface BatchMultiStepBench extends MultiStepBench {
+interface BatchMultiStepBench extends MultiStepBench {
   batch: number;
 }
 
@@ -80,6 +80,7 @@ export interface BatchMultiStepBench extends MultiStepBench {
  * DecodeScheduler at `batch` sequences (sampled as the loop's roles: temperature 0.6, top_p 0.95,
  * no stop ids), one read-back per step (K = 1) against `k` steps per read-back, alternating; the
  * prefill is taken out by difference (2 and 2 + tokens tokens per sequence), best of `reps`.
+ * @public (knip: called from a script for docs/benchmarks.md's multi-step figures, not by `spade bench`)
  */
 export async function benchBatchMultiStep(
   e: Engine,

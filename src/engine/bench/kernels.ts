@@ -74,7 +74,7 @@ export async function benchMatmul(
  * (`reps` products in one submission, then one wait), so drift hits all alike; the fastest round
  * of each is kept.
  */
-export async function benchMatmulMs(
+async function benchMatmulMs(
   e: Engine,
   m: number,
   n: number,

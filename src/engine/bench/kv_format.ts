@@ -16,7 +16,7 @@ import type { Engine, Tensor } from '../runtime/runtime.ts';
 import { QWEN25_05B_CONFIG, randomWeights } from './model.ts';
 
 /** Bytes of k and v over every layer of `cfg` for `sequences` × `tokens` tokens in `format`. */
-export function kvCacheBytes(cfg: ModelConfig, sequences: number, tokens: number, format: KvFormat): number {
+function kvCacheBytes(cfg: ModelConfig, sequences: number, tokens: number, format: KvFormat): number {
   const dims = { layers: cfg.numLayers, Hkv: cfg.numKvHeads, D: cfg.headDim };
   return sequences * tokens * kvBytesPerToken(dims, format);
 }

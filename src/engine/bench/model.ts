@@ -311,7 +311,7 @@ export async function benchWeightFormats(
 }
 
 /** One configuration's peak of a LoRA training step, from the engine's allocator. */
-export interface TrainMemoryFigures {
+interface TrainMemoryFigures {
   /** Device bytes the engine held at the step's peak (every pool buffer: base weights, adapter, optimiser, activations) at the full layout. */
   peakBytes: number;
   /** peakBytes / tokens. */

@@ -11,7 +11,7 @@ import { readIds, sample } from '../kernels/sample.ts';
 import type { Engine } from '../runtime/runtime.ts';
 import { sampleTokenFullSort, sampleTokenU, type SampleOptions } from '../kernels/sample_cpu.ts';
 
-export const QWEN_VOCAB = 151_936;
+const QWEN_VOCAB = 151_936;
 
 export interface SamplingBench {
   vocab: number;

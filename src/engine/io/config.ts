@@ -22,7 +22,7 @@ import { ownField } from '../../core/schema.ts';
 
 export type Architecture = 'llama' | 'qwen2' | 'qwen3';
 
-export const HF_ARCHITECTURES: Record<string, Architecture> = {
+const HF_ARCHITECTURES: Record<string, Architecture> = {
   LlamaForCausalLM: 'llama',
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
@@ -34,7 +34,7 @@ const ARCH_CLASS: Record<Architecture, string> = {
 };
 
 /** Llama 3.1-style frequency-dependent RoPE scaling. */
-export interface Llama3RopeScaling {
+interface Llama3RopeScaling {
   type: 'llama3';
   factor: number;
   lowFreqFactor: number;
@@ -143,7 +143,75 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
   const architecture = detectArchitecture(json);
   const j = json as Json;
   const issues: string[] = [];
+  const { int, num, bool, tokenId } = hfFields(j, issues);
 
+  if (isObj(j.text_config)) issues.push('nested text_config (a multimodal model) is not supported');
+  const vocabSize = int('vocab_size');
+  const hiddenSize = int('hidden_size');
+  const intermediateSize = int('intermediate_size');
+  const numLayers = int('num_hidden_layers');
+  const numHeads = int('num_attention_heads');
+  const numKvHeads = int('num_key_value_heads', numHeads);
+  if (numKvHeads > numHeads)
+    issues.push(`num_key_value_heads (${numKvHeads}) must not exceed num_attention_heads (${numHeads})`);
+  else if (numHeads % numKvHeads !== 0)
+    issues.push(`num_attention_heads (${numHeads}) must be a multiple of num_key_value_heads (${numKvHeads})`);
+  const headDim = headDimOf(j, int, issues, architecture, hiddenSize, numHeads);
+  if (headDim % 2 !== 0) issues.push(`head_dim (${headDim}) must be even for RoPE`);
+  const rmsNormEps = num(j, 'rms_norm_eps', 1e-6, '', LIMITS_MIN.rms_norm_eps);
+  const maxPositionEmbeddings = int('max_position_embeddings', 2048);
+
+  const act = j.hidden_act ?? j.hidden_activation ?? 'silu';
+  if (act !== 'silu' && act !== 'swish') issues.push(`hidden_act ${JSON.stringify(act)} is not supported (only silu)`);
+  if (j.mlp_bias === true) issues.push('mlp_bias true is not supported');
+  if (j.use_sliding_window === true) issues.push('use_sliding_window true (sliding-window attention) is not supported');
+  if (typeof j.num_experts === 'number' && j.num_experts > 0)
+    issues.push('mixture-of-experts models are not supported');
+
+  const { ropeTheta, ropeScaling } = ropeOf(j, num, issues);
+
+  const attentionBias = bool('attention_bias', false);
+  const qkvBias = architecture === 'qwen2' ? true : attentionBias;
+  const oBias = architecture === 'qwen2' ? false : attentionBias;
+  const tieWordEmbeddings = bool('tie_word_embeddings', false);
+
+  const bosTokenId = tokenId('bos_token_id');
+  const eosTokenIds = eosTokenIdsOf(j, tokenId, issues);
+  const dtypeRaw = j.torch_dtype ?? j.dtype;
+  const dtype = typeof dtypeRaw === 'string' ? dtypeRaw : null;
+
+  if (issues.length)
+    throw new ModelLoadError(`config.json (${ARCH_CLASS[architecture]}) cannot be used: ${issues.join('; ')}`, {
+      issues,
+    });
+  return {
+    architecture,
+    vocabSize,
+    hiddenSize,
+    intermediateSize,
+    numLayers,
+    numHeads,
+    numKvHeads,
+    headDim,
+    rmsNormEps,
+    ropeTheta,
+    ropeScaling,
+    tieWordEmbeddings,
+    qkvBias,
+    oBias,
+    qkNorm: architecture === 'qwen3',
+    maxPositionEmbeddings,
+    bosTokenId,
+    eosTokenIds,
+    dtype,
+  };
+}
+
+/**
+ * Readers of config.json's fields that note each bad value in `issues`: positive integers (`int`, in
+ * [1, LIMITS]), positive numbers (`num`), booleans and token ids.
+ */
+function hfFields(j: Json, issues: string[]) {
   // Integers in [1, max]; an out-of-range value reads as 1 so later checks stay cheap.
   const int = (key: string, fallback?: number): number => {
     const v = j[key] ?? fallback;
@@ -181,18 +249,27 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
     }
     return v;
   };
+  const tokenId = (key: string): number | null => {
+    const v = j[key];
+    if (v === undefined || v === null) return null;
+    if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return v;
+    issues.push(`${key} must be a token id, got ${JSON.stringify(v)}`);
+    return null;
+  };
+  return { int, num, bool, tokenId };
+}
 
-  if (isObj(j.text_config)) issues.push('nested text_config (a multimodal model) is not supported');
-  const vocabSize = int('vocab_size');
-  const hiddenSize = int('hidden_size');
-  const intermediateSize = int('intermediate_size');
-  const numLayers = int('num_hidden_layers');
-  const numHeads = int('num_attention_heads');
-  const numKvHeads = int('num_key_value_heads', numHeads);
-  if (numKvHeads > numHeads)
-    issues.push(`num_key_value_heads (${numKvHeads}) must not exceed num_attention_heads (${numHeads})`);
-  else if (numHeads % numKvHeads !== 0)
-    issues.push(`num_attention_heads (${numHeads}) must be a multiple of num_key_value_heads (${numKvHeads})`);
+type HfFields = ReturnType<typeof hfFields>;
+
+/** head_dim: as given, else Qwen3's default 128, else hidden_size / num_attention_heads (which must divide). */
+function headDimOf(
+  j: Json,
+  int: HfFields['int'],
+  issues: string[],
+  architecture: Architecture,
+  hiddenSize: number,
+  numHeads: number,
+): number {
   let headDim: number;
   if (j.head_dim !== undefined && j.head_dim !== null) headDim = int('head_dim');
   else if (architecture === 'qwen3') headDim = int('head_dim', 128);
@@ -203,17 +280,15 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
         `hidden_size (${hiddenSize}) is not divisible by num_attention_heads (${numHeads}) and no head_dim is given`,
       );
   }
-  if (headDim % 2 !== 0) issues.push(`head_dim (${headDim}) must be even for RoPE`);
-  const rmsNormEps = num(j, 'rms_norm_eps', 1e-6, '', LIMITS_MIN.rms_norm_eps);
-  const maxPositionEmbeddings = int('max_position_embeddings', 2048);
+  return headDim;
+}
 
-  const act = j.hidden_act ?? j.hidden_activation ?? 'silu';
-  if (act !== 'silu' && act !== 'swish') issues.push(`hidden_act ${JSON.stringify(act)} is not supported (only silu)`);
-  if (j.mlp_bias === true) issues.push('mlp_bias true is not supported');
-  if (j.use_sliding_window === true) issues.push('use_sliding_window true (sliding-window attention) is not supported');
-  if (typeof j.num_experts === 'number' && j.num_experts > 0)
-    issues.push('mixture-of-experts models are not supported');
-
+/** RoPE's theta and scaling (none, or Llama 3.1's); transformers 5 keeps both in rope_parameters. */
+function ropeOf(
+  j: Json,
+  num: HfFields['num'],
+  issues: string[],
+): { ropeTheta: number; ropeScaling: Llama3RopeScaling | null } {
   // RoPE: transformers 5 keeps everything in rope_parameters; 4.x uses rope_theta + rope_scaling.
   const rp = isObj(j.rope_parameters) ? j.rope_parameters : null;
   const ropeTheta =
@@ -244,20 +319,11 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
       issues.push(`RoPE scaling type ${JSON.stringify(type)} is not supported (only llama3 or none)`);
     }
   }
+  return { ropeTheta, ropeScaling };
+}
 
-  const attentionBias = bool('attention_bias', false);
-  const qkvBias = architecture === 'qwen2' ? true : attentionBias;
-  const oBias = architecture === 'qwen2' ? false : attentionBias;
-  const tieWordEmbeddings = bool('tie_word_embeddings', false);
-
-  const tokenId = (key: string): number | null => {
-    const v = j[key];
-    if (v === undefined || v === null) return null;
-    if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return v;
-    issues.push(`${key} must be a token id, got ${JSON.stringify(v)}`);
-    return null;
-  };
-  const bosTokenId = tokenId('bos_token_id');
+/** eos_token_id: one id or a list of them. */
+function eosTokenIdsOf(j: Json, tokenId: HfFields['tokenId'], issues: string[]): number[] {
   let eosTokenIds: number[] = [];
   if (Array.isArray(j.eos_token_id)) {
     eosTokenIds = j.eos_token_id.filter((v): v is number => Number.isSafeInteger(v) && (v as number) >= 0);
@@ -266,34 +332,7 @@ export function modelConfigFromHf(input: unknown): ModelConfig {
     const e = tokenId('eos_token_id');
     if (e !== null) eosTokenIds = [e];
   }
-  const dtypeRaw = j.torch_dtype ?? j.dtype;
-  const dtype = typeof dtypeRaw === 'string' ? dtypeRaw : null;
-
-  if (issues.length)
-    throw new ModelLoadError(`config.json (${ARCH_CLASS[architecture]}) cannot be used: ${issues.join('; ')}`, {
-      issues,
-    });
-  return {
-    architecture,
-    vocabSize,
-    hiddenSize,
-    intermediateSize,
-    numLayers,
-    numHeads,
-    numKvHeads,
-    headDim,
-    rmsNormEps,
-    ropeTheta,
-    ropeScaling,
-    tieWordEmbeddings,
-    qkvBias,
-    oBias,
-    qkNorm: architecture === 'qwen3',
-    maxPositionEmbeddings,
-    bosTokenId,
-    eosTokenIds,
-    dtype,
-  };
+  return eosTokenIds;
 }
 
 /**
@@ -489,7 +528,7 @@ export function checkCheckpointTensors(c: ModelConfig, shapes: Map<string, reado
 }
 
 /** How many issues an error lists (message and data.issues); a hostile file can have millions. */
-export const MAX_LISTED_ISSUES = 10;
+const MAX_LISTED_ISSUES = 10;
 
 /** Longest issue kept whole (a tensor name can be as long as the file's header). */
 const MAX_ISSUE_CHARS = 300;

@@ -31,12 +31,12 @@ import {
 } from './safetensors.ts';
 
 export type InitDType = 'f32' | 'f16' | 'bf16';
-export type InitScheme = 'normal' | 'uniform';
+type InitScheme = 'normal' | 'uniform';
 
 /** Ids of the byte-level tokenizer's special tokens (after the 256 byte tokens). */
-export const BYTE_SPECIAL = { endoftext: 256, imStart: 257, imEnd: 258 } as const;
+const BYTE_SPECIAL = { endoftext: 256, imStart: 257, imEnd: 258 } as const;
 /** Byte tokens + the three specials. */
-export const BYTE_VOCAB = 259;
+const BYTE_VOCAB = 259;
 
 export const CHATML_TEMPLATE =
   "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +

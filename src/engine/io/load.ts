@@ -46,7 +46,7 @@ export interface LoadProgress {
 export type LoadProgressFn = (p: LoadProgress) => void;
 
 /** Reads files one after another, reporting overall progress. */
-export class ProgressReader {
+class ProgressReader {
   private done = 0;
   private filesDone = 0;
   private sealed = false;

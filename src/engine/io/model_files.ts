@@ -45,7 +45,7 @@ export const TOKENIZER_CONFIG_FILE = 'tokenizer_config.json';
 export const CHAT_TEMPLATE_FILE = 'chat_template.jinja';
 
 /** The files a checkpoint may have at its root, probed when a source cannot list itself. */
-export const STANDARD_FILES = [
+const STANDARD_FILES = [
   CONFIG_FILE,
   'generation_config.json',
   TOKENIZER_FILE,
@@ -265,7 +265,7 @@ export class UrlModelFiles implements ModelFiles {
 
 const REPO = /^[\w.-]+(\/[\w.-]+)?$/;
 
-export const HF_BASE = 'https://huggingface.co';
+const HF_BASE = 'https://huggingface.co';
 
 /** Files of a Hugging Face Hub repository at a revision (branch, tag or commit). */
 export function huggingFaceFiles(

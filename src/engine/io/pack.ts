@@ -30,7 +30,7 @@ export const WEIGHT_FORMATS: readonly WeightFormat[] = ['f32', 'bf16', 'f16', 'q
 /** Elements per q4 group (and per f16 scale), as MLC's q4f16_1. */
 export const Q4_GROUP = 32;
 /** The q4 zero point: codes 0..14 stand for −7..7 times the group's scale. */
-export const Q4_OFFSET = 7;
+const Q4_OFFSET = 7;
 
 /** A weight (N, K) in a packed format: `words` holds the codes (and, for q4, the scales after them). */
 export interface PackedWeight {
@@ -72,7 +72,7 @@ export function packedWords(rows: number, cols: number, format: WeightFormat): n
 }
 
 /** The tensors a format packs: every linear weight and the embedding table (also the tied LM head). */
-export const PACKED_ROLES: ReadonlySet<TensorRole> = new Set<TensorRole>([
+const PACKED_ROLES: ReadonlySet<TensorRole> = new Set<TensorRole>([
   'embed',
   'q_proj',
   'k_proj',

@@ -38,7 +38,7 @@ export interface LoraConfig {
   targets: LoraModule[];
 }
 
-export interface LoraTensor {
+interface LoraTensor {
   /** A: (r, in); B: (out, r). */
   shape: number[];
   data: Float32Array;
@@ -101,7 +101,7 @@ export function loraModuleDims(c: ModelConfig, module: LoraModule): { in: number
  * (out, r), data lengths match, every value is finite. Throws ModelLoadError listing the issues
  * by PEFT tensor name; `source` says where the adapter came from (file names) in the message.
  */
-export function validateLoraAdapter(adapter: LoraAdapter, model?: ModelConfig, source?: string): void {
+function validateLoraAdapter(adapter: LoraAdapter, model?: ModelConfig, source?: string): void {
   const issues: string[] = [];
   const { r, alpha, targets } = adapter.config;
   if (!Number.isSafeInteger(r) || r < 1) issues.push(`r must be a positive integer, got ${r}`);

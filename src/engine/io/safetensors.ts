@@ -29,7 +29,7 @@ import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, floatToHalf } from './float16
 
 export type SafetensorsDType = 'F32' | 'F16' | 'BF16';
 
-export const SUPPORTED_DTYPES: readonly SafetensorsDType[] = ['F32', 'F16', 'BF16'];
+const SUPPORTED_DTYPES: readonly SafetensorsDType[] = ['F32', 'F16', 'BF16'];
 const DTYPE_BYTES: Record<SafetensorsDType, number> = { F32: 4, F16: 2, BF16: 2 };
 /** dtypes defined by the safetensors format that this engine does not load. */
 const KNOWN_UNSUPPORTED = new Set([
@@ -53,9 +53,9 @@ const KNOWN_UNSUPPORTED = new Set([
 ]);
 
 /** The largest header accepted (the reference implementation uses the same limit). */
-export const MAX_HEADER_BYTES = 100 * 1024 * 1024;
+const MAX_HEADER_BYTES = 100 * 1024 * 1024;
 
-export type SafetensorsErrorCode =
+type SafetensorsErrorCode =
   | 'truncated'
   | 'header-too-large'
   | 'header-encoding'
@@ -90,7 +90,7 @@ export interface TensorInfo {
   end: number;
 }
 
-export interface SafetensorsHeader {
+interface SafetensorsHeader {
   /** Byte offset of the data section within the file (8 + header length). */
   dataOffset: number;
   metadata: Record<string, string>;
@@ -113,7 +113,7 @@ const asBytes = (src: ArrayBuffer | Uint8Array): Uint8Array =>
   src instanceof Uint8Array ? new Uint8Array(src.buffer, src.byteOffset, src.byteLength) : new Uint8Array(src);
 
 /** Header length from the first 8 bytes, checked against the limit (and the file size when known). */
-export function readHeaderLength(bytes: Uint8Array, fileSize: number = bytes.length): number {
+function readHeaderLength(bytes: Uint8Array, fileSize: number = bytes.length): number {
   if (bytes.length < 8 || fileSize < 8)
     fail('truncated', `safetensors file is ${fileSize} bytes: too short to hold the 8-byte header length`);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, 8);
@@ -138,7 +138,7 @@ const isSafeNonNegInt = (v: unknown): v is number => typeof v === 'number' && Nu
  * Parse and check the header. `bytes` must hold at least the first 8 + N bytes; `fileSize` is the
  * whole file's size (defaults to bytes.length), used to check that every tensor lies inside the file.
  */
-export function parseSafetensorsHeader(src: ArrayBuffer | Uint8Array, fileSize?: number): SafetensorsHeader {
+function parseSafetensorsHeader(src: ArrayBuffer | Uint8Array, fileSize?: number): SafetensorsHeader {
   const bytes = asBytes(src);
   const size = fileSize ?? bytes.length;
   const n = readHeaderLength(bytes, size);
@@ -254,7 +254,7 @@ function copyBytes(file: SafetensorsFile, t: TensorInfo): ArrayBuffer {
  * The tensor's stored bytes as a view into the file (no copy, not necessarily aligned): for
  * uploading straight to the GPU (`queue.writeBuffer(buf, 0, view)`).
  */
-export function tensorBytes(file: SafetensorsFile, name: string): Uint8Array {
+function tensorBytes(file: SafetensorsFile, name: string): Uint8Array {
   const t = info(file, name);
   const a = file.dataOffset + t.begin;
   const b = file.dataOffset + t.end;
@@ -290,12 +290,12 @@ export function tensorF16(file: SafetensorsFile, name: string): Uint16Array {
   return rawToF16(tensorRaw(file, name));
 }
 
-export function rawToF32(r: RawTensor): Float32Array {
+function rawToF32(r: RawTensor): Float32Array {
   if (r.dtype === 'F32') return r.data as Float32Array;
   return r.dtype === 'F16' ? f16ToF32(r.data as Uint16Array) : bf16ToF32(r.data as Uint16Array);
 }
 
-export function rawToF16(r: RawTensor): Uint16Array {
+function rawToF16(r: RawTensor): Uint16Array {
   if (r.dtype === 'F16') return r.data as Uint16Array;
   if (r.dtype === 'F32') return f32ToF16(r.data as Float32Array);
   const src = r.data as Uint16Array;

@@ -57,8 +57,8 @@ export function chatTemplateFromConfig(config: unknown, name = 'default'): strin
 }
 
 /** Where a chat template came from, for messages. */
-export const CONFIG_TEMPLATE_SOURCE = 'tokenizer_config.json chat_template';
-export const JINJA_TEMPLATE_SOURCE = 'chat_template.jinja';
+const CONFIG_TEMPLATE_SOURCE = 'tokenizer_config.json chat_template';
+const JINJA_TEMPLATE_SOURCE = 'chat_template.jinja';
 
 /**
  * Bounds on one render of a chat template, which is code from the checkpoint. Real templates take
@@ -184,7 +184,7 @@ const strftimeTemplate = new Template('{{ strftime_now(format) }}');
 const strftimeNow = (format: unknown): string => strftimeTemplate.render({ format: String(format) });
 
 /** Parse a chat template; ModelLoadError naming `source` when it is too long or does not parse. */
-export function parseChatTemplate(template: string, source = CONFIG_TEMPLATE_SOURCE): Template {
+function parseChatTemplate(template: string, source = CONFIG_TEMPLATE_SOURCE): Template {
   if (template.length > TEMPLATE_LIMITS.sourceChars)
     throw new ModelLoadError(
       `The chat template (${source}) is ${template.length.toLocaleString('en')} characters, over the ${TEMPLATE_LIMITS.sourceChars.toLocaleString('en')} accepted; use the checkpoint's original template.`,
@@ -251,7 +251,7 @@ export function renderChatTemplate(
 }
 
 /** Bounds on the regular expressions a tokenizer.json may carry (Split, Replace patterns). */
-export const TOKENIZER_REGEX_LIMITS = {
+const TOKENIZER_REGEX_LIMITS = {
   /** Characters per pattern (real pre-tokenizer patterns are a few hundred). */
   chars: 2048,
   /** Patterns in one tokenizer.json. */
@@ -327,7 +327,7 @@ export function regexHazard(pattern: string): string | null {
  * pre_tokenizer, post_processor or decoder) before it is compiled: ModelLoadError naming the
  * pattern's place and text when one is too long, too many, or can backtrack catastrophically.
  */
-export function screenTokenizerRegexes(tokenizerJson: Json): void {
+function screenTokenizerRegexes(tokenizerJson: Json): void {
   const found: { path: string; pattern: unknown }[] = [];
   const stack: { path: string; v: unknown }[] = ['normalizer', 'pre_tokenizer', 'post_processor', 'decoder'].map(
     (k) => ({ path: k, v: tokenizerJson[k] }),

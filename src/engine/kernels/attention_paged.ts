@@ -84,13 +84,13 @@ export function groupWidth(Hq: number, Hkv: number): number {
  * loops over every key. From 256 on the single pass already covers every unit a few times over and
  * a split would add a dispatch and the partials' round trip for little gain.
  */
-export const SPLIT_BELOW_WORKGROUPS = 256;
+const SPLIT_BELOW_WORKGROUPS = 256;
 /**
  * Fewest keys per split: a split pays a fixed cost (q load, two reductions, a (2 + D)-float partial
  * written and read back) that 256 keys (4 chunks of WG, 256·2·D floats of K/V read) make small. So
  * a batch splits only when its longest row has ≥ 2·256 = 512 keys, into ⌊keys / 256⌋ splits.
  */
-export const MIN_SPLIT_KEYS = 256;
+const MIN_SPLIT_KEYS = 256;
 
 /** Splits of each row's keys, and keys per split (split s covers keys [s·splitKeys, (s + 1)·splitKeys)). */
 export interface SplitPlan {
@@ -171,7 +171,7 @@ function checkArgs(d: AttentionPagedDims, sizes: { q: number; kStore: number; vS
 }
 
 /** Store row of key j of sequence s (kv_pages.ts). */
-export function pagedRow(b: Pick<PagedBatch, 'pages' | 'maxPages' | 'pageSize'>, s: number, j: number): number {
+function pagedRow(b: Pick<PagedBatch, 'pages' | 'maxPages' | 'pageSize'>, s: number, j: number): number {
   return b.pages[s * b.maxPages + Math.floor(j / b.pageSize)]! * b.pageSize + (j % b.pageSize);
 }
 

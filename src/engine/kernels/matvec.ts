@@ -56,7 +56,7 @@ type Mode = 'plain' | 'fused' | 'glu';
 type Format = 'f32' | PackedFormat;
 
 /** Elements of K one thread reads per step: 8 (packed), 4 (f32 with K % 4 == 0: vec4), else 1. */
-export const matvecChunk = (format: Format, k: number): number => (format !== 'f32' ? 8 : k % 4 === 0 ? 4 : 1);
+const matvecChunk = (format: Format, k: number): number => (format !== 'f32' ? 8 : k % 4 === 0 ? 4 : 1);
 
 /**
  * Threads per column on a GPU, from K alone (so a column's summation order — hence its value — does

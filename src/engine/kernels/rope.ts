@@ -22,7 +22,7 @@ const shader = preprocessWgsl(ropeShader, { ROPE_KERNEL: true }, 'rope.wgsl');
 
 const WG = 64;
 
-export type RopeScaling =
+type RopeScaling =
   /** All frequencies divided by `factor` (position interpolation). */
   | { type: 'linear'; factor: number }
   /** Llama 3.1+: long wavelengths divided by `factor`, short ones kept, a smooth blend between. */

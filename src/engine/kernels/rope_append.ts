@@ -88,7 +88,7 @@ const F16_MAX = 65504;
  * x rounded to the nearest f16 value (ties to even), as WGSL's pack2x16float stores it, after
  * clamping to ±65504 as rope_append.wgsl does (pack2x16float's result is undefined beyond).
  */
-export const roundF16 = (x: number): number => halfToFloat(floatToHalf(Math.min(F16_MAX, Math.max(-F16_MAX, x))));
+const roundF16 = (x: number): number => halfToFloat(floatToHalf(Math.min(F16_MAX, Math.max(-F16_MAX, x))));
 
 /**
  * CPU reference. qkv (N, (Hq + 2·Hkv)·D), freqs (D/2,) → q (N, Hq, D); writes k and v into

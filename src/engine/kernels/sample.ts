@@ -31,7 +31,7 @@ import shader from './sample.wgsl?raw';
 import { wgslOnce } from './wgsl_preprocess.ts';
 
 /** The id a row holding NaN or ±Infinity gets on the GPU. */
-export const NON_FINITE_ID = 0xffffffff;
+const NON_FINITE_ID = 0xffffffff;
 /**
  * Logits per chunk (one workgroup of the row-wide passes): 4,096 on GPUs (37 workgroups per
  * row at V = 151,936); 16,384 on software adapters, where each workgroup's barriers cost more
@@ -175,7 +175,7 @@ export function sample(
 }
 
 /** NonFiniteLogitsError if any id is the GPU sampler's NON_FINITE marker. */
-export function checkSampledIds(ids: ArrayLike<number>, rowOffset = 0): void {
+function checkSampledIds(ids: ArrayLike<number>, rowOffset = 0): void {
   for (let r = 0; r < ids.length; r++)
     if (ids[r] === NON_FINITE_ID) {
       const row = r + rowOffset;

@@ -71,18 +71,13 @@ export interface LabEngineOptions {
 export const MODEL_PATHS = ['fast', 'reference'] as const;
 export type ModelPath = (typeof MODEL_PATHS)[number];
 
-export const AGENT_LR = 3e-3;
+const AGENT_LR = 3e-3;
 /** The init std of both roles' fresh models (LabEngineOptions.std). */
-export const MODEL_STD = 0.2;
-export const DESIGNER_LR = 5e-3;
+const MODEL_STD = 0.2;
+const DESIGNER_LR = 5e-3;
 
 /** A role on a fresh tiny model: its chat model (vocabulary `allowed`), a PolicyTrainer over its adapter and its scorer. */
-export async function enginePolicy(
-  allowed: string,
-  seed: number,
-  lr: number,
-  o: LabEngineOptions = {},
-): Promise<LabPolicy> {
+async function enginePolicy(allowed: string, seed: number, lr: number, o: LabEngineOptions = {}): Promise<LabPolicy> {
   const m = await toyModel(allowed, { seed, layers: o.layers ?? 2, hidden: o.hidden ?? 16, std: o.std ?? MODEL_STD });
   const temperature = o.temperature ?? 1;
   if ((o.path ?? 'fast') === 'fast') {
@@ -147,7 +142,7 @@ export async function engineLabDeps(
  * The fresh agent of a seed (the same for every arm: its model depends only on the seed); its
  * learning rate the run's, else the space's (the climb's 1e-3), else AGENT_LR.
  */
-export async function freshAgent(seed: number, o: LabEngineOptions & { space?: SpaceName } = {}): Promise<LabPolicy> {
+async function freshAgent(seed: number, o: LabEngineOptions & { space?: SpaceName } = {}): Promise<LabPolicy> {
   const lr = o.agentLr ?? SPACE[o.space ?? LAB_LOOP_DEFAULTS.space].agentLr ?? AGENT_LR;
   return enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), lr, o);
 }
@@ -187,7 +182,7 @@ export async function runLabSeed(
 }
 
 /** A finished lab as the comparison reads it. */
-export function seedRun(lab: LabLoop, arm: string, seconds: number): SeedRun {
+function seedRun(lab: LabLoop, arm: string, seconds: number): SeedRun {
   const h = lab.history;
   return {
     seed: lab.settings.seed,
@@ -225,7 +220,7 @@ export interface LearningCheck {
 }
 
 /** The win rate that counts as mastering a level in the learning-curve check. */
-export const MASTERY = 0.8;
+const MASTERY = 0.8;
 
 /** Plays per arm of the check's closing hinted/unhinted comparison. */
 export const CHECK_PLAYS = 16;

@@ -137,7 +137,7 @@ export interface ToyUpdate {
 }
 
 /** What a resumed run needs: the adapter (PEFT files), the optimiser state and the next update. */
-export interface ToyState {
+interface ToyState {
   update: number;
   adapterConfigJson: string;
   adapterWeights: Uint8Array;

@@ -7,7 +7,7 @@
  */
 
 /** Added to a disallowed id's logit. */
-export const MASKED_LOGIT = -1e9;
+const MASKED_LOGIT = -1e9;
 
 /** The additive logit bias (V,) that allows only `allowed` (undefined: no constraint). */
 export function allowedTokenBias(vocab: number, allowed: readonly number[] | undefined): Float32Array | undefined {

@@ -5,6 +5,6 @@
  * submitted once per step). The model (model.ts) never knows which one it runs on. Importers take
  * all of it from here.
  */
-export type { MatOpts, NllBackwardOpts, Ops } from './ops_interface.ts';
+export type { Ops } from './ops_interface.ts';
 export { CpuOps, type CpuTensor } from './cpu_ops.ts';
 export { GpuOps } from './gpu_ops.ts';

@@ -75,9 +75,6 @@ export interface GrpoSample {
   temperature?: number;
 }
 
-/** The earlier name: a sample with promptLen and no old log-probs is an on-policy completion. */
-export type TokenSample = GrpoSample;
-
 export interface TrainOptions {
   /** Paper: 1e-6 for full fine-tuning; a LoRA adapter needs about 100× that (default 1e-4). */
   lr?: number;

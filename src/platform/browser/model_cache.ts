@@ -9,7 +9,7 @@
  */
 import type { ModelFileCache } from '../../engine/engine_api.ts';
 
-export const MODEL_CACHE_NAME = 'spade-models-v1';
+const MODEL_CACHE_NAME = 'spade-models-v1';
 
 export interface CachedModelFile {
   url: string;

@@ -89,7 +89,7 @@ const TIMEOUT_GRACE_MS = 5000;
 /** How long unload() waits for web-llm to free the GPU before terminating the worker anyway. */
 const UNLOAD_GRACE_MS = 3000;
 
-export function createLlmWorker(): LlmWorkerLike {
+function createLlmWorker(): LlmWorkerLike {
   return new Worker(new URL('../../../workers/llm.worker.ts', import.meta.url), {
     type: 'module',
     name: 'spade-webllm',
@@ -111,7 +111,7 @@ function contextWindowOf(record: ModelRecord): number {
 }
 
 /** web-llm chatOpts for a record: the catalog's larger window where it differs from the record's. */
-export function chatOptsFor(record: ModelRecord): WebLlmChatOptions | undefined {
+function chatOptsFor(record: ModelRecord): WebLlmChatOptions | undefined {
   const window = contextWindowOf(record);
   return window !== record.overrides?.context_window_size ? { context_window_size: window } : undefined;
 }

@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { acquireGpu, type GpuContext } from '../../engine/engine_api.ts';
 
-export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
 let gpuObject: GPU | null = null;
 

@@ -119,33 +119,6 @@ export async function readRegularText(path: string, limit?: number, advice?: str
 }
 
 /**
- * Refuse `path` unless it is absent or a regular file (without reading it): for files opened by
- * something else afterwards (an append, a truncation).
- */
-export async function checkRegular(path: string): Promise<void> {
-  let fh: FileHandle;
-  try {
-    fh = await open(path, fs.O_RDONLY | fs.O_NONBLOCK);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return;
-    if (code === 'ENXIO' || code === 'EOPNOTSUPP')
-      throw new SpecialFileError(`${path} is a socket or device, not a regular file.`, { path });
-    throw new StorageError(`cannot open ${path}: ${(err as Error).message}`, { path });
-  }
-  try {
-    const st = await fh.stat();
-    if (!st.isFile())
-      throw new SpecialFileError(`${path} is ${kindOf(st)}, not a regular file; it was left alone.`, {
-        path,
-        kind: kindOf(st),
-      });
-  } finally {
-    await fh.close().catch(() => undefined);
-  }
-}
-
-/**
  * A file a person named on the command line (`--config`, `--memory`, `--replay`, a corpus,
  * `--combine`): its text, read as readRegularText reads it (at most `limit` bytes); a file that is
  * not there is a UsageError naming the flag.

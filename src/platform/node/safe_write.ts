@@ -22,7 +22,7 @@ import { kindOf } from './regular_file.ts';
 /** What to do with a link found where a run writes. */
 const ADVICE = 'Replace it with a copy of the file (or folder), or continue in a new --out.';
 
-export function symlinkRefused(path: string): LinkedFileError {
+function symlinkRefused(path: string): LinkedFileError {
   return new LinkedFileError(
     `${path} is a symbolic link; a run directory is written only in its own files, never through a link (it may point anywhere). ${ADVICE}`,
     { path, kind: 'symbolic link' },

@@ -19,7 +19,7 @@
  *   npx vitest run tests/unit/webllm.test.ts
  */
 
-export type WebLlmQuantization = 'q4f16_1' | 'q4f32_1';
+type WebLlmQuantization = 'q4f16_1' | 'q4f32_1';
 
 export interface WebLlmCatalogEntry {
   /** web-llm model_id (the key of its prebuilt model record). */

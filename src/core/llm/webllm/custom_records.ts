@@ -10,7 +10,7 @@ import { expected, saying, Wire } from '../../wire_schema.ts';
 import { findCatalogEntry } from './catalog.ts';
 import type { FeasibilityInput } from './feasibility.ts';
 
-export const CUSTOM_LIMITS = { maxVramMB: 65536, minContext: 256, maxContext: 131072, maxIdLength: 128 } as const;
+const CUSTOM_LIMITS = { maxVramMB: 65536, minContext: 256, maxContext: 131072, maxIdLength: 128 } as const;
 
 const URL_WORDS = 'an https:// URL (http:// is allowed only for localhost)';
 

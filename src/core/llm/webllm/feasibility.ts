@@ -6,7 +6,7 @@
 import { precisionTwin, WEBLLM_CATALOG, type WebLlmCatalogEntry } from './catalog.ts';
 
 /** web-llm's runtime refuses to start below these limits (detectGPUDevice in web-llm 0.2.86). */
-export const WEBLLM_MIN_LIMITS = {
+const WEBLLM_MIN_LIMITS = {
   /** It asks for 1 GiB and falls back to 256 MiB. */
   maxBufferSize: 256 * 2 ** 20,
   /** It asks for 1 GiB and falls back to 128 MiB. */

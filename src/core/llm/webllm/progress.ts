@@ -5,7 +5,7 @@
  */
 import type { InitProgressReport } from '@mlc-ai/web-llm';
 
-export type DownloadStage = 'preparing' | 'fetching' | 'loading' | 'shaders' | 'done';
+type DownloadStage = 'preparing' | 'fetching' | 'loading' | 'shaders' | 'done';
 
 export interface DownloadProgress {
   /** 0..100, whole numbers, of the current stage. */

@@ -96,7 +96,7 @@ export function ownOriginHosts(bindHost: string, interfaces: readonly string[]):
 }
 
 /** The host name of a Host header value (`name:port`, `[v6]:port`), lower-cased; null when malformed. */
-export function hostName(header: string): string | null {
+function hostName(header: string): string | null {
   const h = header.trim().toLowerCase();
   if (h === '' || h.length > 255) return null;
   if (h.startsWith('[')) {
@@ -111,7 +111,7 @@ export function hostName(header: string): string | null {
 }
 
 /** An origin in its canonical form (`scheme://host[:port]`, default ports left out), or null when it is not one. */
-export function canonicalOrigin(origin: string): string | null {
+function canonicalOrigin(origin: string): string | null {
   if (origin.length > 2048) return null;
   let u: URL;
   try {

@@ -60,7 +60,7 @@ export function scoresOf(rec: EnvRecord): EnvScores {
 }
 
 /** The weight an environment gets under `rule` (uniform: 1; regret: max(0, regret); learnability: as scored). */
-export function sampleWeight(rec: EnvRecord, rule: SampleRule): number {
+function sampleWeight(rec: EnvRecord, rule: SampleRule): number {
   if (rule === 'uniform') return 1;
   const s = scoresOf(rec);
   const w = (rule === 'regret' ? s.regret : s.learnability) ?? 0;
@@ -104,9 +104,9 @@ export function drawFor(seed: number | null, episodeId: string | null): number {
 }
 
 /** One source named on the command line. */
-export type SourceKind = 'seeds' | 'envset' | 'link' | 'envfile' | 'rundir';
+type SourceKind = 'seeds' | 'envset' | 'link' | 'envfile' | 'rundir';
 
-export function sourceKind(source: string): SourceKind {
+function sourceKind(source: string): SourceKind {
   if (source === 'seeds') return 'seeds';
   if (/[#&]set=|^set=/.test(source)) return 'link';
   if (source.endsWith('.json')) return 'envset';
@@ -185,7 +185,7 @@ function assertRunDir(dir: string): void {
  * What a watched run directory's archive holds that is new since the last read (archive_tail.ts:
  * only appended bytes are read; a replaced or truncated archive is read whole), as catalog entries.
  */
-export async function readRunDirTail(dir: string, tail: ArchiveTail, runId: string): Promise<SourceRead> {
+async function readRunDirTail(dir: string, tail: ArchiveTail, runId: string): Promise<SourceRead> {
   const read = await tail.read();
   if (read.mode === 'missing') assertRunDir(dir);
   const records = runEnvRecords(runId, read.records);
@@ -199,7 +199,7 @@ export async function readRunDirTail(dir: string, tail: ArchiveTail, runId: stri
 }
 
 /** Run ids for run directories: the base name, or `name~2`, … when another directory has it. */
-export function runIds(dirs: readonly string[]): Map<string, string> {
+function runIds(dirs: readonly string[]): Map<string, string> {
   const out = new Map<string, string>();
   const taken = new Set<string>();
   for (const d of dirs) {

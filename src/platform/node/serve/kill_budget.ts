@@ -30,12 +30,15 @@ import { killedByOwnCall } from './env_instance.ts';
  * the environment keeps doing it, and each kill costs every neighbour on the worker a replay.
  */
 export const MAX_SESSION_KILLS = 2;
-/** Watchdog kills one HTTP client address may cause within KILL_WINDOW_MS (as a session may). */
+/**
+ * Watchdog kills one HTTP client address may cause within KILL_WINDOW_MS (as a session may).
+ * @alias a policy of its own that is, by choice, the session's (knip: not a duplicate export)
+ */
 export const MAX_CLIENT_KILLS = MAX_SESSION_KILLS;
 /** Watchdog kills one environment's HTTP calls may cause within KILL_WINDOW_MS, from every address together. */
 export const MAX_ENV_KILLS = 4;
 /** How long an HTTP kill counts against its client and environment (10 minutes). */
-export const KILL_WINDOW_MS = 10 * 60_000;
+const KILL_WINDOW_MS = 10 * 60_000;
 /** Keys a budget remembers at most; past it the least recently charged are forgotten. */
 const MAX_KEYS = 4096;
 

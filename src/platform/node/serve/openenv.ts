@@ -52,13 +52,13 @@ export interface SpadeAction {
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Deepest level of a client's value echoed back in an error's `input` (deeper levels are summarised). */
-export const ECHO_DEPTH = 3;
+const ECHO_DEPTH = 3;
 /** Most items of a list (or keys of an object) echoed back; the rest are counted. */
-export const ECHO_ITEMS = 8;
+const ECHO_ITEMS = 8;
 /** Longest string (or key) echoed back: enough to recognise the value, never the client's whole payload. */
-export const ECHO_CHARS = 200;
+const ECHO_CHARS = 200;
 /** Most entries of one validation error list (an object of 100 000 extra keys is one line, not 100 000). */
-export const MAX_FIELD_ERRORS = 20;
+const MAX_FIELD_ERRORS = 20;
 
 const cut = (s: string): string => (s.length > ECHO_CHARS ? `${s.slice(0, ECHO_CHARS)}… (${s.length} characters)` : s);
 
@@ -67,7 +67,7 @@ const cut = (s: string): string => (s.length > ECHO_CHARS ? `${s.slice(0, ECHO_C
  * and ECHO_CHARS per string, so what is sent back is small whatever was received (a 20 000-deep
  * list is `[[["[list of 1]"]]]`). Built on a null-prototype object, so a `__proto__` key is data.
  */
-export function echo(v: unknown, depth = 0): unknown {
+function echo(v: unknown, depth = 0): unknown {
   if (typeof v === 'string') return cut(v);
   if (v === null || typeof v === 'number' || typeof v === 'boolean') return v;
   if (typeof v !== 'object') return `(${typeof v})`;
@@ -118,7 +118,7 @@ export class ProtocolValidationError extends Error {
 }
 
 /** The longest reply (JSON characters) sent: far above any observation the sandbox lets out (64 KiB). */
-export const MAX_REPLY_CHARS = 16 * 2 ** 20;
+const MAX_REPLY_CHARS = 16 * 2 ** 20;
 
 /**
  * A reply as JSON text, never a throw: a value that cannot be encoded (a cycle, a BigInt, nesting
@@ -298,10 +298,10 @@ export function parseStepRequest(data: unknown): { action: SpadeAction; params: 
  * (100) anyway, and a value this deep is never a real call; refusing it here keeps re-encoding it
  * (actionText) off the stack's edge.
  */
-export const MAX_ARGUMENT_DEPTH = 64;
+const MAX_ARGUMENT_DEPTH = 64;
 
 /** True when `v` has lists or objects nested more than `max` deep (iterative: no recursion on hostile input). */
-export function nestedPast(v: unknown, max: number): boolean {
+function nestedPast(v: unknown, max: number): boolean {
   const stack: [unknown, number][] = [[v, 1]];
   while (stack.length) {
     const [x, d] = stack.pop()!;

@@ -29,8 +29,6 @@ import { Episodes, MAX_REPLAY_CHARS } from './episodes.ts';
 import { HttpRoutes } from './http_routes.ts';
 import { WsSessions } from './ws_sessions.ts';
 
-export { isLoopback } from './access.ts';
-
 export interface ServeOptions {
   catalog: EnvCatalog;
   host?: string;
@@ -88,7 +86,7 @@ export function sessionsPerWorker(limits: SandboxLimits): number {
  * The check every served environment passes before it is offered: it loads and resets (seed 0)
  * within the sandbox limits. Returns null, or what failed.
  */
-export function loadAndReset(
+function loadAndReset(
   pool: SandboxPool,
   maxTurns: number,
   limits: SandboxLimits,

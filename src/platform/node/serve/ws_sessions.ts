@@ -27,8 +27,6 @@ import {
   WS_ERROR,
 } from './openenv.ts';
 
-export { MAX_SESSION_KILLS } from './kill_budget.ts';
-
 export interface Session {
   id: string;
   ws: WebSocket;
