@@ -418,12 +418,6 @@ export class RunState implements RunView {
     await this.load();
   }
 
-  /** The rollouts of one finished cycle (from the store). */
-  async rolloutsOf(cycle: number): Promise<RolloutRecord[]> {
-    if (!this.runId) return [];
-    return (await new StoreRunStore(this.store, this.runId).readRollouts()).filter((r) => r.cycle === cycle);
-  }
-
   /** The whole run as one run file (JSON text), or null when there is no run. */
   async exportJson(): Promise<string | null> {
     const file = await this.runFile();
