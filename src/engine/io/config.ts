@@ -283,13 +283,15 @@ function headDimOf(
   return headDim;
 }
 
-/** RoPE's theta and scaling (none, or Llama 3.1's); transformers 5 keeps both in rope_parameters. */
+/**
+ * RoPE's theta and scaling (none, or Llama 3.1's): transformers 5 keeps everything in
+ * rope_parameters; 4.x uses rope_theta + rope_scaling.
+ */
 function ropeOf(
   j: Json,
   num: HfFields['num'],
   issues: string[],
 ): { ropeTheta: number; ropeScaling: Llama3RopeScaling | null } {
-  // RoPE: transformers 5 keeps everything in rope_parameters; 4.x uses rope_theta + rope_scaling.
   const rp = isObj(j.rope_parameters) ? j.rope_parameters : null;
   const ropeTheta =
     rp && rp.rope_theta !== undefined ? num(rp, 'rope_theta', 10000, 'rope_parameters.') : num(j, 'rope_theta', 10000);
