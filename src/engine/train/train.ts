@@ -474,6 +474,85 @@ export class LoraTrainer<X> {
   }
 
   /**
+   * One sample of a packed forward (its rows from `off`; L rows in all): the LM head, the NLL and the
+   * GRPO weights on its P trained positions only, chunk by chunk, each chunk's loss terms appended
+   * to `stats` from row `row0`, and ∂L/∂hn at those rows scattered into `dhn` (L, C) (made when
+   * undefined). `base`: log π_base of the sample (the KL term), freed here. Returns stats and dhn.
+   */
+  private sampleGrad(
+    p: Prepared,
+    hn: X,
+    off: number,
+    L: number,
+    base: X | undefined,
+    invN: number,
+    stats: X,
+    row0: number,
+    dhn: X | undefined,
+  ): { stats: X; dhn: X } {
+    const { model } = this;
+    const ops = model.ops;
+    const beta = this.o('klCoef');
+    const cap = this.o('tisCap');
+    const C = model.cfg.hiddenSize;
+    // the LM head, the NLL and the GRPO weights run on the P trained positions only
+    const q = this.trainedRows(p);
+    const P = q.input.length;
+    const at = off === 0 ? p.positions : p.positions.map((t) => off + t); // rows of the forward
+    const info = new Float32Array(3 * P); // (P, 3): trained 1, log π_old, TIS weight
+    p.positions.forEach((_, j) => {
+      info[3 * j] = 1;
+      info[3 * j + 1] = p.old ? p.old[j]! : 0;
+      info[3 * j + 2] = p.tis ? tisWeight(p.tis[j]!, cap) : 1;
+    });
+    const infoT = ops.upload([P, 3], info);
+    const w: GrpoWeightOptions = {
+      advantage: p.advantage,
+      invN,
+      clipLow: this.o('clipLow'),
+      clipHigh: this.o('clipHigh'),
+      beta,
+      onPolicy: !p.old,
+      maxLogRatio: MAX_LOG_RATIO,
+    };
+    const hnT = this.gatherRows(hn, at, L); // (P, C)
+    let dhT: X | undefined; // ∂L/∂hn at the trained positions (P, C), filled chunk by chunk
+    this.headChunks(hnT, q, (r0, R, z, logp, lse) => {
+      const infoC = R === P ? infoT : ops.rows(infoT, r0, R);
+      const baseC = base && R !== P ? ops.rows(base, r0, R) : base;
+      const g = ops.grpoWeights(logp, infoC, baseC, w);
+      stats = ops.appendRows(stats, row0 + r0, g.stats);
+      // ∂L/∂z over the chunk, in place of z, with the 1/T of z = (logits + bias) / T folded in
+      const dz = ops.nllBackward(z, q.targets.slice(r0, r0 + R), g.w, lse, {
+        upstream: 1 / p.temperature,
+        inPlace: true,
+      });
+      const dh = model.headBackward(dz); // (R, C)
+      if (R === P) dhT = dh;
+      else {
+        dhT = ops.appendRows(dhT ?? ops.zeros([P, C]), r0, dh);
+        ops.free(dh);
+      }
+      ops.free(g.w, g.stats);
+      if (dz !== z) ops.free(dz);
+      if (infoC !== infoT) ops.free(infoC);
+      if (baseC && baseC !== base) ops.free(baseC);
+    });
+    if (hnT !== hn) ops.free(hnT);
+    const dhnOut = this.scatterRows(dhT!, at, L, dhn);
+    ops.free(infoT);
+    if (base) ops.free(base);
+    const rows = this.chunkRows(P);
+    if (rows < P) {
+      // submit, then destroy the chunk-sized buffers: idle in the pool they would add a chunk's
+      // logits to the next sample's head and to the backward's peak (sizes the layers never ask for)
+      ops.flush();
+      ops.trim((rows - 1) * model.cfg.vocabSize * 4);
+    }
+    return { stats, dhn: dhnOut };
+  }
+
+  /**
    * Loss, statistics and summed gradients of one minibatch at the current adapter (no update).
    * Samples without old log-probs count as on-policy (ratio 1).
    */
@@ -519,63 +598,9 @@ export class LoraTrainer<X> {
       let dhn: X | undefined = group.length > 1 ? ops.zeros([L, C]) : undefined;
       let off = 0; // the sample's first row in the forward
       for (const [gi, p] of group.entries()) {
-        // the LM head, the NLL and the GRPO weights run on the P trained positions only
-        const q = this.trainedRows(p);
-        const P = q.input.length;
-        const at = off === 0 ? p.positions : p.positions.map((t) => off + t); // rows of the forward
-        const base = bases?.[gi];
-        const info = new Float32Array(3 * P); // (P, 3): trained 1, log π_old, TIS weight
-        p.positions.forEach((_, j) => {
-          info[3 * j] = 1;
-          info[3 * j + 1] = p.old ? p.old[j]! : 0;
-          info[3 * j + 2] = p.tis ? tisWeight(p.tis[j]!, cap) : 1;
-        });
-        const infoT = ops.upload([P, 3], info);
-        const w: GrpoWeightOptions = {
-          advantage: p.advantage,
-          invN: 1 / N,
-          clipLow: this.o('clipLow'),
-          clipHigh: this.o('clipHigh'),
-          beta,
-          onPolicy: !p.old,
-          maxLogRatio: MAX_LOG_RATIO,
-        };
-        const hnT = this.gatherRows(tape.hn, at, L); // (P, C)
-        let dhT: X | undefined; // ∂L/∂hn at the trained positions (P, C), filled chunk by chunk
-        this.headChunks(hnT, q, (r0, R, z, logp, lse) => {
-          const infoC = R === P ? infoT : ops.rows(infoT, r0, R);
-          const baseC = base && R !== P ? ops.rows(base, r0, R) : base;
-          const g = ops.grpoWeights(logp, infoC, baseC, w);
-          stats = ops.appendRows(stats, row0 + r0, g.stats);
-          // ∂L/∂z over the chunk, in place of z, with the 1/T of z = (logits + bias) / T folded in
-          const dz = ops.nllBackward(z, q.targets.slice(r0, r0 + R), g.w, lse, {
-            upstream: 1 / p.temperature,
-            inPlace: true,
-          });
-          const dh = model.headBackward(dz); // (R, C)
-          if (R === P) dhT = dh;
-          else {
-            dhT = ops.appendRows(dhT ?? ops.zeros([P, C]), r0, dh);
-            ops.free(dh);
-          }
-          ops.free(g.w, g.stats);
-          if (dz !== z) ops.free(dz);
-          if (infoC !== infoT) ops.free(infoC);
-          if (baseC && baseC !== base) ops.free(baseC);
-        });
-        if (hnT !== tape.hn) ops.free(hnT);
-        dhn = this.scatterRows(dhT!, at, L, dhn);
-        ops.free(infoT);
-        if (base) ops.free(base);
-        const rows = this.chunkRows(P);
-        if (rows < P) {
-          // submit, then destroy the chunk-sized buffers: idle in the pool they would add a chunk's
-          // logits to the next sample's head and to the backward's peak (sizes the layers never ask for)
-          ops.flush();
-          ops.trim((rows - 1) * model.cfg.vocabSize * 4);
-        }
+        ({ stats, dhn } = this.sampleGrad(p, tape.hn, off, L, bases?.[gi], 1 / N, stats, row0, dhn));
         off += p.input.length;
-        row0 += P;
+        row0 += p.positions.length;
       }
       model.backwardHidden(tape, dhn!, grads);
       ops.free(dhn!);
