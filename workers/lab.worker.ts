@@ -13,7 +13,9 @@
  * Several labs live side by side under a key (the panel's run, and one per seed and designer for
  * "Compare designers"); one runs at a time. check() runs a family's learning-curve check
  * (roles.ts learningCheck, as `spade lab check`). run() streams events through a comlink proxy callback and stops
- * between cycles when pause() was called. Created by
+ * between cycles when pause() was called — also when the pause came between two run() calls (the panel runs
+ * a cycle a call): the request stands until a run() takes it, or pause(false) withdraws it before a new
+ * run starts. Created by
  * `new Worker(new URL('../../workers/lab.worker.ts', import.meta.url), { type: 'module' })`.
  */
 import {
@@ -68,8 +70,11 @@ export interface LabWorkerApi {
   check(family: number, seed: number, cycles: number, space: SpaceName): Promise<LearningCheck>;
   /** The dead-seed screen of a seed (its fresh agent on the space's easiest level, as `spade lab compare`). */
   screen(seed: number, space: SpaceName): Promise<ScreenResult>;
-  /** Stop the running lab after its current cycle. */
-  pause(): void;
+  /**
+   * Stop the running lab after its current cycle, or the next run() before its first (the request
+   * stands until a run takes it); pause(false) withdraws a request (a new ▶ starts with it).
+   */
+  pause(on?: boolean): void;
   /** Forget lab `key` (every lab when omitted), unloading its probe environments. */
   reset(key?: string): Promise<void>;
 }
@@ -149,7 +154,6 @@ const api: LabWorkerApi = {
     checkLabSettings({ temperature, levels, plays, probePlays });
     if (running) throw new Error('The lab is already running; pause it first.');
     running = true;
-    pauseRequested = false;
     const emit = (e: LabEvent) => void Promise.resolve(onEvent(e)).catch(() => undefined);
     try {
       const lab = await labFor(key, settings);
@@ -162,7 +166,10 @@ const api: LabWorkerApi = {
       const perCycle = s.levels * s.plays * 2 + lab.probeLevels().length * s.probePlays; // plays of both arms, probe
       while (lab.history.length < cycles) {
         await yieldToMessages();
-        if (pauseRequested) return { cycles: lab.history.length, paused: true };
+        if (pauseRequested) {
+          pauseRequested = false;
+          return { cycles: lab.history.length, paused: true };
+        }
         const cycle = lab.history.length + 1;
         let episodes = 0;
         let last = 0;
@@ -204,8 +211,8 @@ const api: LabWorkerApi = {
       running = false;
     }
   },
-  pause() {
-    pauseRequested = true;
+  pause(on = true) {
+    pauseRequested = on;
   },
   async reset(key) {
     for (const k of key === undefined ? [...labs.keys()] : [key]) {

@@ -263,7 +263,8 @@ export class LabState {
   /** Whether random levels run beside the chosen designer (not when it is random itself). */
   hasBeside = $derived(this.settings.designer !== BESIDE);
 
-  private remote(): Comlink.Remote<LabWorkerApi> {
+  /** The Lab's worker (started on first use): one lab runs at a time, the race's included. */
+  remote(): Comlink.Remote<LabWorkerApi> {
     if (!this.api) {
       const worker = new Worker(new URL('../../workers/lab.worker.ts', import.meta.url), {
         type: 'module',
@@ -314,6 +315,7 @@ export class LabState {
     this.status = 'running';
     this.error = null;
     try {
+      await this.remote().pause(false); // a pause left from an earlier run does not stop this one
       for (let c = this.main.history.length + 1; c <= s.cycles; c++) {
         const r = await this.remote().run('main', lab(s), c, Comlink.proxy(this.onEvent));
         if (r.paused) return void (this.status = 'paused');
@@ -442,6 +444,7 @@ export class LabState {
     this.compareStatus = 'running';
     this.error = null;
     try {
+      await this.remote().pause(false);
       for (const row of this.compare) {
         if (row.status === 'done' || row.status === 'screened') continue;
         let screen = this.screens.find((x) => x.seed === row.seed);
@@ -510,9 +513,10 @@ export class LabState {
 /** The worker's key of a comparison row. */
 const compareKey = (r: Pick<CompareRow, 'seed' | 'designer'>) => `cmp:${r.seed}:${r.designer}`;
 
-/** The worker's part of the settings. */
-function lab(s: LabChoices): LabSettings {
+/** The worker's part of the settings (the curriculum only for the hand designer, whose levels it is). */
+export function lab(s: LabChoices): LabSettings {
   return {
+    ...(s.designer === 'hand' ? { curriculum: s.curriculum } : {}),
     seed: s.seed,
     designer: s.designer,
     space: s.space,

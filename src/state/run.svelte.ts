@@ -387,21 +387,6 @@ export class RunState implements RunView {
     this.status = 'done';
   }
 
-  // App.svelte's handles on the review, read on the run (App.svelte is edited elsewhere; once it uses
-  // run.review, these go)
-  get opened() {
-    return this.review.opened;
-  }
-  get openError() {
-    return this.review.openError;
-  }
-  set openError(message: string | null) {
-    this.review.openError = message;
-  }
-  openRunUrl(url: string): Promise<boolean> {
-    return this.review.openRunUrl(url);
-  }
-
   /** Leave the opened run file and bring this browser's own run back. */
   async closeOpened(): Promise<void> {
     this.review.close();

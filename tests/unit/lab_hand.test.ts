@@ -15,6 +15,7 @@ import {
   type RaceScore,
 } from '../../src/core/lab/hand.ts';
 import { LabLoop, type CycleReport } from '../../src/core/lab/lab.ts';
+import { checkAppRecord } from '../../src/core/spade/app_records.ts';
 import { CHAIN_SPACE, SPACE } from '../../src/core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { engineLabDeps } from '../../src/engine/lab/roles.ts';
@@ -140,5 +141,32 @@ describe('the race and the class board', () => {
       `"'=HYPERLINK(""x"")",3,climb,4,8,16,2,0.125,0,1,96,10,aabb.bbcc,"https://x.test/#lab.hand=aabb.bbcc&lab.who=a,b"`,
     );
     expect(lines[2]).toBe('Ana,3,climb,4,8,16,2,,,,,,aabb.bbcc,"https://x.test/#lab.hand=aabb.bbcc&lab.who=a,b"');
+    // the stored form: app_records' check takes both rows as they are, and refuses a score out of range
+    const stored = [row, { ...row, who: 'Ana', score: null }];
+    expect(checkAppRecord('settings', 'classBoard', stored)).toEqual(stored);
+    expect(() => checkAppRecord('settings', 'classBoard', [{ ...row, score: { ...row.score!, mean: 2 } }])).toThrow(
+      /mean/,
+    );
+  });
+});
+
+describe('a race from a pasted link', () => {
+  it('reads the seed, K, N, P, the curriculum and the name; refuses what is no race, saying why', async () => {
+    const { raceFromLink } = await import('../../src/state/hand_race.svelte.ts');
+    expect(
+      raceFromLink('https://x.test/spade/#panel=lab&lab.seed=3&lab.K=2&lab.hand=ab.ac&lab.who=%3Cb%3EA%3C%2Fb%3E'),
+    ).toEqual({
+      ok: true,
+      race: { seed: 3, levels: 2, plays: 8, probePlays: 16, curriculum: 'ab.ac', who: '<b>A</b>' },
+    });
+    expect(raceFromLink('#lab.K=2')).toEqual({ ok: false, message: 'the link has no hand-made curriculum (lab.hand)' });
+    const bad = (hash: string) => {
+      const r = raceFromLink(hash);
+      return r.ok ? 'ok' : r.message;
+    };
+    expect(bad('#lab.hand=aaaa.%3Cscript%3E')).toMatch(/cycle 2 of the curriculum has 8 levels/);
+    expect(bad('#lab.K=1&lab.hand=a.%3C')).toMatch(/names "<", which is no level/);
+    expect(bad(`#lab.K=1&lab.hand=${'a.'.repeat(2000)}a`)).toMatch(/no hand-made curriculum/); // over the link's limit: dropped
+    expect(bad('#lab.K=9&lab.hand=aaaa')).toBe('ok'); // a bad K is dropped from the link: the default (4) reads it
   });
 });

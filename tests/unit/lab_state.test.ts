@@ -292,6 +292,7 @@ describe('the climb in the panel', () => {
     const fake: Partial<LabWorkerApi> = {
       screen: async (seed) => ({ seed, level: 'F4 L0 A3 D0', wins: 3, plays: 64, pass: true }),
       reset: async () => undefined,
+      pause: () => undefined,
       run: async (key, settings, cycles, onEvent: (e: LabEvent) => void) => {
         onEvent({ type: 'probe0', key, probe: probe(-1), ms: 1 });
         const row = lab.compare.find((r) => `cmp:${r.seed}:${r.designer}` === key)!;

@@ -142,7 +142,7 @@ export interface Interval {
   hi: number;
 }
 
-export interface PairComparison {
+interface PairComparison {
   /** Per seed (in seed order): the arm's gain minus the other's. */
   diffs: number[];
   interval: Interval;
@@ -150,7 +150,7 @@ export interface PairComparison {
   pass: boolean;
 }
 
-export interface ArmFigures {
+interface ArmFigures {
   perSeed: number[];
   interval: Interval;
   /** The gain over the probe's hardest half, when the runs have it. */
@@ -238,12 +238,12 @@ export function stageEnds(
 const curveOf = (r: SeedRun, metric: 'mean' | 'topHalf') => (metric === 'topHalf' ? (r.hardCurve ?? r.curve) : r.curve);
 
 /** The curve up to the last cycle whose agent steps are at most `steps` (later cycles unprobed). */
-export function curveAtSteps(curve: readonly (number | null)[], stepsCurve: readonly number[], steps: number) {
+function curveAtSteps(curve: readonly (number | null)[], stepsCurve: readonly number[], steps: number) {
   return curve.map((x, c) => ((stepsCurve[c] ?? Infinity) <= steps ? x : null));
 }
 
 /** The first probed cycle at which the curve reaches `target`: its plays (cycle × plays a cycle) and steps; nulls: never. */
-export function toTargetOf(r: SeedRun, curve: readonly (number | null)[], target = TARGET) {
+function toTargetOf(r: SeedRun, curve: readonly (number | null)[], target = TARGET) {
   const c = curve.findIndex((x) => x !== null && x >= target);
   const cycles = curve.length - 1;
   if (c < 0 || !r.stepsCurve || r.plays === undefined) return { plays: null, steps: null };

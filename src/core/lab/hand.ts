@@ -11,13 +11,11 @@
  * pasted in, exported as CSV). Pure: no DOM, no model.
  */
 import { ConfigError } from '../errors.ts';
-import type { Infer } from '../schema.ts';
-import type { BOARD_ROW } from '../spade/app_records.ts';
 import type { Level } from './families.ts';
 import type { LevelSpace } from './spaces.ts';
 
 /** The most cycles a curriculum holds (the Lab's longest run). */
-export const MAX_CURRICULUM_CYCLES = 400;
+const MAX_CURRICULUM_CYCLES = 400;
 /** The longest curriculum text: MAX_CURRICULUM_CYCLES groups of at most 8 levels and their separators. */
 export const MAX_CURRICULUM_CHARS = MAX_CURRICULUM_CYCLES * 9;
 /** The longest author name a link carries. */
@@ -122,8 +120,25 @@ export function raceOrder<T extends { arm: string; score: RaceScore | null }>(ro
     .map((x) => x.r);
 }
 
-/** One row of the class board: a curriculum from a link and what its replay scored (its stored form is app_records.ts BOARD_ROW). */
-export type BoardRow = Infer<typeof BOARD_ROW>;
+/**
+ * One row of the class board: a curriculum from a link and what its replay scored. Stored as
+ * core/spade/app_records.ts's BOARD_ROW checks it (lab_hand.test.ts: a row this type allows passes it).
+ */
+export interface BoardRow {
+  /** Who made it (the link's `lab.who`, plain text; '' when unnamed). */
+  who: string;
+  seed: number;
+  space: string;
+  levels: number;
+  plays: number;
+  probePlays: number;
+  cycles: number;
+  curriculum: string;
+  /** The link it came from. */
+  link: string;
+  /** Its replayed score, null until replayed. */
+  score: RaceScore | null;
+}
 
 const csvCell = (v: unknown) => {
   const s = String(v ?? '');

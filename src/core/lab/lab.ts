@@ -217,7 +217,7 @@ export interface LabLoopDeps {
  * space whose designer sees the agent, `rung` is the agent's frontier — its lowest rung not yet
  * mastered (LabLoop.frontierRung), written as a letter — so a policy can follow it.
  */
-export const designerPrompt = (family: number, rung: number | null = null): ChatMessage[] => [
+const designerPrompt = (family: number, rung: number | null = null): ChatMessage[] => [
   { role: 'user', content: rung === null ? `F${family}:` : `F${family} m${String.fromCharCode(97 + rung)}:` },
 ];
 
@@ -225,10 +225,10 @@ export const designerPrompt = (family: number, rung: number | null = null): Chat
 export const MASTERED = 0.5;
 
 /** PLR's settings: rank temperature β of the learnability score and the staleness mix ρ (Jiang et al. 2021). */
-export const PLR = { beta: 0.3, rho: 0.3 } as const;
+const PLR = { beta: 0.3, rho: 0.3 } as const;
 
 /** The oracle as a ChatModel (the hinted arm by default): oracleReply on the conversation. */
-export const ORACLE: ChatModel = {
+const ORACLE: ChatModel = {
   backend: 'scripted',
   model: 'oracle',
   capabilities: { streaming: false, logprobs: false, trainable: false, contextWindow: 4096 },
@@ -244,12 +244,12 @@ export const ORACLE: ChatModel = {
  * The win rates that make a level "in band" for the control's edits: at least one win (1 of N counts)
  * and at most 85% (the method's positive-example band, whose lower end 0.15 dropped levels won 1 of 8).
  */
-export const MEMORY_BAND = { minWins: 1, max: 0.85 } as const;
+const MEMORY_BAND = { minWins: 1, max: 0.85 } as const;
 
 /** The win rate from which the edit slot moves one knob up (ACCEL: edit what the agent can already do). */
 export const EDIT_FROM = 0.5;
 
-export const median = (xs: readonly number[]) => {
+const median = (xs: readonly number[]) => {
   if (!xs.length) return 0;
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -868,7 +868,7 @@ export class LabLoop {
 }
 
 /** The probe's figures from its per-level means. */
-export function probeReport(space: LevelSpace, levels: readonly Level[], byLevel: number[]): ProbeReport {
+function probeReport(space: LevelSpace, levels: readonly Level[], byLevel: number[]): ProbeReport {
   const byStage = space.stages.map((_, st) => mean(byLevel.filter((_, i) => space.stageOf(levels[i]!) === st)));
   return {
     byLevel,
@@ -889,7 +889,7 @@ export interface ScreenResult {
 }
 
 /** Plays of the dead-seed screen (pre-registered: docs/lab.md). */
-export const SCREEN_PLAYS = 64;
+const SCREEN_PLAYS = 64;
 
 /**
  * The dead-seed screen, the same for every arm (it reads only the seed's fresh agent): the untrained
@@ -933,11 +933,11 @@ export interface LabSummary {
 }
 
 /** The last probe of a lab (the cycle-0 probe when no cycle was probed yet). */
-export const lastProbe = (lab: Pick<LabLoop, 'history' | 'initialProbe'>): ProbeReport | null =>
+const lastProbe = (lab: Pick<LabLoop, 'history' | 'initialProbe'>): ProbeReport | null =>
   lab.history.findLast((c) => c.probe)?.probe ?? lab.initialProbe;
 
 /** Whether cycle `c` (1-based) of a run of `cycles` is probed: every probeEvery-th, and the last two (the gain's). */
-export const probedCycle = (c: number, cycles: number, probeEvery: number) => c % probeEvery === 0 || c >= cycles - 1;
+const probedCycle = (c: number, cycles: number, probeEvery: number) => c % probeEvery === 0 || c >= cycles - 1;
 
 /** The CLI's headline numbers: the probe before training and the last one; the first and last cycle's mean designed level. */
 export function summarise(lab: Pick<LabLoop, 'history' | 'initialProbe'>): LabSummary {

@@ -165,10 +165,7 @@ export function parseLabField<K extends LabKey | LabRunKey>(
  * Every range problem of the settings given (keys without a Field are not looked at), each named as
  * `name(key)` says — `--temperature` at the CLI; an empty list when every value is in its range.
  */
-export function labSettingProblems(
-  s: Readonly<Record<string, unknown>>,
-  name: (key: string) => string = (k) => k,
-): string[] {
+function labSettingProblems(s: Readonly<Record<string, unknown>>, name: (key: string) => string = (k) => k): string[] {
   const out: string[] = [];
   for (const key of Object.keys(s)) {
     const f = labField(key);

@@ -102,7 +102,7 @@ const STATE_WITH_TRACES = custom('a run state', (v, at, r) => {
 });
 
 /** The Run panel's pointer to the run a reload resumes. */
-export const ACTIVE_RUN = object({ runId: RUN_ID, iterations: int(0, MAX_RUN_CYCLE) });
+const ACTIVE_RUN = object({ runId: RUN_ID, iterations: int(0, MAX_RUN_CYCLE) });
 
 /** A JSON object of settings: AppState validates its fields itself (invalid ones are reset with a notice). */
 const CONFIG_RECORD = custom<Record<string, unknown>>('an object of settings', (v, at, r) => {
@@ -149,7 +149,7 @@ const TRAINING_RECORD = asStored(
  * A row of the Lab's class board (core/lab/hand.ts): a hand-made curriculum from a link, its settings
  * and, once replayed, its score. Every text is shown as text; the link is never followed by itself.
  */
-export const BOARD_ROW = object({
+const BOARD_ROW = object({
   who: str(),
   seed: int(0, 2 ** 31 - 1),
   space: str(),
@@ -180,7 +180,7 @@ interface Entry {
 }
 
 /** The table: every record the app reads from its store. Envsets are read by saved_sets.ts (damaged ones listed there). */
-export const APP_RECORDS: readonly Entry[] = [
+const APP_RECORDS: readonly Entry[] = [
   { collection: 'settings', key: 'config', what: 'settings', schema: CONFIG_RECORD },
   { collection: 'settings', key: 'theme', what: 'theme', schema: oneOf(THEMES) },
   { collection: 'settings', key: 'activeRun', what: 'the run to resume', schema: ACTIVE_RUN },
@@ -213,7 +213,7 @@ export const APP_RECORDS: readonly Entry[] = [
 ];
 
 /** The entry for a record, or undefined for records this table does not list (read as stored). */
-export function appRecordEntry(collection: Collection, key: string): Entry | undefined {
+function appRecordEntry(collection: Collection, key: string): Entry | undefined {
   return APP_RECORDS.find(
     (e) => e.collection === collection && (typeof e.key === 'string' ? e.key === key : e.key.test(key)),
   );
