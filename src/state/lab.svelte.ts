@@ -212,6 +212,38 @@ export function climbText(space: LevelSpace, topRung: readonly (number | null)[]
   return seen.filter((x, i) => i === 0 || x !== seen[i - 1]).join(' → ') || '–';
 }
 
+/**
+ * What the designer did in a cycle and why, in words a newcomer reads: the levels it wrote (by their
+ * stage, "length 4"), which were replays or its edit, how often the agent won each, and the reward
+ * that follows. "Cycle 3: the designer wrote length 3, length 4, length 4 and edited length 5; the
+ * agent won 6 of 8, 3 of 8, 4 of 8 and 0 of 8 plays. Its reward (learnability) is highest for levels
+ * won about half the time: 0.83 this cycle."
+ */
+export function designerNarration(space: LevelSpace, r: CycleReport, estimator: string, designer = 'learned'): string {
+  const name = (d: CycleReport['designs'][number]) =>
+    d.level ? (space.stages[space.stageOf(d.level)] ?? d.description ?? '?') : `an invalid level “${d.text}”`;
+  const list = (xs: string[]) => (xs.length < 2 ? (xs[0] ?? '') : `${xs.slice(0, -1).join(', ')} and ${xs.at(-1)}`);
+  const own = r.designs.filter((d) => !d.replay && !d.explore).map(name);
+  const parts = [
+    ...(own.length ? [`wrote ${list(own)}`] : []),
+    ...r.designs.filter((d) => d.explore).map((d) => `edited up to ${name(d)}`),
+    ...(r.designs.some((d) => d.replay)
+      ? [`replayed ${list(r.designs.filter((d) => d.replay).map(name))} from its buffer`]
+      : []),
+  ];
+  const wins = list(
+    r.designs
+      .filter((d) => d.level)
+      .map((d) => `${Math.round((d.winRate ?? 0) * d.noHint.length)} of ${d.noHint.length}`),
+  );
+  const why =
+    estimator === 'learnability'
+      ? 'Its reward (learnability) is highest for levels the agent wins about half the time — hard enough to teach, easy enough to win'
+      : `Its reward (${estimator}) scores each level by the agent's plays with and without the hint`;
+  const who = designer === 'learned' ? 'the designer' : `the ${designer} designer`;
+  return `Cycle ${r.cycle}: ${who} ${list(parts)}; the agent won ${wins} plays. ${why}: ${r.meanDesignerReward.toFixed(2)} this cycle.`;
+}
+
 /** One line on the hint for a user: what it is, and who reads it. */
 export const HINT_NOTE = `The hint is a strategy, never the episode's code (the lock's: "${hintText({ family: 2, L: 0, A: 3, D: 0 })}"); it is read by an oracle — a scripted player that follows it exactly, standing in for a pretrained model's instruction following (a fresh tiny model cannot read it) — so it never hurts, and regret is how much of the level the agent has still to learn.`;
 

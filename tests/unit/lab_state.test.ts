@@ -323,3 +323,39 @@ describe('the climb in the panel', () => {
     expect(r.gainAtEqualSteps!.gated!.steps).toEqual([6]);
   });
 });
+
+describe("the designer's cycle in words", () => {
+  it('names the levels written, the edit and the replays by their stage, the wins of each and the reward', async () => {
+    const { designerNarration } = await import('../../src/state/lab.svelte.ts');
+    const { SPACE } = await import('../../src/core/lab/spaces.ts');
+    const lvl = (L: number) => ({ family: 4, L, A: 3, D: 0 });
+    const d = (L: number | null, wins: number, extra: object = {}) => ({
+      index: 0,
+      text: L === null ? 'z' : 'x',
+      explore: false,
+      trained: false,
+      level: L === null ? null : lvl(L),
+      description: null,
+      difficulty: null,
+      noHint: Array.from({ length: 8 }, (_, j) => (j < wins ? 1 : 0)),
+      withHint: [],
+      winRate: wins / 8,
+      regret: null,
+      raw: 0,
+      advantage: 0,
+      ...extra,
+    });
+    const report = {
+      cycle: 3,
+      family: 4,
+      designs: [d(1, 6, { replay: true }), d(2, 3), d(2, 4), d(3, 0, { explore: true })],
+      meanDesignerReward: 0.8312,
+    } as unknown as CycleReport;
+    expect(designerNarration(SPACE.climb, report, 'learnability')).toBe(
+      'Cycle 3: the designer wrote length 4 and length 4, edited up to length 5 and replayed length 3 from its buffer; the agent won 6 of 8, 3 of 8, 4 of 8 and 0 of 8 plays. Its reward (learnability) is highest for levels the agent wins about half the time — hard enough to teach, easy enough to win: 0.83 this cycle.',
+    );
+    expect(designerNarration(SPACE.climb, report, 'paper_blend', 'gated')).toMatch(
+      /^Cycle 3: the gated designer wrote .* Its reward \(paper_blend\) scores each level by the agent's plays with and without the hint: 0\.83 this cycle\.$/,
+    );
+  });
+});
