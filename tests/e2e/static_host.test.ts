@@ -1,7 +1,8 @@
 // The built app put at a URL by anyone (#40 item 6): dist/ served by a plain static file server (node's
 // http, serveStatic: no rewrites, no fallback page) under a sub-path, /spade/ as GitHub Pages hosts a
 // project, and under a site's root. There the first screen renders with nothing asked for outside the
-// path, the one-click Lucky Digit demo finishes, and a share link made there opens there. After that one
+// path, the one-click Lucky Digit demo finishes, the self-play start runs the Lab (its worker and sandbox
+// loaded from under the path), and a share link made there opens there. After that one
 // visit, with the network cut (Playwright offline), a second load still opens the app and plays a seed
 // environment to the win, and the default corpus still loads. A new build deployed to the same folder
 // is offered as "A new version is available — Reload", and Reload (from the keyboard) switches to it.
@@ -113,6 +114,16 @@ for (const prefix of ['/spade/', '/']) {
         const { statusTexts } = await noDownloadStart(page);
         expect(statusTexts.some((s) => /update \d of 8/.test(s))).toBe(true);
         expect(await page.getByTestId('verdict').textContent()).toMatch(/winning digit 7/);
+
+        // the primary start, self-play: the Lab's worker and its sandbox load from under the path too
+        await page.getByTestId('intro-selfplay').click();
+        await expect.poll(() => page.getByTestId('lab-levels-1').count(), { timeout: 240_000 }).toBe(1);
+        await page.getByTestId('lab-pause').click();
+        await expect
+          .poll(() => page.getByTestId('lab-status').textContent(), { timeout: 240_000 })
+          .toMatch(/paused|done/);
+        expect(asked.filter((p) => !p.startsWith(prefix))).toEqual([]);
+        expect(server.missing).toEqual([]);
 
         // a share link made here carries this path, and opens here in a fresh browser
         await page.getByRole('tab', { name: 'Environments' }).click();
