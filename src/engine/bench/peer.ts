@@ -60,7 +60,8 @@ async function ensureWebGpuGlobals(): Promise<void> {
   if (g.GPUBufferUsage !== undefined && g.GPUMapMode !== undefined && g.GPUShaderStage !== undefined) return;
   // Node without nodeGpu(): borrow the constants from the `webgpu` package (plain numbers).
   const spec = 'webgpu';
-  // eslint-disable-next-line no-restricted-syntax -- a package by name, kept out of Vite's graph (Node only)
+  // a package by name, kept out of Vite's graph (Node only): a computed import eslint.config.js allows
+  // in this file, in this shape (COMPUTED_IMPORT_ALLOWED)
   const { globals } = (await import(/* @vite-ignore */ spec)) as { globals: Record<string, unknown> };
   for (const [key, value] of Object.entries(globals)) if (g[key] === undefined) g[key] = value;
 }
