@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Compiles the Lab's WebAssembly kernels, src/engine/lab/tiny_kernels.wat, with wabt (a dev
-// dependency) into src/engine/lab/tiny_kernels_wasm.ts (the module's bytes as base64, committed, so
+// Compiles the Lab's WebAssembly kernels, src/engine/tiny/tiny_kernels.wat, with wabt (a dev
+// dependency) into src/engine/tiny/tiny_kernels_wasm.ts (the module's bytes as base64, committed, so
 // neither the app nor the CLI needs wabt). With --check it writes nothing and exits 1 when the
 // committed file is not the .wat's compile (tests/unit/tiny_lm.test.ts makes the same comparison
 // through generate()).
@@ -8,8 +8,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import wabtInit from 'wabt';
 
-const wat = new URL('../src/engine/lab/tiny_kernels.wat', import.meta.url);
-const out = new URL('../src/engine/lab/tiny_kernels_wasm.ts', import.meta.url);
+const wat = new URL('../src/engine/tiny/tiny_kernels.wat', import.meta.url);
+const out = new URL('../src/engine/tiny/tiny_kernels_wasm.ts', import.meta.url);
 
 /** The generated module's text for the .wat's current source. */
 export async function generate() {

@@ -730,10 +730,10 @@ export const MUTANTS = [
     test: 'tests/unit/lab_compare.test.ts',
     why: "the t-interval uses the sample sd (n − 1), else it is too narrow on the Lab's 5–10 seeds",
   },
-  // --- the Lab's fast path on WebAssembly (src/engine/lab; #39 item 10) ---
+  // --- the Lab's fast path on WebAssembly (src/engine/tiny; #39 item 10) ---
   {
     id: 'lab-kernels-never-created',
-    file: 'src/engine/lab/tiny_kernels.ts',
+    file: 'src/engine/tiny/tiny_kernels.ts',
     find: 'if (!WebAssembly.validate(bytes)) return null;',
     replace: 'if (WebAssembly.validate(bytes)) return null;',
     test: 'tests/unit/tiny_lm.test.ts',
@@ -741,7 +741,7 @@ export const MUTANTS = [
   },
   {
     id: 'lab-tiny-lm-kernels-off-by-default',
-    file: 'src/engine/lab/tiny_lm.ts',
+    file: 'src/engine/tiny/tiny_lm.ts',
     find: 'this.kernel = o.wasm === false ? null : TinyKernels.create();',
     replace: 'this.kernel = o.wasm ? TinyKernels.create() : null;',
     test: 'tests/unit/tiny_lm.test.ts',
@@ -749,7 +749,7 @@ export const MUTANTS = [
   },
   {
     id: 'lab-kernel-pair-row-misses-last-key',
-    file: 'src/engine/lab/tiny_kernels.ts',
+    file: 'src/engine/tiny/tiny_kernels.ts',
     find: 'const nb = pair ? na + 1 : na;',
     replace: 'const nb = na;',
     test: 'tests/unit/tiny_lm.test.ts',
@@ -757,7 +757,7 @@ export const MUTANTS = [
   },
   {
     id: 'lab-tiny-chat-logprob-ignores-temperature',
-    file: 'src/engine/lab/tiny_chat.ts',
+    file: 'src/engine/tiny/tiny_chat.ts',
     find: 'const z = t !== 1 ? Float32Array.from(logits, (x) => x * (1 / t)) : logits;',
     replace: 'const z = logits;',
     test: 'tests/unit/tiny_lm.test.ts',
@@ -765,7 +765,7 @@ export const MUTANTS = [
   },
   {
     id: 'lab-tiny-chat-sampler-ignores-temperature',
-    file: 'src/engine/lab/tiny_chat.ts',
+    file: 'src/engine/tiny/tiny_chat.ts',
     find: 'sum += p[i] = Math.exp((logits[i]! - max) / t);',
     replace: 'sum += p[i] = Math.exp(logits[i]! - max);',
     test: 'tests/unit/tiny_lm.test.ts',

@@ -3,9 +3,9 @@
  * references (CpuOps: the lab's two models are 2 layers × hidden 16, where a GPU dispatch would cost
  * more than the arithmetic) and the in-process QuickJS sandbox (createSandboxWorkerApi: generated
  * environments still run only in QuickJS, here inside this worker). Nothing is downloaded: both
- * models are made from the seed on the spot (engine/lab/toy_train.ts's toyModel, the `engine init` path).
+ * models are made from the seed on the spot (engine/tiny/tiny_model.ts's tinyModel, the `engine init` path).
  *
- * The models and trainers are built by engine/lab/roles.ts, as `spade lab` builds them (the
+ * The models and trainers are built by src/lab/roles.ts, as `spade lab` builds them (the
  * trainers at the lab's sampling temperature), so a browser run prints the CLI's numbers for the
  * same settings. run() refuses settings outside their ranges (core/lab/settings.ts checkLabSettings:
  * a ConfigError naming each) before it builds anything, as the link and the CLI do.
@@ -27,7 +27,7 @@ import {
 } from '../src/core/lab/lab.ts';
 import type { EnvRunner } from '../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../src/core/sandbox/worker_api.ts';
-import { engineLabDeps, learningCheck, screenLabSeed, type LearningCheck } from '../src/engine/engine_api.ts';
+import { engineLabDeps, learningCheck, screenLabSeed, type LearningCheck } from '../src/lab/roles.ts';
 import type { ScreenResult } from '../src/core/lab/lab.ts';
 import { checkLabSettings } from '../src/core/lab/settings.ts';
 import type { SpaceName } from '../src/core/lab/spaces.ts';

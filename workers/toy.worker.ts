@@ -1,5 +1,5 @@
 /**
- * The toy learning demo's worker (the first screen's "no download" start): engine/lab/toy_train.ts's
+ * The toy learning demo's worker (the first screen's "no download" start): engine/tiny/toy_train.ts's
  * toyTrain — the `spade train toy` proof — off the page, on the engine's CPU references (CpuOps, as
  * the CLI runs it by default) and the in-process QuickJS sandbox. A tiny fresh model is made from the
  * seed on the spot, plays "Lucky Digit" 16 times per update and is trained by GRPO on its own plays;

@@ -1,6 +1,6 @@
 /**
  * `spade bench lab [--cycles N] [--rounds R] [--seed S] [--json]` — the Lab's fast path
- * (engine/lab/tiny_lm.ts) against the reference path (LocalChatModel on the engine's CPU references
+ * (engine/tiny/tiny_lm.ts) against the reference path (LocalChatModel on the engine's CPU references
  * and LoraTrainer, what the Lab ran before), measured alternately in one run: each round runs a fresh
  * Lab on the same seed and the Lab's default settings for N cycles on one path, then on the other
  * (the order swapping every round), after one untimed warm-up cycle of each. Both paths go through
@@ -20,7 +20,8 @@
 import { hashSeed } from '../core/rng.ts';
 import { LAB_LOOP_DEFAULTS, LabLoop, type CycleReport } from '../core/lab/lab.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
-import { engineLabDeps, type ModelPath } from '../engine/engine_api.ts';
+import type { ModelPath } from '../engine/engine_api.ts';
+import { engineLabDeps } from '../lab/roles.ts';
 import { formatSeconds } from '../core/spade/run_progress.ts';
 import { UsageError } from '../core/errors.ts';
 import { intFlag, JSON_FLAG, type Args, type CommandSpec, type Io } from './args.ts';

@@ -1,7 +1,7 @@
 /**
  * `spade lab` (also `spade micro`, its older name) — the Lab (src/core/lab/lab.ts) on the CPU: two tiny fresh
- * models made on the spot from the seed (engine/lab/roles.ts, shared with the Lab's worker),
- * one per role, each with its own LoRA adapter and GRPO trainer, on the fast path (tiny_lm.ts) by
+ * models made on the spot from the seed (src/lab/roles.ts, shared with the Lab's worker),
+ * one per role, each with its own LoRA adapter and GRPO trainer, on the fast path (engine/tiny/tiny_lm.ts) by
  * default. Every default is the Lab panel's (core/lab/settings.ts, one table).
  *
  *   spade lab [flags]            one run; one line per cycle; with --json the last line is one JSON
@@ -48,7 +48,8 @@ import { curriculumCycles, curriculumProblem } from '../core/lab/hand.ts';
 import { fieldProblem, fromText } from '../core/schema.ts';
 import { SPACE, SPACES, spaceChance, type SpaceName } from '../core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
-import { learningCheck, MODEL_PATHS, runLabSeed, screenLabSeed, type ModelPath } from '../engine/engine_api.ts';
+import { MODEL_PATHS, type ModelPath } from '../engine/engine_api.ts';
+import { learningCheck, runLabSeed, screenLabSeed } from '../lab/roles.ts';
 import { readUserFile } from '../platform/node/regular_file.ts';
 import {
   flag,

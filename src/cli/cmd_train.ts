@@ -1,5 +1,5 @@
 /**
- * Training from the command line (engine/lab/toy_train.ts; docs/training.md):
+ * Training from the command line (engine/tiny/toy_train.ts; docs/training.md):
  *   spade train toy [--json] [--seed S] [--updates N] [--device cpu|gpu]
  *     the learning proof: a tiny fresh model learns "Lucky Digit" through the app's path (engine
  *     sampling → QuickJS sandbox → GRPO update); one line per update (update, mean return, loss,

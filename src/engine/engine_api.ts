@@ -11,8 +11,9 @@
  * - `EngineChatModel`, the `local` ChatModel over an EngineApi, in-process or through comlink.
  * - the device probe behind the WebGPU chip (acquireGpu, gpuSelfCheck), the model-file types the
  *   platforms implement (ModelFiles, ModelFileCache), the formats and fresh checkpoints `spade
- *   engine` names, and the entry points of the Lab and the toy demo (engine/lab/), which build their
- *   own small models (`computeOps` gives the CLI's toy its device).
+ *   engine` names, and tiny fresh models (engine/tiny/): `createTinyPolicy`, the Lab's one entry (a
+ *   policy on a tiny model: chat, trainer, scorer; the Lab's own code is src/lab/ and src/core/lab/,
+ *   never here), and the toy demo's `toyTrain` (`computeOps` gives the CLI's toy its device).
  */
 export {
   computeOps,
@@ -49,8 +50,7 @@ export { type LoraModule } from './io/peft.ts';
 export { paramCount, type Architecture } from './io/config.ts';
 export { initCheckpointFiles, initConfig, type InitDType } from './io/init_checkpoint.ts';
 
-// The Lab and the toy demo (engine/lab/, the Lab's own room, which changes with it): everything
-// roles.ts offers, as `spade lab`, the Lab's worker and panel use it, and the toy's toyTrain.
-// Re-exported as they are (bundlers drop what a page does not use: the engine worker stays as it was).
-export * from './lab/roles.ts';
-export { toyTrain, type ToyUpdate } from './lab/toy_train.ts';
+// tiny fresh models (engine/tiny/): the Lab's one entry, a policy on one (createTinyPolicy: the Lab
+// itself, its roles and runs, lives in src/lab/ and src/core/lab/), and the toy demo's toyTrain
+export { createTinyPolicy, MODEL_PATHS, type ModelPath } from './tiny/tiny_policy.ts';
+export { toyTrain, type ToyUpdate } from './tiny/toy_train.ts';

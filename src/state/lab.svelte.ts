@@ -29,7 +29,7 @@ import { DESIGNER_ALIASES, MASTERED, type CycleReport, type ProbeReport, type Sc
 import { clampLabChoices, labDefaults, type LabChoices } from '../core/lab/settings.ts';
 import { SPACE, spaceChance, type LevelSpace, type SpaceName } from '../core/lab/spaces.ts';
 import { parseUrlState } from '../core/url_state.ts';
-import type { LearningCheck } from '../engine/engine_api.ts';
+import type { LearningCheck } from '../lab/roles.ts';
 import { hashSeed } from '../core/rng.ts';
 import type { LabEvent, LabSettings, LabWorkerApi } from '../../workers/lab.worker.ts';
 

@@ -6,7 +6,7 @@
 // for the same settings. Short on purpose: one cycle, K = 2 levels, N = 1 play, 1 probe play.
 import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { engineLabDeps } from '../../src/engine/lab/roles.ts';
+import { engineLabDeps } from '../../src/lab/roles.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { LabLoop, type ProbeReport } from '../../src/core/lab/lab.ts';
 import { CHAIN_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';

@@ -18,7 +18,7 @@ import { LabLoop, type CycleReport } from '../../src/core/lab/lab.ts';
 import { checkAppRecord } from '../../src/core/spade/app_records.ts';
 import { CHAIN_SPACE, SPACE } from '../../src/core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { engineLabDeps } from '../../src/engine/lab/roles.ts';
+import { engineLabDeps } from '../../src/lab/roles.ts';
 
 const climb = SPACE.climb;
 const runner = createSandboxWorkerApi();

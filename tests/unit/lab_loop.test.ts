@@ -9,7 +9,7 @@ import { describeLevel, levelValues, lockDigit, type Level } from '../../src/cor
 import { EDIT_FROM, LabLoop, screenSeed, summarise, type CycleReport, type LabPolicy } from '../../src/core/lab/lab.ts';
 import { CHAIN2_SPACE, CHAIN_SPACE, GRID_SPACE, SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { engineLabDeps } from '../../src/engine/lab/roles.ts';
+import { engineLabDeps } from '../../src/lab/roles.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
 import type { LocalChatModel } from '../../src/engine/model/local_model.ts';
 

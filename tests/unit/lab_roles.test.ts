@@ -1,11 +1,11 @@
-// The Lab's engine roles (src/engine/lab/roles.ts): the trainer's policy is the sampler's
+// The Lab's engine roles (src/lab/roles.ts): the trainer's policy is the sampler's
 // policy at the lab's temperature, so the first GRPO step on freshly sampled plays has ratio 1
 // (approxKl 0, nothing clipped) at any temperature — a trainer built for T = 1 while the lab samples
 // at T = 0.5 gives a wrong ratio from the first step. And the learning-curve check's shape.
 import { describe, expect, it } from 'vitest';
 import { extendTrace } from '../../src/core/train/grpo.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { CHECK_PLAYS, engineLabDeps, learningCheck } from '../../src/engine/lab/roles.ts';
+import { CHECK_PLAYS, engineLabDeps, learningCheck } from '../../src/lab/roles.ts';
 
 const runner = createSandboxWorkerApi();
 

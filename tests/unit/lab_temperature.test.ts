@@ -11,7 +11,7 @@ import { ConfigError } from '../../src/core/errors.ts';
 import type { CycleReport } from '../../src/core/lab/lab.ts';
 import { checkLabSettings, LAB_RUN_SCHEMA, LAB_SCHEMA, parseLabField } from '../../src/core/lab/settings.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { runLabSeed } from '../../src/engine/lab/roles.ts';
+import { runLabSeed } from '../../src/lab/roles.ts';
 import { spawnNodeWorker } from '../../src/platform/node/workers.ts';
 import { Comlink, nodeEndpoint } from '../../src/platform/rpc.ts';
 import type { LabWorkerApi } from '../../workers/lab.worker.ts';

@@ -1,4 +1,4 @@
-// The Lab's fast path (src/engine/lab/tiny_*.ts) against the engine's CPU references: the same
+// The Lab's fast path (src/engine/tiny/tiny_*.ts) against the engine's CPU references: the same
 // prompt ids, the same sampled ids and log-probs, the same GRPO step (adapter, moments and figures
 // bit for bit), and a whole Lab cycle with the same report — the fast path is the reference's
 // arithmetic in the same order, not an approximation of it. The WebAssembly-vs-loops comparisons
@@ -10,12 +10,12 @@ import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { LabLoop } from '../../src/core/lab/lab.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
-import { engineLabDeps } from '../../src/engine/lab/roles.ts';
-import { TinyKernels } from '../../src/engine/lab/tiny_kernels.ts';
-import { TinyChat } from '../../src/engine/lab/tiny_chat.ts';
-import { TinyLm } from '../../src/engine/lab/tiny_lm.ts';
-import { TINY_TRAIN_DEFAULTS, tinyTrainer } from '../../src/engine/lab/tiny_train.ts';
-import { toyModel } from '../../src/engine/lab/toy_train.ts';
+import { engineLabDeps } from '../../src/lab/roles.ts';
+import { TinyKernels } from '../../src/engine/tiny/tiny_kernels.ts';
+import { TinyChat } from '../../src/engine/tiny/tiny_chat.ts';
+import { TinyLm } from '../../src/engine/tiny/tiny_lm.ts';
+import { TINY_TRAIN_DEFAULTS, tinyTrainer } from '../../src/engine/tiny/tiny_train.ts';
+import { tinyModel as toyModel } from '../../src/engine/tiny/tiny_model.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';
 
 /**
@@ -256,7 +256,7 @@ describe('the fast path gives the references’ numbers', () => {
 
   it('the committed WebAssembly is the compile of tiny_kernels.wat', async () => {
     const { generate } = await import('../../scripts/build_tiny_kernels.js');
-    expect(readFileSync(new URL('../../src/engine/lab/tiny_kernels_wasm.ts', import.meta.url), 'utf8')).toBe(
+    expect(readFileSync(new URL('../../src/engine/tiny/tiny_kernels_wasm.ts', import.meta.url), 'utf8')).toBe(
       await generate(),
     );
   });

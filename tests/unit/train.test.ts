@@ -14,7 +14,7 @@ import { LocalChatModel, schedulerFor } from '../../src/engine/model/local_model
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { allowedTokenBias } from '../../src/engine/model/policy.ts';
-import { toyModel } from '../../src/engine/lab/toy_train.ts';
+import { tinyModel as toyModel } from '../../src/engine/tiny/tiny_model.ts';
 import {
   decodeTrainerState,
   encodeTrainerState,

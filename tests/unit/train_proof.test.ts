@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { checkEnv } from '../../src/core/env/checker.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { LUCKY_DIGIT_ENV, toyDesignerTrain, toyTrain } from '../../src/engine/lab/toy_train.ts';
+import { LUCKY_DIGIT_ENV, toyDesignerTrain, toyTrain } from '../../src/engine/tiny/toy_train.ts';
 
 const MINUTES = 60_000;
 

@@ -28,7 +28,7 @@ import { loadCheckpoint } from '../../src/engine/io/load.ts';
 import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
-import { toyModel } from '../../src/engine/lab/toy_train.ts';
+import { tinyModel as toyModel } from '../../src/engine/tiny/tiny_model.ts';
 import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 

@@ -43,7 +43,7 @@
  * designer that plays where the agent sometimes wins gives it more steps. That is part of what a
  * curriculum does; each cycle reports its steps per role so a comparison shows it.
  *
- * Pure: the models and trainers come in as LabPolicies (engine/lab/roles.ts builds them on
+ * Pure: the models and trainers come in as LabPolicies (src/lab/roles.ts builds them on
  * the engine), the sandbox as an EnvRunner. Everything follows from the settings: environment seeds
  * and sampling seeds are hashes of (seed, cycle, design, play); the designs and the minibatch order
  * use Rngs forked from the seed.
@@ -122,7 +122,7 @@ export interface LabLoopSettings {
   estimator: Estimator;
   /** Plays per probe level (fixed seeds). */
   probePlays: number;
-  /** Sampling temperature of both roles; the trainers are built with the same (engine/lab/roles.ts). */
+  /** Sampling temperature of both roles; the trainers are built with the same (src/lab/roles.ts). */
   temperature: number;
   /** The designer's role scale on the centred reward (1: rewards are already in [0, 1]). */
   designerScale: number;

@@ -63,7 +63,7 @@ export interface LevelSpace {
    */
   designerSeesAgent?: boolean;
   /**
-   * The agent's learning rate on this space when the run names none (engine/lab/roles.ts): the
+   * The agent's learning rate on this space when the run names none (src/lab/roles.ts): the
    * climb's 2e-3, set on the pilot seeds (docs/lab.md, round 4): 3e-3 climbed fastest and collapsed
    * to rung 0 by cycle 300 (seed 61); 1e-3 held but reached only rung 5-6 in 360 cycles.
    */

@@ -1,6 +1,6 @@
 /**
  * The plain one-line verdict of the toy learning demo (the first screen's "no download" start): read
- * from the measured return curve of `toyTrain` (engine/lab/toy_train.ts, the `spade train toy` proof), it
+ * from the measured return curve of `toyTrain` (engine/tiny/toy_train.ts, the `spade train toy` proof), it
  * says whether the model learned, from what share of wins to what, in how many updates and seconds.
  * The bar is the CLI's: the last update's mean return must reach TOY_LEARNED (cmd_train.ts exits 1
  * below it).

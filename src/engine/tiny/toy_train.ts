@@ -2,7 +2,7 @@
  * The learning proofs, small enough for the CPU references (`CpuOps`) in the unit tier
  * and for `spade train toy`:
  *
- * toyTrain — a tiny fresh model (io/init_checkpoint.ts, the `spade engine init` path) learns the
+ * toyTrain — a tiny fresh model (tiny_model.ts, the `spade engine init` path) learns the
  *   "Lucky Digit" environment through the app's own code path: LocalChatModel samples (token-exact,
  *   with log π_old), playEpisode (core/spade/agent.ts) plays it in the real QuickJS sandbox,
  *   groupAdvantages (core/spade/estimators.ts) centres the returns of each group of plays, and the
@@ -24,15 +24,8 @@ import { createSandboxWorkerApi } from '../../core/sandbox/worker_api.ts';
 import { playEpisode } from '../../core/spade/agent.ts';
 import { designerAdvantages, groupAdvantages, mean } from '../../core/spade/estimators.ts';
 import { extendTrace } from '../../core/train/grpo.ts';
-import { initCheckpointFiles, initConfig } from '../io/init_checkpoint.ts';
-import { loadCheckpoint } from '../io/load.ts';
-import { MemoryModelFiles } from '../io/model_files.ts';
-import { exportPeft, importPeft, LORA_MODULES } from '../io/peft.ts';
-import type { TensorStore } from '../io/safetensors.ts';
-import type { TextTokenizer } from '../io/tokenizer.ts';
-import { LocalChatModel } from '../model/local_model.ts';
-import { LlamaModel } from '../model/model.ts';
-import { CpuOps, type Ops } from '../ops/ops.ts';
+import { exportPeft, importPeft } from '../io/peft.ts';
+import type { Ops } from '../ops/ops.ts';
 import {
   decodeTrainerState,
   encodeTrainerState,
@@ -40,6 +33,7 @@ import {
   type GrpoSample,
   type TrainOptions,
 } from '../train/train.ts';
+import { tinyModel, type TinyModelOptions } from './tiny_model.ts';
 
 /**
  * The toy environment, written to the seed contract. It reads the first digit of the reply (not
@@ -56,56 +50,6 @@ export const LUCKY_DIGIT_ENV = `class LuckyDigitEnv {
   }
   solution() { return ['7']; }
 }`;
-
-export interface ToyModelOptions {
-  /**
-   * Seeds the checkpoint, the adapter and every sampling seed. toyTrain's default is 1: that fresh
-   * model picks 7 first 11% of the time (seed 0's picks it 2%: too rare for 16 plays to see a win).
-   */
-  seed?: number;
-  /** Default 2 layers, hidden 32 (head_dim 16, 2 heads): seconds per update on the CPU references. */
-  layers?: number;
-  hidden?: number;
-  /**
-   * Init std (default 0.2). The final RMSNorm fixes |h| = √C, so the logit gap the adapter can open
-   * is at most ≈ std·C; 0.2 at C = 32 allows > 6 nats (P ≥ 0.95) while the start stays spread
-   * over the digits.
-   */
-  std?: number;
-  /** LoRA rank (default 8) and alpha (default 16), on all seven projections. */
-  rank?: number;
-  alpha?: number;
-}
-
-export interface ToyModel<X> {
-  llm: LlamaModel<X>;
-  tokenizer: TextTokenizer;
-  chat: LocalChatModel<X>;
-  allowed: number[];
-  /** The checkpoint's tensors (the Lab's fast path, tiny_lm.ts, reads the base weights from them). */
-  weights: TensorStore;
-}
-
-/**
- * A fresh model from the `engine init` builder, loaded through io/load.ts, with a fresh adapter;
- * its chat model may only write the characters of `allowedText` ('' = any token).
- */
-export async function toyModel<X = unknown>(
-  allowedText: string,
-  o: ToyModelOptions = {},
-  ops: Ops<X> = new CpuOps() as unknown as Ops<X>,
-): Promise<ToyModel<X>> {
-  const seed = o.seed ?? 0;
-  const config = initConfig({ arch: 'llama', layers: o.layers ?? 2, hidden: o.hidden ?? 32 });
-  const ck = initCheckpointFiles(config, { seed, std: o.std ?? 0.2 });
-  const loaded = await loadCheckpoint(new MemoryModelFiles(ck.files), { tokenizer: true });
-  const tokenizer = loaded.tokenizer!;
-  const llm = new LlamaModel(loaded.config, ops, loaded.weights);
-  llm.initLora(o.rank ?? 8, o.alpha ?? 16, [...LORA_MODULES], hashSeed(`lora:${seed}`));
-  const allowed = [...new Set(tokenizer.encode(allowedText, { addSpecialTokens: false }))];
-  const chat = new LocalChatModel('toy', llm, tokenizer, allowed.length ? { allowedTokens: allowed } : {});
-  return { llm, tokenizer, chat, allowed, weights: loaded.weights };
-}
 
 /** A ChatModel that sends every call to `inner` with at most `maxTokens` reply tokens. */
 function capped(inner: ChatModel, maxTokens: number): ChatModel {
@@ -145,7 +89,7 @@ interface ToyState {
   curve: ToyUpdate[];
 }
 
-export interface ToyOptions extends ToyModelOptions {
+export interface ToyOptions extends TinyModelOptions {
   /** Updates to run in all (default 8: the default seed passes 0.8 by the third); a resumed run continues to this number. */
   updates?: number;
   /** Groups per update (default 2), each `plays` plays of the environment (default 8). */
@@ -182,7 +126,7 @@ export interface ToyResult {
 export async function toyTrain(o: ToyOptions = {}): Promise<ToyResult> {
   const t0 = performance.now();
   const seed = o.seed ?? 1;
-  const { llm, chat, allowed } = await toyModel('0123456789', { ...o, seed }, o.ops);
+  const { llm, chat, allowed } = await tinyModel('0123456789', { ...o, seed }, o.ops);
   const trainer = new LoraTrainer(llm, {
     lr: 1e-2,
     minibatchTokens: 1000,
@@ -269,7 +213,7 @@ export async function toyTrain(o: ToyOptions = {}): Promise<ToyResult> {
   };
 }
 
-export interface DesignerToyOptions extends ToyModelOptions {
+export interface DesignerToyOptions extends TinyModelOptions {
   /** Rounds of design → reward → update (default 4). */
   rounds?: number;
   /** Skills per round (default 2) and designs per skill k (default 4). */
@@ -293,7 +237,7 @@ const designBrief = (skill: number): ChatMessage[] => [
 /** The designer-side proof with a rigged reward (see the file header). */
 export async function toyDesignerTrain(o: DesignerToyOptions = {}): Promise<DesignerToyResult> {
   const seed = o.seed ?? 0;
-  const { llm, chat, allowed, tokenizer } = await toyModel('AB', o);
+  const { llm, chat, allowed, tokenizer } = await tinyModel('AB', o);
   const [idA] = tokenizer.encode('A', { addSpecialTokens: false });
   const trainer = new LoraTrainer(llm, { lr: 1e-2, ...o.train, temperature: 1, allowedTokens: allowed });
   const skills = Array.from({ length: o.skills ?? 2 }, (_, i) => i);

@@ -1,16 +1,17 @@
 /**
  * The Lab's two roles on our engine (shared by `spade lab` and workers/lab.worker.ts, so a
  * browser run prints the CLI's numbers for the same settings): a tiny fresh model per role made on
- * the spot from the seed (toy_train.ts's toyModel, the `engine init` path) with its vocabulary
- * constraint, a LoRA adapter and the clipped-GRPO trainer behind the lab's PolicyTrainer interface.
+ * the spot from the seed (the engine's createTinyPolicy, through its front door: the `engine init`
+ * path) with its vocabulary constraint, a LoRA adapter and the clipped-GRPO trainer behind the lab's
+ * PolicyTrainer interface; and the runs built on them (runLabSeed, screenLabSeed, learningCheck).
  *
  * Two models rather than one shared (the paper shares): the roles' vocabularies differ (digits 0–4
  * for the agent, 0–3 for the designer), and at this size a shared adapter would let one role's
  * updates swamp the other's; two tiny models cost little.
  */
-import type { EnvRunner } from '../../core/env/checker.ts';
-import type { SeedRun } from '../../core/lab/compare.ts';
-import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../../core/lab/families.ts';
+import type { EnvRunner } from '../core/env/checker.ts';
+import type { SeedRun } from '../core/lab/compare.ts';
+import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../core/lab/families.ts';
 import {
   designerNamed,
   LAB_LOOP_DEFAULTS,
@@ -24,20 +25,11 @@ import {
   type LabPolicy,
   type LabLoopSettings,
   type ScreenResult,
-} from '../../core/lab/lab.ts';
-import { SPACE, type SpaceName } from '../../core/lab/spaces.ts';
-import type { ChatMessage } from '../../core/llm/chat_model.ts';
-import type { TokenTrace } from '../../core/train/grpo.ts';
-import { mean } from '../../core/spade/estimators.ts';
-import { hashSeed } from '../../core/rng.ts';
-import type { PolicyTrainer } from '../../core/train/grpo_rounds.ts';
-import { toyModel } from './toy_train.ts';
-import { TinyChat } from './tiny_chat.ts';
-import { TinyLm } from './tiny_lm.ts';
-import { TINY_TRAIN_DEFAULTS, tinyTrainer } from './tiny_train.ts';
-import type { LlamaModel } from '../model/model.ts';
-import type { CpuTensor } from '../ops/cpu_ops.ts';
-import { LoraTrainer } from '../train/train.ts';
+} from '../core/lab/lab.ts';
+import { SPACE, type SpaceName } from '../core/lab/spaces.ts';
+import { mean } from '../core/spade/estimators.ts';
+import { hashSeed } from '../core/rng.ts';
+import { createTinyPolicy, type ModelPath } from '../engine/engine_api.ts';
 
 export interface LabEngineOptions {
   /**
@@ -68,58 +60,23 @@ export interface LabEngineOptions {
   path?: ModelPath;
 }
 
-export const MODEL_PATHS = ['fast', 'reference'] as const;
-export type ModelPath = (typeof MODEL_PATHS)[number];
-
 const AGENT_LR = 3e-3;
 /** The init std of both roles' fresh models (LabEngineOptions.std). */
 const MODEL_STD = 0.2;
 const DESIGNER_LR = 5e-3;
 
-/** A role on a fresh tiny model: its chat model (vocabulary `allowed`), a PolicyTrainer over its adapter and its scorer. */
-async function enginePolicy(allowed: string, seed: number, lr: number, o: LabEngineOptions = {}): Promise<LabPolicy> {
-  const m = await toyModel(allowed, { seed, layers: o.layers ?? 2, hidden: o.hidden ?? 16, std: o.std ?? MODEL_STD });
-  const temperature = o.temperature ?? 1;
-  if ((o.path ?? 'fast') === 'fast') {
-    const lm = new TinyLm(m.llm as unknown as LlamaModel<CpuTensor>, m.weights);
-    const ids = [...m.allowed].sort((a, b) => a - b);
-    const chat = new TinyChat('toy', lm, m.tokenizer, ids);
-    return {
-      chat,
-      trainer: tinyTrainer(lm, { lr, temperature, allowed: ids, ...TINY_TRAIN_DEFAULTS }),
-      score: async (messages, reply) => chat.score(messages, reply, temperature),
-    };
-  }
-  const lora = new LoraTrainer(m.llm, {
+/** A role on a fresh tiny model (the engine's createTinyPolicy): its vocabulary `allowed`, the Lab's sizes and temperature. */
+function enginePolicy(allowed: string, seed: number, lr: number, o: LabEngineOptions = {}): Promise<LabPolicy> {
+  return createTinyPolicy({
+    allowed,
+    seed,
     lr,
-    temperature,
-    allowedTokens: m.allowed,
-    minibatchTokens: Number.MAX_SAFE_INTEGER, // the lab's trainRound already cut the minibatches
+    temperature: o.temperature ?? 1,
+    layers: o.layers ?? 2,
+    hidden: o.hidden ?? 16,
+    std: o.std ?? MODEL_STD,
+    path: o.path ?? 'fast',
   });
-  const trainer: PolicyTrainer = {
-    async step(mb) {
-      const s = await lora.trainStep(
-        mb.map((x) => ({ ids: x.ids, spans: x.spans, oldLogprobs: x.logprobs, advantage: x.advantage })),
-      );
-      return {
-        loss: s.loss,
-        clipFraction: s.clipFraction,
-        approxKl: s.approxKl,
-        ...(s.klToBase !== undefined ? { klToBase: s.klToBase } : {}),
-        gradNorm: s.gradNorm,
-        tokens: s.tokens,
-        ms: s.ms,
-      };
-    },
-  };
-  const score = async (messages: ChatMessage[], reply: string): Promise<TokenTrace> => {
-    const prompt = m.chat.promptIds(messages);
-    const ids = [...prompt, ...m.tokenizer.encode(reply, { addSpecialTokens: false })];
-    const spans: [number, number][] = [[prompt.length, ids.length]];
-    const [logprobs] = await lora.learnerLogprobs([{ ids, spans, advantage: 0 }]);
-    return { ids, spans, logprobs: logprobs! };
-  };
-  return { chat: m.chat, trainer, score };
 }
 
 /** The Lab's dependencies: the agent (and, for the learned designer, the designer) on fresh tiny models. */

@@ -33,11 +33,24 @@ import { EMBED_TOKENS, FINAL_NORM, LM_HEAD, layerTensorNames, type ModelConfig }
 import { loraKey, LORA_MODULES, type LoraModule } from '../io/peft.ts';
 import type { TensorStore } from '../io/safetensors.ts';
 import { ropeFrequencies } from '../kernels/rope.ts';
-import type { LlamaModel } from '../model/model.ts';
+import type { LoraParams } from '../model/model.ts';
 import type { CpuTensor } from '../ops/cpu_ops.ts';
 import { attendRow, attendRow16 } from './tiny_attention.ts';
 import { TinyKernels, type KernelLora } from './tiny_kernels.ts';
 import { f32, mapModules, mmNN, ropeRow, rmsnorm, sigmoid, transpose } from './tiny_math.ts';
+
+/**
+ * The reference model as the fast path meets it (a LlamaModel on the CPU references is one): its
+ * config, its device, and its adapter — the CPU tensors the trainer updates in place, which
+ * adapterChanged() announces, and the version that tells TinyLm to remake what it derived from them.
+ */
+export interface TinyBase {
+  readonly cfg: ModelConfig;
+  readonly ops: { readonly device: string };
+  readonly adapterVersion: number;
+  readonly lora: LoraParams<CpuTensor> | null;
+  adapterChanged(): void;
+}
 
 /** One layer's base weights, and each projection's Wᵀ (nIn, nOut) for the forward (and its offset in the kernels' memory). */
 interface LayerW {
@@ -135,7 +148,7 @@ export class TinyLm {
 
   /** `o.wasm` false: attention and projections in the JavaScript loops only (the kernels give the same values; tests compare). */
   constructor(
-    readonly llm: LlamaModel<CpuTensor>,
+    readonly llm: TinyBase,
     weights: TensorStore,
     o: { wasm?: boolean } = {},
   ) {
