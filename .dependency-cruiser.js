@@ -13,9 +13,9 @@
 const CORE_ROOMS = ['env', 'sandbox', 'llm', 'spade', 'train', 'lab'];
 /**
  * src/engine's rooms, bottom to top: a room imports only the rooms before it. tiny/ is the tiny model
- * the Lab runs on (its fast path); lab/ is where it lived before (the Lab's app logic is in src/lab/).
+ * the Lab runs on (the Lab's app logic is in src/lab/ and src/core/lab/).
  */
-const ENGINE_ROOMS = ['io', 'runtime', 'kernels', 'ops', 'model', 'train', 'tiny', 'lab', 'bench'];
+const ENGINE_ROOMS = ['io', 'runtime', 'kernels', 'ops', 'model', 'train', 'tiny', 'bench'];
 
 /** A path under one of `dirs` (from the repository root). */
 const under = (...dirs) => `^(${dirs.join('|')})/`;
@@ -24,8 +24,8 @@ const CORE_WHY =
   'src/core is pure TypeScript: no DOM, Svelte, WebGPU or Node built-ins; pass a backend in from platform/ instead';
 
 /**
- * One rule per layer: what it must not import. Bottom to top: core → engine → (the Lab's app layer,
- * src/lab, if it lives there) → workers → state → ui, with platform (backends for core and engine) and
+ * One rule per layer: what it must not import. Bottom to top: core → engine → src/lab (the Lab's app
+ * layer, on the engine's front door) → workers → state → ui, with platform (backends for core and engine) and
  * cli (core, engine, platform/node) beside them. Tests (not cruised) reach anywhere.
  */
 const LAYERS = [

@@ -46,7 +46,7 @@ const CASES: [string, string, string, string][] = [
   ['src/engine/probe.ts', '../state/gpu.svelte.ts', 'engine-below-the-app', './engine.ts'],
   ['src/engine/tiny/probe.ts', '../../lab/roles.ts', 'engine-below-the-app', '../model/model.ts'],
   ['src/engine/probe.ts', 'svelte', 'svelte-only-in-ui', './engine_chat_model.ts'],
-  // the engine's rooms: io → runtime → kernels → ops → model → train → tiny → lab → bench, and its
+  // the engine's rooms: io → runtime → kernels → ops → model → train → tiny → bench, and its
   // top-level modules (engine.ts, the front door) above them all
   ['src/engine/io/probe.ts', '../runtime/runtime.ts', 'engine-rooms-in-order-io', '../../core/rng.ts'],
   ['src/engine/runtime/probe.ts', '../kernels/matmul.ts', 'engine-rooms-in-order-runtime', '../io/float16.ts'],
@@ -55,7 +55,6 @@ const CASES: [string, string, string, string][] = [
   ['src/engine/model/probe.ts', '../train/train.ts', 'engine-rooms-in-order-model', '../ops/ops.ts'],
   ['src/engine/train/probe.ts', '../tiny/tiny_lm.ts', 'engine-rooms-in-order-train', '../model/model.ts'],
   ['src/engine/tiny/probe.ts', '../bench/model.ts', 'engine-rooms-in-order-tiny', '../train/train.ts'],
-  ['src/engine/lab/probe.ts', '../bench/model.ts', 'engine-rooms-in-order-lab', '../tiny/tiny_lm.ts'],
   // core's own train/ folder is not the engine's train room
   ['src/engine/runtime/probe.ts', '../engine.ts', 'engine-rooms-below-front-door', '../../core/train/grpo.ts'],
   ['src/engine/bench/probe.ts', '../engine_api.ts', 'engine-rooms-below-front-door', '../tiny/tiny_lm.ts'],
