@@ -1,9 +1,12 @@
 /**
- * The Lab worker: src/core/lab/lab.ts's LabLoop off the page, on the engine's CPU
- * references (CpuOps: the lab's two models are 2 layers × hidden 16, where a GPU dispatch would cost
- * more than the arithmetic) and the in-process QuickJS sandbox (createSandboxWorkerApi: generated
- * environments still run only in QuickJS, here inside this worker). Nothing is downloaded: both
- * models are made from the seed on the spot (engine/tiny/tiny_model.ts's tinyModel, the `engine init` path).
+ * The Lab worker: src/core/lab/lab.ts's LabLoop off the page, on the CPU — the lab's two models are
+ * 2 layers × hidden 16, where a GPU dispatch would cost more than the arithmetic — by the tiny
+ * model's fast path (engineLabDeps' default, which this worker never changes: engine/tiny's TinyLm,
+ * contiguous KV, plain Float32Array loops and WebAssembly SIMD kernels, the same numbers bit for bit
+ * as the engine's CPU references, which only `spade lab --path reference` and `spade bench lab`
+ * run), and the in-process QuickJS sandbox (createSandboxWorkerApi: generated environments still run
+ * only in QuickJS, here inside this worker). Nothing is downloaded: both models are made from the
+ * seed on the spot (engine/tiny/tiny_model.ts's tinyModel, the `engine init` path).
  *
  * The models and trainers are built by src/lab/roles.ts, as `spade lab` builds them (the
  * trainers at the lab's sampling temperature), so a browser run prints the CLI's numbers for the
