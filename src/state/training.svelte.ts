@@ -11,7 +11,7 @@
  */
 import * as Comlink from 'comlink';
 import '../platform/rpc.ts';
-import type { Config } from '../core/config.ts';
+import { CONFIG_SCHEMA, type Config } from '../core/config.ts';
 import { ModelLoadError, serializeError } from '../core/errors.ts';
 import type { ChatModel } from '../core/llm/chat_model.ts';
 import { formatSeconds } from '../core/spade/run_progress.ts';
@@ -119,7 +119,12 @@ export class TrainingState {
   summary = $state<ModelSummary | null>(null);
   error = $state<string | null>(null);
   repo = $state('HuggingFaceTB/SmolLM2-135M-Instruct');
-  lora = $state({ ...LORA_DEFAULTS, targets: [...LORA_DEFAULTS.targets] as LoraModule[], lr: 1e-4, seed: 0 });
+  lora = $state({
+    ...LORA_DEFAULTS,
+    targets: [...LORA_DEFAULTS.targets] as LoraModule[],
+    lr: CONFIG_SCHEMA.trainLr.default, // the loop's training rate (one source)
+    seed: 0,
+  });
   autoTrain = $state(false);
   /** Every optimiser step of this adapter (charts). */
   steps = $state<StepRecord[]>([]);
