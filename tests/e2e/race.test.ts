@@ -32,12 +32,19 @@ describe('the class plays designer', () => {
       // the first screen's primary start: self-play, live
       const primary = page.locator('.intro .primary');
       expect(await primary.getAttribute('data-testid')).toBe('intro-selfplay');
+      const t0 = Date.now();
       await primary.click();
       await expect.poll(() => page.getByTestId('lab-status').textContent(), LONG).toMatch(/running/);
       await expect.poll(() => page.getByTestId('lab-levels-1').count(), LONG).toBe(1);
       expect(await page.getByTestId('lab-levels-1').textContent()).toMatch(/F2 L\d/); // the designer's levels
       await expect.poll(() => page.getByTestId('lab-charts').locator('.chart').count(), LONG).toBeGreaterThan(0);
-      expect(await page.getByTestId('lab-live-sentence').textContent()).toMatch(/\S/);
+      // what the designer did and the agent's wins, in words; then the next cycle arrives (the page updates live)
+      expect(await page.getByTestId('lab-designer-sentence').textContent()).toMatch(
+        /^\s*Cycle 1: the designer wrote .*; the agent won \d+ of 8, .* Its reward \(learnability\)/,
+      );
+      await expect.poll(() => page.getByTestId('lab-levels-2').count(), LONG).toBe(1);
+      await expect.poll(() => page.getByTestId('lab-designer-sentence').textContent(), LONG).toMatch(/^\s*Cycle [2-9]/);
+      console.log(`self-play: cycle 2 shown ${((Date.now() - t0) / 1000).toFixed(1)} s after the click (${width} px)`);
       await page.screenshot({ path: resultPath(`race-selfplay-${theme}-${width}.png`) });
       await page.getByTestId('lab-pause').click();
       await expect.poll(() => page.getByTestId('lab-status').textContent(), LONG).toMatch(/paused/);
