@@ -1,17 +1,17 @@
 /**
- * App state as a rune class: the open panel, the theme and the config. The URL
- * hash mirrors the schema-listed fields (core/url_state.ts) and is rewritten with
- * history.replaceState only when its text changes; the full config persists in
- * IndexedDB so a reload loses nothing.
+ * App state as a rune class: the open panel, the theme and the config. The URL hash mirrors the
+ * schema-listed fields (core/url_state.ts): state/wiring.svelte.ts parses it and hands this state
+ * its part (applyLink), and writes it back from urlState(); the full config persists in IndexedDB
+ * so a reload loses nothing.
  */
 import { DEFAULTS, validateConfig, type Config } from '../core/config.ts';
 import {
   applyUrlFields,
   configFromLink,
-  parseUrlState,
   URL_CONFIG_KEYS,
   type Panel,
   type Theme,
+  type UrlFields,
   type UrlState,
 } from '../core/url_state.ts';
 import { IdbStore } from '../platform/browser/idb_store.ts';
@@ -35,8 +35,8 @@ export class AppState {
     this.store = new CheckedStore(store, checkAppRecord, (notice) => this.notices.push(notice));
   }
 
-  /** Read saved settings, then let the URL override the fields it lists. */
-  async load(readHash: () => string): Promise<void> {
+  /** Read the saved settings (the link's fields are applied over them after: applyLink). */
+  async load(): Promise<void> {
     try {
       const saved = await this.store.get<Partial<Config>>('settings', 'config');
       if (saved) {
@@ -49,14 +49,14 @@ export class AppState {
     } catch (err) {
       this.notices.push((err as Error).message);
     }
-    this.applyHash(readHash()); // read after the awaits: the hash may have changed meanwhile
   }
 
-  /** Apply the fields the hash validly sets; absent or rejected ones keep their current value. */
-  applyHash(hash: string): void {
-    const { fields, problems } = parseUrlState(hash);
-    // the Lab shows its own (`lab.*`) problems
-    this.notices.push(...problems.filter((p) => p.scope === 'app').map((p) => p.message));
+  /**
+   * Apply the fields a link validly sets (the wiring's one parse); absent or rejected ones keep
+   * their current value. `problems`: what the link got wrong outside the Lab's keys, as notices.
+   */
+  applyLink(fields: UrlFields, problems: readonly string[]): void {
+    this.notices.push(...problems);
     const next = applyUrlFields(this.urlState(), fields);
     this.panel = next.panel;
     this.theme = next.theme;
@@ -73,11 +73,4 @@ export class AppState {
     await this.store.put('settings', 'config', $state.snapshot(this.config));
     await this.store.put('settings', 'theme', this.theme);
   }
-}
-
-/** Write the hash only when it changed, without adding history entries. */
-export function writeHash(hash: string): void {
-  const next = hash ? `#${hash}` : '';
-  if (location.hash === next || (location.hash === '#' && next === '')) return;
-  history.replaceState(history.state, '', `${location.pathname}${location.search}${next}`);
 }

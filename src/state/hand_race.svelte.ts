@@ -162,16 +162,18 @@ export class HandRace {
     if (this.status === 'running') void this.lab.remote().pause();
   }
 
-  /** Take the curriculum a link brought (LabState.applyHash put it in the settings) as a recorded race to replay. */
-  loadFromSettings(): void {
-    const s = this.lab.settings;
-    if (!s.curriculum || this.status === 'running') return;
-    const problem = curriculumProblem(RACE_SPACE, s.curriculum, s.levels);
+  /**
+   * Take the curriculum a link brought (handed over by state/wiring.svelte.ts, with the K it is
+   * played at) as a recorded race to replay.
+   */
+  loadRecorded(curriculum: string, levels: number): void {
+    if (!curriculum || this.status === 'running') return;
+    const problem = curriculumProblem(RACE_SPACE, curriculum, levels);
     if (problem) {
       this.error = `The link's curriculum cannot be raced: ${problem}.`;
       return;
     }
-    const cycles = curriculumCycles(s.curriculum);
+    const cycles = curriculumCycles(curriculum);
     if (formatCurriculum(cycles) === formatCurriculum(this.played)) return; // the race on screen already
     this.recorded = cycles;
   }

@@ -28,7 +28,6 @@ import { describeLevel, FAMILIES, hintText, levelCode } from '../core/lab/famili
 import { DESIGNER_ALIASES, MASTERED, type CycleReport, type ProbeReport, type ScreenResult } from '../core/lab/lab.ts';
 import { clampLabChoices, labDefaults, type LabChoices } from '../core/lab/settings.ts';
 import { SPACE, spaceChance, type LevelSpace, type SpaceName } from '../core/lab/spaces.ts';
-import { parseUrlState } from '../core/url_state.ts';
 import type { LearningCheck } from '../lab/roles.ts';
 import { hashSeed } from '../core/rng.ts';
 import type { LabEvent, LabSettings, LabWorkerApi } from '../../workers/lab.worker.ts';
@@ -313,12 +312,14 @@ export class LabState {
     return this.api;
   }
 
-  /** Apply the lab fields of a location hash (others keep their values); its `lab.*` problems become warnings. */
-  applyHash(hash: string): void {
-    const { fields, problems } = parseUrlState(hash);
-    this.warnings = [...new Set(problems.filter((p) => p.scope === 'lab').map((p) => p.message))];
-    if (!Object.keys(fields.lab).length) return;
-    this.settings = { ...this.settings, ...fields.lab };
+  /**
+   * Take a link's `lab.*` settings (the app's one parse, state/wiring.svelte.ts; the others keep
+   * their values) and what it got wrong in them, as warnings.
+   */
+  applyLink(fields: Partial<LabChoices>, problems: readonly string[]): void {
+    this.warnings = [...new Set(problems)];
+    if (!Object.keys(fields).length) return;
+    this.settings = { ...this.settings, ...fields };
   }
 
   /** The settings a link carries (core/url_state.ts's formatUrlState writes those that differ from LAB_DEFAULTS). */

@@ -71,7 +71,12 @@ describe('lab URL fields', () => {
 
   it('drops bad values with a warning each, keeping the good ones', () => {
     const lab = new LabState();
-    lab.applyHash('#lab.seed=abc&lab.K=99&lab.designer=oracle&lab.N=2&lab.cycles=&seed=x');
+    // as the app's link owner (state/wiring.svelte.ts) hands them over: the good fields, the Lab's problems
+    const { fields, problems } = parseUrlState('#lab.seed=abc&lab.K=99&lab.designer=oracle&lab.N=2&lab.cycles=&seed=x');
+    lab.applyLink(
+      fields.lab,
+      problems.filter((p) => p.scope === 'lab').map((p) => p.message),
+    );
     expect(lab.settings).toEqual({ ...LAB_DEFAULTS, plays: 2 });
     // in schema order; the app's own `seed=x` is the app's notice, not the Lab's
     expect(lab.warnings).toEqual([
