@@ -91,6 +91,18 @@ describe('the class plays designer', () => {
         }
       }
       await page.getByTestId('race').screenshot({ path: resultPath(`race-${theme}-${width}.png`) });
+      if (width === 1280) {
+        // present mode: the rungs and the race table large enough for a projector
+        const size = () =>
+          page
+            .getByTestId('race-rung-0')
+            .evaluate((b) => parseFloat(getComputedStyle(b.querySelector('.len')!).fontSize));
+        const before = await size();
+        await page.getByTestId('present').click();
+        expect(await size()).toBeGreaterThan(before * 1.4);
+        await page.getByTestId('race').screenshot({ path: resultPath(`race-present-${theme}-${width}.png`) });
+        await page.getByTestId('present').click();
+      }
 
       // the link in a fresh context: the recorded race, replayed to the same scores
       const fresh = await app.browser.newContext({ viewport: { width, height: 900 }, colorScheme: theme });
