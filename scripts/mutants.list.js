@@ -512,8 +512,8 @@ export const MUTANTS = [
   {
     id: 'serve-own-origin-on-any-port',
     file: 'src/platform/node/serve/access.ts',
-    find: "u.protocol === 'http:' && port === this.port && (",
-    replace: "u.protocol === 'http:' && (",
+    find: "      u.protocol === 'http:' &&\n      port === this.port &&\n",
+    replace: "      u.protocol === 'http:' &&\n",
     test: 'tests/unit/serve_hostile.test.ts',
     why: "the server's own origin is its own port: a page on another port of localhost is another origin",
   },
@@ -667,7 +667,7 @@ export const MUTANTS = [
   {
     id: 'cli-train-resume-restarts-optimiser',
     file: 'src/cli/run_training.ts',
-    find: "  if (existsSync(file('optimizer.safetensors')))\n    await engine.importState(await readFile(file('optimizer.safetensors')), trainOptions(cfg));\n",
+    find: '  if (optimizer !== null) await engine.importState(optimizer, trainOptions(cfg));\n',
     replace: '',
     test: 'tests/unit/run_training_files.test.ts',
     why: "--resume reloads AdamW's moments and step with the adapter, so training continues where it stopped",
