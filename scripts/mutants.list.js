@@ -672,6 +672,23 @@ export const MUTANTS = [
     test: 'tests/unit/run_training_files.test.ts',
     why: "--resume reloads AdamW's moments and step with the adapter, so training continues where it stopped",
   },
+  // --- the hand designer (#40): a curriculum is checked, and a played cycle cannot be rewritten ---
+  {
+    id: 'lab-hand-rewrites-played-cycle',
+    file: 'src/core/lab/lab.ts',
+    find: '    if (formatCurriculum(curriculumCycles(text).slice(0, played)) !== formatCurriculum(was))',
+    replace: '    if (formatCurriculum(curriculumCycles(text).slice(0, played)) === "never")',
+    test: 'tests/unit/lab_hand.test.ts',
+    why: 'a live hand run grows its curriculum; a cycle already played keeps its levels, or its numbers would no longer replay',
+  },
+  {
+    id: 'lab-hand-any-letter-is-a-level',
+    file: 'src/core/lab/hand.ts',
+    find: '    const bad = [...g].find((c) => !alphabet.includes(c));',
+    replace: '    const bad = undefined;',
+    test: 'tests/unit/lab_hand.test.ts',
+    why: "a link's curriculum names only the space's levels: anything else is refused with the letters it may use",
+  },
   // --- own keys and defaults read by their users (#38 item 6, #42 item 7) ---
   {
     id: 'own-field-reads-prototype',
