@@ -26,11 +26,11 @@ import { RunFileError, serializeError, StorageError, UsageError } from '../core/
 import { findUrlWithCredentials } from '../core/llm/base_url.ts';
 import {
   modelLimits,
+  WrappedChatModel,
   type ChatMessage,
   type ChatModel,
   type ChatOptions,
   type ChatResult,
-  type ModelCapabilities,
 } from '../core/llm/chat_model.ts';
 import { OpenAIChatModel } from '../core/llm/openai_model.ts';
 import { RecordingChatModel, ReplayChatModel } from '../core/llm/replay.ts';
@@ -114,13 +114,6 @@ async function localDecodeStats(model: ChatModel) {
   if (!(model instanceof EngineChatModel)) return undefined;
   const { maxBatch: _, ...stats } = await model.engine.decodeStats();
   return stats;
-}
-
-/** The local engine's scheduler decodes up to `maxBatch` chats in one step (other backends never load the engine). */
-async function sizeDecodeBatch(model: ChatModel, maxBatch: number): Promise<void> {
-  if (model.backend !== 'local') return;
-  const { EngineChatModel } = await import('../engine/engine_api.ts');
-  if (model instanceof EngineChatModel) await model.setDecodeBatch(maxBatch);
 }
 
 /**
@@ -254,24 +247,11 @@ function budgetLine(metrics: MetricsRecord[], window: number): string | null {
 }
 
 /** A ChatModel that counts the calls that answered and the calls that failed (a run with no answer fails). */
-class CallCounter implements ChatModel {
+class CallCounter extends WrappedChatModel {
   ok = 0;
   failed = 0;
   lastError: unknown = null;
-  readonly countTokens?: (messages: ChatMessage[]) => Promise<number>;
-  constructor(private readonly inner: ChatModel) {
-    if (inner.countTokens) this.countTokens = (m) => inner.countTokens!(m);
-  }
-  get backend(): string {
-    return this.inner.backend;
-  }
-  get model(): string {
-    return this.inner.model;
-  }
-  get capabilities(): ModelCapabilities {
-    return this.inner.capabilities;
-  }
-  async chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult> {
+  override async chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult> {
     try {
       const r = await this.inner.chat(messages, options);
       this.ok++;
@@ -606,7 +586,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
   const cfg = { ...DEFAULTS, ...spec.config };
   // the sandbox pool and the engine's batch follow the run's budget of chats in flight
   const sizes = concurrencySizes(cfg.concurrency);
-  await sizeDecodeBatch(model, sizes.decodeBatch);
+  await model.setDecodeBatch?.(sizes.decodeBatch); // a capability the model declares (the local engine's)
   const pool = createNodeSandboxPool({ size: sizes.cliSandboxWorkers });
   const ac = new AbortController();
   const bar = loopProgress(io, iterations, spec.config.skillsPerCycle * (spec.config.envsPerSkill ?? 1));

@@ -14,7 +14,7 @@
  */
 import { concurrencySizes, DEFAULTS, type Config } from '../core/config.ts';
 import { ContextBudgetError, ModelCallError, serializeError } from '../core/errors.ts';
-import type { ChatModel, ModelRole } from '../core/llm/chat_model.ts';
+import { WrappedChatModel, type ChatModel, type ModelRole } from '../core/llm/chat_model.ts';
 import { defaultSkills, SpadeLoop, type LoopEvent } from '../core/spade/loop.ts';
 import { applyEvent, type RunView, type TaskView } from '../core/spade/run_events.ts';
 import { importMemory, type Memory } from '../core/spade/memory.ts';
@@ -53,31 +53,19 @@ function failureKind(err: unknown): string {
  * the loop cancels (the run stopped, a reply cut at its cap) counts as "cancelled".
  */
 export function tallied(m: ChatModel, tally: CallTally): ChatModel {
-  return {
-    get backend() {
-      return m.backend;
-    },
-    get model() {
-      return m.model;
-    },
-    get capabilities() {
-      return m.capabilities;
-    },
-    ...(m.countTokens ? { countTokens: (messages) => m.countTokens!(messages) } : {}),
-    async chat(messages, options) {
-      try {
-        const r = await m.chat(messages, options);
-        tally.done++;
-        return r;
-      } catch (err) {
-        const kind = failureKind(err);
-        tally.failed++;
-        tally.byKind[kind] = (tally.byKind[kind] ?? 0) + 1;
-        tally.last = serializeError(err).message.slice(0, 300);
-        throw err;
-      }
-    },
-  };
+  return new WrappedChatModel(m, async (messages, options) => {
+    try {
+      const r = await m.chat(messages, options);
+      tally.done++;
+      return r;
+    } catch (err) {
+      const kind = failureKind(err);
+      tally.failed++;
+      tally.byKind[kind] = (tally.byKind[kind] ?? 0) + 1;
+      tally.last = serializeError(err).message.slice(0, 300);
+      throw err;
+    }
+  });
 }
 
 interface ActiveRun {
@@ -263,8 +251,7 @@ export class RunState implements RunView {
     this.calls = { done: 0, failed: 0, byKind: {}, last: null };
     // the engine worker decodes as many chats in one step as the run keeps in flight
     const { decodeBatch } = concurrencySizes({ ...DEFAULTS, ...spec.config }.concurrency);
-    for (const m of new Set(Object.values(models)))
-      if ('setDecodeBatch' in m && typeof m.setDecodeBatch === 'function') await m.setDecodeBatch(decodeBatch);
+    for (const m of new Set(Object.values(models))) await m.setDecodeBatch?.(decodeBatch); // a capability the model declares (the local engine's)
     // the loop reads missing knobs as their defaults; so must training
     const afterCycle = this.trainAfter(runId, { ...DEFAULTS, ...spec.config }, store);
     // each distinct model counted once (roles that share a model keep sharing it)

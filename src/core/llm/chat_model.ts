@@ -1,7 +1,10 @@
 /**
  * ChatModel: the only thing the SPADE loop talks to. Backends (webllm, openai,
  * local engine, replay) implement it and declare their capabilities instead of
- * letting callers guess. Messages follow the OpenAI chat format, tools included.
+ * letting callers guess: the flags in `capabilities`, and the optional abilities
+ * (countTokens, setDecodeBatch) as methods a backend has or lacks. Messages follow
+ * the OpenAI chat format, tools included. A model that changes another's calls
+ * (counting, recording, capping) is a WrappedChatModel, the one wrapper.
  */
 import type { ToolSchema } from '../env/contract.ts';
 import { DEFAULTS, type Config } from '../config.ts';
@@ -72,6 +75,12 @@ export interface ChatModel {
    * the backend has them; absent otherwise (the loop then uses a conservative estimate).
    */
   countTokens?(messages: ChatMessage[]): Promise<number>;
+  /**
+   * Batched decoding (the local engine's scheduler): decode up to `n` of this model's chats in one
+   * step — the run sizes it to its budget of chats in flight. Absent where the backend has no such
+   * knob (a server batches on its own).
+   */
+  setDecodeBatch?(n: number): Promise<void>;
 }
 
 /** The three roles of one SPADE model, each with its sampling preset. */
@@ -116,14 +125,22 @@ export function throwIfAborted(signal?: AbortSignal): void {
   if (signal?.aborted) throw abortError(signal);
 }
 
-/** Wraps a model and counts its calls, completion tokens and the wall time spent in them. */
-export class MeteredChatModel implements ChatModel {
-  calls = 0;
-  tokens = 0;
-  ms = 0;
+/**
+ * The one way to wrap a model: `inner` itself — its backend, model, capabilities and optional
+ * abilities (countTokens, setDecodeBatch) passed through — with its chat changed. A one-off change
+ * is the `chat` argument (it calls `inner.chat` itself); a wrapper with state of its own (counts, a
+ * transcript) extends the class and overrides chat. So no wrapper can drop an ability the
+ * interface declares.
+ */
+export class WrappedChatModel implements ChatModel {
   readonly countTokens?: (messages: ChatMessage[]) => Promise<number>;
-  constructor(private readonly inner: ChatModel) {
+  readonly setDecodeBatch?: (n: number) => Promise<void>;
+  constructor(
+    protected readonly inner: ChatModel,
+    private readonly change: ChatModel['chat'] = (messages, options) => inner.chat(messages, options),
+  ) {
     if (inner.countTokens) this.countTokens = (m) => inner.countTokens!(m);
+    if (inner.setDecodeBatch) this.setDecodeBatch = (n) => inner.setDecodeBatch!(n);
   }
   get backend(): string {
     return this.inner.backend;
@@ -134,7 +151,17 @@ export class MeteredChatModel implements ChatModel {
   get capabilities(): ModelCapabilities {
     return this.inner.capabilities;
   }
-  async chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult> {
+  chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult> {
+    return this.change(messages, options);
+  }
+}
+
+/** Wraps a model and counts its calls, completion tokens and the wall time spent in them. */
+export class MeteredChatModel extends WrappedChatModel {
+  calls = 0;
+  tokens = 0;
+  ms = 0;
+  override async chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult> {
     const t0 = performance.now();
     try {
       const r = await this.inner.chat(messages, options);

@@ -12,7 +12,7 @@
 import { ReplayMismatchError } from '../errors.ts';
 import { hashSeed } from '../rng.ts';
 import type { ChatMessage, ChatModel, ChatOptions, ChatResult, ModelCapabilities } from './chat_model.ts';
-import { throwIfAborted } from './chat_model.ts';
+import { throwIfAborted, WrappedChatModel } from './chat_model.ts';
 
 const REPLAY_FORMAT = 'spade-replay';
 
@@ -152,24 +152,22 @@ export class ReplayChatModel implements ChatModel {
 }
 
 /** Wraps any model and records every request/response pair in the replay format. */
-export class RecordingChatModel implements ChatModel {
+export class RecordingChatModel extends WrappedChatModel {
+  /**
+   * Not passed through: a replay of this transcript has no tokenizer and budgets each prompt from
+   * the estimate (budget.ts), so the recorded run must too, or its clamped max_tokens (part of each
+   * request's key) would not be the ones the replay asks for.
+   */
+  override readonly countTokens: undefined = undefined;
   readonly entries: ReplayEntry[] = [];
   constructor(
-    private readonly inner: ChatModel,
+    inner: ChatModel,
     private readonly sink?: (line: string) => void,
     /** The run being recorded (its spec and cycles), written into the header for replays. */
     private readonly run?: ReplayHeader['run'],
   ) {
+    super(inner);
     sink?.(JSON.stringify(this.header()));
-  }
-  get backend(): string {
-    return this.inner.backend;
-  }
-  get model(): string {
-    return this.inner.model;
-  }
-  get capabilities(): ModelCapabilities {
-    return this.inner.capabilities;
   }
   header(): ReplayHeader {
     return {
@@ -181,7 +179,7 @@ export class RecordingChatModel implements ChatModel {
       ...(this.run ? { run: this.run } : {}),
     };
   }
-  async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+  override async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     const r = await this.inner.chat(messages, options);
     const { ms: _ms, ...response } = r;
     const entry: ReplayEntry = {

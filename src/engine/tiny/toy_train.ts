@@ -19,7 +19,7 @@
  * state, update index) samples and trains exactly as the uninterrupted run.
  */
 import { hashSeed } from '../../core/rng.ts';
-import type { ChatMessage, ChatModel } from '../../core/llm/chat_model.ts';
+import { WrappedChatModel, type ChatMessage, type ChatModel } from '../../core/llm/chat_model.ts';
 import { createSandboxWorkerApi } from '../../core/sandbox/worker_api.ts';
 import { playEpisode } from '../../core/spade/agent.ts';
 import { designerAdvantages, groupAdvantages, mean } from '../../core/spade/estimators.ts';
@@ -53,13 +53,9 @@ export const LUCKY_DIGIT_ENV = `class LuckyDigitEnv {
 
 /** A ChatModel that sends every call to `inner` with at most `maxTokens` reply tokens. */
 function capped(inner: ChatModel, maxTokens: number): ChatModel {
-  return {
-    backend: inner.backend,
-    model: inner.model,
-    capabilities: inner.capabilities,
-    countTokens: inner.countTokens?.bind(inner),
-    chat: (m, o = {}) => inner.chat(m, { ...o, max_tokens: Math.min(o.max_tokens ?? maxTokens, maxTokens) }),
-  };
+  return new WrappedChatModel(inner, (m, o = {}) =>
+    inner.chat(m, { ...o, max_tokens: Math.min(o.max_tokens ?? maxTokens, maxTokens) }),
+  );
 }
 
 export interface ToyUpdate {
