@@ -1,5 +1,5 @@
 /**
- * The engine's front door: the one module that code outside src/engine imports (eslint enforces it;
+ * The engine's front door: the one module that code outside src/engine imports (dependency-cruiser enforces it;
  * `spade bench engine` also reaches engine/bench, and tests may reach inside). It holds no code of
  * its own, only what the engine offers:
  *
