@@ -16,7 +16,18 @@ export interface TierResult {
   report: VitestJsonReport | null;
 }
 
-export const STEPS: { name: string; cmd: [string, string[]]; report?: string }[];
+export interface Step {
+  name: string;
+  cmd: [string, string[]];
+  report?: string;
+  /** Starts together with the tier before it in STEPS (when both are planned). */
+  withPrevious?: boolean;
+}
+
+export const STEPS: Step[];
+
+/** The planned tiers grouped into runs, in order: the tiers of one run start together. */
+export function runsOf(planned: Step[]): Step[][];
 
 export function countReport(report: VitestJsonReport): {
   passed: number;

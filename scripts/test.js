@@ -1,14 +1,17 @@
 #!/usr/bin/env node
-// `npm test`: every tier in order — typecheck, check (eslint + prettier), unit, gpu, build, e2e —
+// `npm test`: every tier in order — typecheck, check (eslint + prettier + knip), unit, gpu, build, e2e —
 // with the time each takes, and one closing line "N passed, N failed, N skipped" over all tiers.
 // Stops at the first failing tier and names the tiers it did not run. Reports land in test-results/.
+// A tier marked `withPrevious` starts together with the one before it (typecheck and check: each is a
+// chain of single-threaded tools, so on two cores the pair takes about as long as the longer one); its
+// output is held and printed when it ends, and a failure in either stops the run after both.
 //
 // Counting (tallyTiers, pure and exported for tests/unit/test_runner.test.ts): a vitest tier adds its
 // report's tests; a test file that failed with no failed test inside (it threw at import, or a hook
 // failed) counts as one failure; a tier that exits non-zero without any counted failure (typecheck,
 // lint, build, a crashed vitest, an unhandled error) counts as one failure. So the closing line never
 // reads "0 failed" when the exit code is 1.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
@@ -28,7 +31,7 @@ const vitest = (project) => [
 /** The tiers of `npm test`, in order. */
 export const STEPS = [
   { name: 'typecheck', cmd: ['npm', ['run', '--silent', 'typecheck']] },
-  { name: 'check', cmd: ['npm', ['run', '--silent', 'check']] },
+  { name: 'check', cmd: ['npm', ['run', '--silent', 'check']], withPrevious: true },
   { name: 'unit', cmd: vitest('unit'), report: 'test-results/unit.json' },
   { name: 'gpu', cmd: vitest('gpu'), report: 'test-results/gpu.json' },
   { name: 'build', cmd: ['npm', ['run', '--silent', 'build', '--', '--logLevel', 'warn']] },
@@ -94,7 +97,44 @@ export function tallyTiers(results, planned = results.map((r) => r.name)) {
   return { passed, failed, skipped, rows, notRun, closing, exitCode: failed > 0 ? 1 : 0 };
 }
 
-function main(argv) {
+/**
+ * Runs one tier's command; resolves with its exit status (null when killed by a signal) and seconds.
+ * `held`: its output is collected and printed in one piece when it ends (a tier running beside another).
+ */
+function runStep(step, held) {
+  if (step.report) rmSync(step.report, { force: true }); // never count an earlier run's report
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn(step.cmd[0], step.cmd[1], { stdio: held ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
+    const out = [];
+    child.stdout?.on('data', (d) => out.push(d));
+    child.stderr?.on('data', (d) => out.push(d));
+    const done = (status) => {
+      if (held) {
+        console.log(`\n── ${step.name} (output) ──`);
+        process.stdout.write(Buffer.concat(out));
+      }
+      resolve({ status, secs: (performance.now() - t0) / 1000 });
+    };
+    child.on('error', (err) => {
+      out.push(Buffer.from(`${err.message}\n`));
+      done(1);
+    });
+    child.on('close', (code) => done(code));
+  });
+}
+
+/** The planned tiers in runs: a tier with `withPrevious` joins the run of the tier before it. */
+export function runsOf(planned) {
+  const runs = [];
+  for (const s of planned) {
+    if (s.withPrevious && runs.length && planned.includes(STEPS[STEPS.indexOf(s) - 1])) runs.at(-1).push(s);
+    else runs.push([s]);
+  }
+  return runs;
+}
+
+async function main(argv) {
   mkdirSync('test-results', { recursive: true });
   const planned = STEPS.filter((s) => argv.length === 0 || argv.includes(s.name));
   const unknown = argv.filter((a) => !STEPS.some((s) => s.name === a));
@@ -103,22 +143,21 @@ function main(argv) {
     return 2;
   }
   const results = [];
-  for (const step of planned) {
-    console.log(`\n── ${step.name} ──`);
-    if (step.report) rmSync(step.report, { force: true }); // never count an earlier run's report
-    const t0 = performance.now();
-    const r = spawnSync(step.cmd[0], step.cmd[1], { stdio: 'inherit' });
-    const secs = (performance.now() - t0) / 1000;
-    let report = null;
-    if (step.report && existsSync(step.report)) {
-      try {
-        report = JSON.parse(readFileSync(step.report, 'utf8'));
-      } catch (err) {
-        console.error(`could not read ${step.report}: ${err.message}`);
+  for (const run of runsOf(planned)) {
+    console.log(`\n── ${run.map((s) => s.name).join(' + ')} ──`);
+    const ended = await Promise.all(run.map((step, i) => runStep(step, i > 0)));
+    run.forEach((step, i) => {
+      let report = null;
+      if (step.report && existsSync(step.report)) {
+        try {
+          report = JSON.parse(readFileSync(step.report, 'utf8'));
+        } catch (err) {
+          console.error(`could not read ${step.report}: ${err.message}`);
+        }
       }
-    }
-    results.push({ name: step.name, status: r.status, secs, report });
-    if (r.status !== 0) break;
+      results.push({ name: step.name, status: ended[i].status, secs: ended[i].secs, report });
+    });
+    if (ended.some((e) => e.status !== 0)) break;
   }
   const t = tallyTiers(
     results,
@@ -132,4 +171,4 @@ function main(argv) {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
-  process.exit(main(process.argv.slice(2)));
+  process.exit(await main(process.argv.slice(2)));

@@ -5,7 +5,7 @@
 // and todo, and one file that throws at import.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { countReport, STEPS, tallyTiers } from '../../scripts/test.js';
+import { countReport, runsOf, STEPS, tallyTiers } from '../../scripts/test.js';
 
 const REPORT = JSON.parse(
   readFileSync(new URL('../fixtures/runner/vitest_report_throws_at_import.json', import.meta.url), 'utf8'),
@@ -69,5 +69,13 @@ describe('npm test counting', () => {
     expect(t.notRun).toEqual(['unit', 'gpu', 'build', 'e2e']);
     const ok = tallyTiers([{ name: 'unit', status: 0, secs: 1, report: GREEN }], ['unit']);
     expect(ok).toMatchObject({ closing: '5 passed, 0 failed, 1 skipped', exitCode: 0, notRun: [] });
+  });
+
+  it('starts typecheck and check together and every other tier alone, in order', () => {
+    const names = (planned: typeof STEPS) => runsOf(planned).map((run) => run.map((s) => s.name));
+    expect(names(STEPS)).toEqual([['typecheck', 'check'], ['unit'], ['gpu'], ['build'], ['e2e']]);
+    const pick = (...n: string[]) => STEPS.filter((s) => n.includes(s.name));
+    expect(names(pick('check', 'unit'))).toEqual([['check'], ['unit']]);
+    expect(names(pick('typecheck', 'build', 'e2e'))).toEqual([['typecheck'], ['build'], ['e2e']]);
   });
 });
