@@ -14,7 +14,19 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['tests/unit/**/*.test.ts'], environment: 'node', testTimeout: 30_000 },
+        test: {
+          name: 'unit',
+          include: ['tests/unit/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 30_000,
+          // a hook that starts a child process (`spade serve` in serve_hostile.test.ts: ~2 s idle) ran past
+          // vitest's default 10 s on a loaded machine; 60 s is over 20× its idle time
+          hookTimeout: 60_000,
+          // two files at once (vitest's default on 2 cores is one): the tier's CPU is about the same
+          // (510 vs 527 CPU-s), its wall time not (docs/testing.md, "How long it takes")
+          fileParallelism: true,
+          maxWorkers: 2,
+        },
       },
       {
         extends: true,
