@@ -15,7 +15,7 @@ import { TinyKernels } from '../../src/engine/tiny/tiny_kernels.ts';
 import { TinyChat } from '../../src/engine/tiny/tiny_chat.ts';
 import { TinyLm } from '../../src/engine/tiny/tiny_lm.ts';
 import { TINY_TRAIN_DEFAULTS, tinyTrainer } from '../../src/engine/tiny/tiny_train.ts';
-import { tinyModel as toyModel } from '../../src/engine/tiny/tiny_model.ts';
+import { tinyModel } from '../../src/engine/tiny/tiny_model.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';
 
 /**
@@ -24,8 +24,8 @@ import { LoraTrainer } from '../../src/engine/train/train.ts';
  * head of 24 (the general loops, not the D = 16 ones, and no WebAssembly attention).
  */
 const twin = async (seed: number, hidden = 16) => {
-  const ref = await toyModel('01234', { seed, layers: 2, hidden, std: 0.4 });
-  const fast = await toyModel('01234', { seed, layers: 2, hidden, std: 0.4 });
+  const ref = await tinyModel('01234', { seed, layers: 2, hidden, std: 0.4 });
+  const fast = await tinyModel('01234', { seed, layers: 2, hidden, std: 0.4 });
   const lm = new TinyLm(fast.llm as never, fast.weights);
   const ids = [...fast.allowed].sort((a, b) => a - b);
   return { ref, fast, lm, ids, chat: new TinyChat('toy', lm, fast.tokenizer, ids) };
@@ -167,7 +167,7 @@ describe('the fast path gives the references’ numbers', () => {
   };
 
   it('attention and projections on WebAssembly give the JavaScript loops’ values, bit for bit, for blocks of every length', async () => {
-    const m = await toyModel('01234', { seed: 4, layers: 2, hidden: 16, std: 0.4 });
+    const m = await tinyModel('01234', { seed: 4, layers: 2, hidden: 16, std: 0.4 });
     // a trained-looking adapter (a fresh one's B is 0, which would hide the delta's arithmetic)
     for (const [k, t] of m.llm.lora!.w) {
       const b = (t as { data: Float32Array }).data;
@@ -215,7 +215,7 @@ describe('the fast path gives the references’ numbers', () => {
 
   it('the GRPO step on WebAssembly and on the loops: the same adapter after each of two steps', async () => {
     const make = async (wasm: boolean) => {
-      const m = await toyModel('01234', { seed: 6, layers: 2, hidden: 16, std: 0.4 });
+      const m = await tinyModel('01234', { seed: 6, layers: 2, hidden: 16, std: 0.4 });
       const lm = new TinyLm(m.llm as never, m.weights, { wasm });
       const ids = [...m.allowed].sort((a, b) => a - b);
       return { m, lm, chat: new TinyChat('toy', lm, m.tokenizer, ids), ids };

@@ -14,7 +14,7 @@ import { LocalChatModel, schedulerFor } from '../../src/engine/model/local_model
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
 import { allowedTokenBias } from '../../src/engine/model/policy.ts';
-import { tinyModel as toyModel } from '../../src/engine/tiny/tiny_model.ts';
+import { tinyModel } from '../../src/engine/tiny/tiny_model.ts';
 import {
   decodeTrainerState,
   encodeTrainerState,
@@ -263,7 +263,7 @@ describe('local backend: token-exact replies', () => {
   const sys: ChatMessage = { role: 'system', content: 'Play.' };
 
   it('returns the prompt ids, the sampled ids and log π_old under the masked, tempered policy', async () => {
-    const { chat, llm, tokenizer } = await toyModel<CpuTensor>('0123456789', { seed: 2 });
+    const { chat, llm, tokenizer } = await tinyModel<CpuTensor>('0123456789', { seed: 2 });
     const messages: ChatMessage[] = [sys, { role: 'user', content: 'Pick a digit.' }];
     for (const temperature of [1, 0.7, 0]) {
       const r = await chat.chat(messages, { temperature, max_tokens: 4, seed: 9 });
@@ -298,7 +298,7 @@ describe('local backend: token-exact replies', () => {
 
   it('continues a conversation on the exact ids sampled, even where re-tokenising would differ', async () => {
     // 0xE2 alone is not UTF-8: its text is U+FFFD, which encodes as three other bytes
-    const { chat, tokenizer } = await toyModel('', { seed: 4 });
+    const { chat, tokenizer } = await tinyModel('', { seed: 4 });
     const odd = new LocalChatModel('odd', chat.llm, tokenizer, { allowedTokens: [0xe2, 0x41] });
     const m1: ChatMessage[] = [sys, { role: 'user', content: 'Go.' }];
     const r1 = await odd.chat(m1, { temperature: 1, max_tokens: 3, seed: 1 });
@@ -350,7 +350,7 @@ describe('local backend: token-exact replies', () => {
   });
 
   it('does not repeat the end-of-turn token after a reply that ended with it', async () => {
-    const { chat, tokenizer } = await toyModel('', { seed: 4 });
+    const { chat, tokenizer } = await tinyModel('', { seed: 4 });
     const eos = chat.llm.cfg.eosTokenIds[0]!;
     const ending = new LocalChatModel('eos', chat.llm, tokenizer, { allowedTokens: [eos] });
     const m1: ChatMessage[] = [sys, { role: 'user', content: 'Go.' }];
@@ -364,7 +364,7 @@ describe('local backend: token-exact replies', () => {
   });
 
   it('a stop string ends the request in the scheduler, not only the text', async () => {
-    const { chat } = await toyModel('0123456789', { seed: 4 });
+    const { chat } = await tinyModel('0123456789', { seed: 4 });
     const msgs: ChatMessage[] = [sys, { role: 'user', content: 'Go.' }];
     const o = { temperature: 1, max_tokens: 200, seed: 1 };
     const full = await chat.chat(msgs, o);
@@ -381,7 +381,7 @@ describe('local backend: token-exact replies', () => {
   });
 
   it('a generation stopped part-way is an AbortError, never a cut-off reply', async () => {
-    const { chat } = await toyModel('0123456789', { seed: 4 });
+    const { chat } = await tinyModel('0123456789', { seed: 4 });
     const ac = new AbortController();
     let pieces = 0;
     const reply = chat.chat([sys, { role: 'user', content: 'Go.' }], {
@@ -398,7 +398,7 @@ describe('local backend: token-exact replies', () => {
   });
 
   it('rejects allowed tokens outside the vocabulary', async () => {
-    const { chat, tokenizer } = await toyModel('', { seed: 4 });
+    const { chat, tokenizer } = await tinyModel('', { seed: 4 });
     expect(() => new LocalChatModel('x', chat.llm, tokenizer, { allowedTokens: [chat.llm.cfg.vocabSize] })).toThrow(
       'not a token id',
     );

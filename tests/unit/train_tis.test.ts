@@ -28,7 +28,7 @@ import { loadCheckpoint } from '../../src/engine/io/load.ts';
 import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import { LlamaModel } from '../../src/engine/model/model.ts';
 import { CpuOps, type CpuTensor } from '../../src/engine/ops/ops.ts';
-import { tinyModel as toyModel } from '../../src/engine/tiny/tiny_model.ts';
+import { tinyModel } from '../../src/engine/tiny/tiny_model.ts';
 import { LoraTrainer, type GrpoSample } from '../../src/engine/train/train.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 
@@ -259,7 +259,7 @@ describe('GRPO trainer with TIS', () => {
 
 describe('spade run --train with TIS', () => {
   it("logs each step's TIS figures and the round's, from π_old recomputed before the round", async () => {
-    const { chat, llm } = await toyModel('0123456789', { seed: 1, layers: 1, hidden: 16 });
+    const { chat, llm } = await tinyModel('0123456789', { seed: 1, layers: 1, hidden: 16 });
     const out = await mkdtemp(join(tmpdir(), 'spade-tis-'));
     const cfg: Config = { ...DEFAULTS, probeEvery: 0, designerLag: 0, trainEpochs: 1 };
     // the learner's log-probs of two plays of one environment, before any update (the expected π_old)
