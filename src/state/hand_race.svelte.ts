@@ -34,6 +34,10 @@ import { parseUrlState } from '../core/url_state.ts';
 import type { LabEvent } from '../../workers/lab.worker.ts';
 import { lab as workerSettings, LAB_DEFAULTS, type LabState } from './lab.svelte.ts';
 
+/** What the race says when the Lab's own run (▶, a comparison or a check) holds the worker. */
+export const LAB_BUSY =
+  "The Lab's own run is using the worker: press ❚❚ Pause above (it stops after the cycle in flight), then play the race.";
+
 /** The race's ladder: the climb (15 rungs, lengths 2–16). */
 export const RACE_SPACE = SPACE.climb;
 
@@ -199,9 +203,15 @@ export class HandRace {
     if (this.status === 'done') this.recorded = null;
   }
 
+  /** Whether the Lab's own run holds the worker; if so the race says so instead of starting (one lab runs at a time). */
+  private labBusy(): boolean {
+    if (this.lab.busy) this.error = LAB_BUSY;
+    return this.lab.busy;
+  }
+
   /** Play the race up to the end of `curriculum`: a cycle of the hand arm, then one of each rival, in turn. */
   private async runTo(curriculum: string[]): Promise<void> {
-    if (this.status === 'running' || this.lab.busy) return;
+    if (this.status === 'running' || this.labBusy()) return;
     const s = $state.snapshot(this.lab.settings);
     if (s.levels < 2) {
       this.error = "The race needs K ≥ 2 levels a cycle (SPADE's designer writes K − 1 and edits one).";
@@ -309,7 +319,7 @@ export class HandRace {
   /** Replay a board row's curriculum (its hand arm only) to score it. */
   async score(i: number): Promise<void> {
     const row = this.board[i];
-    if (!row || this.status === 'running' || this.lab.busy) return;
+    if (!row || this.status === 'running' || this.labBusy()) return;
     this.status = 'running';
     this.error = null;
     const lane = emptyLane();

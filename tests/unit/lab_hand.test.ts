@@ -170,3 +170,22 @@ describe('a race from a pasted link', () => {
     expect(bad('#lab.K=9&lab.hand=aaaa')).toBe('ok'); // a bad K is dropped from the link: the default (4) reads it
   });
 });
+
+describe('the race while the Lab runs', () => {
+  it('says to pause the Lab instead of doing nothing, and asks nothing of the worker', async () => {
+    const { HandRace, LAB_BUSY } = await import('../../src/state/hand_race.svelte.ts');
+    const { LAB_DEFAULTS } = await import('../../src/state/lab.svelte.ts');
+    const asked: string[] = [];
+    const lab = {
+      settings: { ...LAB_DEFAULTS },
+      busy: true,
+      remote: () => new Proxy({}, { get: (_, k) => (asked.push(String(k)), async () => undefined) }),
+    };
+    const race = new HandRace(lab as never);
+    await race.play(1);
+    expect(race.error).toBe(LAB_BUSY);
+    expect(race.status).toBe('idle');
+    expect(race.played).toEqual([]);
+    expect(asked).toEqual([]);
+  });
+});
