@@ -38,6 +38,11 @@ export interface LabEngineOptions {
    * a few cycles, docs/lab.md).
    */
   agentLr?: number;
+  /**
+   * AdamW's decoupled weight decay on both roles' adapters (default: the space's agentModel's for
+   * the agent, else 0): each step scales the adapter by 1 − lr·wd, a pull toward the base model.
+   */
+  weightDecay?: number;
   /** Designer learning rate (default 5e-3: slow enough that a few lucky batches do not collapse it onto one level). */
   designerLr?: number;
   /**
@@ -71,6 +76,7 @@ function enginePolicy(allowed: string, seed: number, lr: number, o: LabEngineOpt
     allowed,
     seed,
     lr,
+    weightDecay: o.weightDecay ?? 0,
     temperature: o.temperature ?? 1,
     layers: o.layers ?? 2,
     hidden: o.hidden ?? 16,
@@ -97,11 +103,18 @@ export async function engineLabDeps(
 
 /**
  * The fresh agent of a seed (the same for every arm: its model depends only on the seed); its
- * learning rate the run's, else the space's (the climb's 1e-3), else AGENT_LR.
+ * learning rate, width, init std and weight decay the run's, else the space's (the climb's 2e-3,
+ * hidden 32, std 0.14, weight decay 0.1), else AGENT_LR, the Lab's 16 and MODEL_STD, and none.
  */
 async function freshAgent(seed: number, o: LabEngineOptions & { space?: SpaceName } = {}): Promise<LabPolicy> {
-  const lr = o.agentLr ?? SPACE[o.space ?? LAB_LOOP_DEFAULTS.space].agentLr ?? AGENT_LR;
-  return enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), lr, o);
+  const space = SPACE[o.space ?? LAB_LOOP_DEFAULTS.space];
+  const lr = o.agentLr ?? space.agentLr ?? AGENT_LR;
+  return enginePolicy(AGENT_DIGITS, hashSeed(`micro-agent:${seed}`), lr, {
+    ...o,
+    hidden: o.hidden ?? space.agentModel?.hidden ?? 16,
+    std: o.std ?? space.agentModel?.std ?? MODEL_STD,
+    weightDecay: o.weightDecay ?? space.agentModel?.weightDecay ?? 0,
+  });
 }
 
 /** The dead-seed screen of a seed (lab.ts screenSeed) on its fresh agent. */

@@ -47,3 +47,23 @@ describe('the learning-curve check', () => {
     expect(c.masteredAt === null || c.masteredAt === 2).toBe(true);
   }, 120_000);
 });
+
+describe("the climb's agent", () => {
+  it("is its space's model — hidden 32, init std 0.14, weight decay 0.1 — unless the run names others", async () => {
+    const trace = async (o: { hidden?: number; std?: number; weightDecay?: number }) => {
+      const { agent } = await engineLabDeps(3, 'fixed', runner, { space: 'climb', ...o });
+      const messages = [{ role: 'user' as const, content: 'Climb, 0-4, same code every time. Digit a?' }];
+      const r = await agent.chat.chat(messages, { temperature: 1, max_tokens: 2, seed: 5 });
+      const sample = { role: 'agent' as const, ...extendTrace(null, r.tokens!)!, advantage: 1, key: '0' };
+      await agent.trainer!.step([sample]);
+      const second = await agent.trainer!.step([sample]); // starts from the adapter the first step (and its decay) left
+      return { logprobs: r.tokens!.logprobs, gradNorm: second.gradNorm, loss: second.loss };
+    };
+    const byDefault = await trace({});
+    expect(await trace({ hidden: 32, std: 0.14, weightDecay: 0.1 })).toEqual(byDefault);
+    expect((await trace({ hidden: 16, std: 0.2, weightDecay: 0.1 })).logprobs).not.toEqual(byDefault.logprobs);
+    const noDecay = await trace({ weightDecay: 0 });
+    expect(noDecay.logprobs).toEqual(byDefault.logprobs); // the same fresh model...
+    expect(noDecay.gradNorm).not.toBe(byDefault.gradNorm); // ...but without the decay a different adapter after a step
+  }, 60_000);
+});

@@ -84,13 +84,15 @@ describe('the fast path gives the references’ numbers', () => {
         });
       }
       const lr = 3e-3;
+      const weightDecay = 0.5; // large enough that a step without it leaves a different adapter
       const reference = new LoraTrainer(ref.llm, {
         lr,
+        weightDecay,
         temperature: 1,
         allowedTokens: ref.allowed,
         minibatchTokens: 1e9,
       });
-      const tiny = tinyTrainer(lm, { lr, temperature: 1, allowed: ids, ...TINY_TRAIN_DEFAULTS });
+      const tiny = tinyTrainer(lm, { ...TINY_TRAIN_DEFAULTS, lr, temperature: 1, allowed: ids, weightDecay });
       for (let step = 0; step < 3; step++) {
         const a = await reference.trainStep(
           samples.map((s) => ({ ids: s.ids, spans: s.spans, oldLogprobs: s.logprobs, advantage: s.advantage })),

@@ -68,6 +68,15 @@ export interface LevelSpace {
    * to rung 0 by cycle 300 (seed 61); 1e-3 held but reached only rung 5-6 in 360 cycles.
    */
   agentLr?: number;
+  /**
+   * The agent model's width and init std on this space when the run names none (default hidden 16,
+   * std 0.2). The climb's: hidden 32, std 0.14. The largest logit gap the adapter can open grows
+   * with std·C, the fresh model's spread with std·√C: at hidden 16 the agent never passed ~0.85 a
+   * digit and stalled at lengths 7–8; hidden 32 at std 0.14 keeps the fresh spread and raises the
+   * ceiling to ~6 nats; weight decay (AdamW's, toward the base model) 0.1 against the collapse
+   * a long climb showed without it (docs/lab.md, "The learner").
+   */
+  agentModel?: { hidden: number; std: number; weightDecay?: number };
 }
 
 const LOCK = 2;
@@ -91,7 +100,14 @@ function chainSpace(
   A: number,
   Ls = [0, 1, 2, 3],
   Ds = [0, 3],
-  o: { family?: number; letters?: boolean; fixedTop?: boolean; agentLr?: number; about?: string } = {},
+  o: {
+    family?: number;
+    letters?: boolean;
+    fixedTop?: boolean;
+    agentLr?: number;
+    agentModel?: LevelSpace['agentModel'];
+    about?: string;
+  } = {},
 ): LevelSpace {
   const family = o.family ?? LOCK;
   const CHAIN: Level[] = Ls.flatMap((L) => Ds.map((D) => ({ family, L, A, D })));
@@ -154,6 +170,7 @@ function chainSpace(
       ].filter((x) => !same(x, l) && indexIn(CHAIN, x) >= 0),
     ...(o.letters ? { designerSeesAgent: true } : {}),
     ...(o.agentLr ? { agentLr: o.agentLr } : {}),
+    ...(o.agentModel ? { agentModel: o.agentModel } : {}),
   };
 }
 
@@ -175,6 +192,7 @@ export const CLIMB_SPACE: LevelSpace = chainSpace('climb', 3, [0, 1, 2, 3, 4, 5,
   family: CLIMB,
   letters: true,
   agentLr: 2e-3,
+  agentModel: { hidden: 32, std: 0.14, weightDecay: 0.1 },
   fixedTop: true,
   about: 'the climb: one fixed 16-digit code, lengths 2–16, the length not said (15 levels; the probe is all of them)',
 });

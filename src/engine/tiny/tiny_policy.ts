@@ -25,8 +25,9 @@ export interface TinyPolicyOptions {
   allowed: string;
   /** Seeds the checkpoint and the adapter's init. */
   seed: number;
-  /** The adapter's learning rate. */
+  /** The adapter's learning rate, and AdamW's decoupled weight decay on it (pulls it toward the base). */
   lr: number;
+  weightDecay: number;
   /** The temperature the policy samples at: the trainer's π is the sampler's π. */
   temperature: number;
   /** The model's size and init std (tiny_model.ts's TinyModelOptions). */
@@ -45,7 +46,7 @@ export interface TinyPolicy {
 
 /** A policy on a fresh tiny model: see the file header. */
 export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy> {
-  const { lr, temperature } = o;
+  const { lr, temperature, weightDecay } = o;
   const m = await tinyModel(o.allowed, { seed: o.seed, layers: o.layers, hidden: o.hidden, std: o.std });
   if (o.path === 'fast') {
     const lm = new TinyLm(m.llm, m.weights);
@@ -53,12 +54,13 @@ export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy
     const chat = new TinyChat('toy', lm, m.tokenizer, ids);
     return {
       chat,
-      trainer: tinyTrainer(lm, { lr, temperature, allowed: ids, ...TINY_TRAIN_DEFAULTS }),
+      trainer: tinyTrainer(lm, { ...TINY_TRAIN_DEFAULTS, lr, temperature, allowed: ids, weightDecay }),
       score: async (messages, reply) => chat.score(messages, reply, temperature),
     };
   }
   const lora = new LoraTrainer(m.llm, {
     lr,
+    weightDecay,
     temperature,
     allowedTokens: m.allowed,
     minibatchTokens: Number.MAX_SAFE_INTEGER, // the lab's trainRound already cut the minibatches

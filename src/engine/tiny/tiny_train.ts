@@ -32,10 +32,19 @@ export interface TinyTrainOptions {
   maxGradNorm: number;
   beta1: number;
   beta2: number;
+  /** AdamW's decoupled weight decay on the adapter (LoraTrainer's weightDecay; the Lab's default 0). */
+  weightDecay: number;
 }
 
 /** LoraTrainer's defaults for what the Lab does not set (train.ts DEFAULTS). */
-export const TINY_TRAIN_DEFAULTS = { clipLow: 0.2, clipHigh: 0.28, maxGradNorm: 1, beta1: 0.9, beta2: 0.999 } as const;
+export const TINY_TRAIN_DEFAULTS = {
+  clipLow: 0.2,
+  clipHigh: 0.28,
+  maxGradNorm: 1,
+  beta1: 0.9,
+  beta2: 0.999,
+  weightDecay: 0,
+} as const;
 
 /** AdamW's moments per adapter key and the step count. */
 interface AdamState {
@@ -174,7 +183,7 @@ function adamw(lm: TinyLm, grads: Map<string, Float32Array>, o: TinyTrainOptions
       const gi = gk[i]! * gradScale;
       m[i] = b1 * m[i]! + (1 - b1) * gi;
       v[i] = b2 * v[i]! + (1 - b2) * gi * gi;
-      const decayed = p[i]! * (1 - o.lr * 0);
+      const decayed = p[i]! * (1 - o.lr * o.weightDecay);
       p[i] = decayed - (o.lr * (m[i]! / bc1)) / (Math.sqrt(v[i]! / bc2) + ADAM_EPS);
     }
   }
