@@ -1,6 +1,6 @@
 /**
  * The Lab worker: src/core/lab/lab.ts's LabLoop off the page, on the CPU — the lab's two models are
- * 2 layers × hidden 16, where a GPU dispatch would cost more than the arithmetic — by the tiny
+ * 2 layers × hidden 16 (the climb's agent 32), where a GPU dispatch would cost more than the arithmetic — by the tiny
  * model's fast path (engineLabDeps' default, which this worker never changes: engine/tiny's TinyLm,
  * contiguous KV, plain Float32Array loops and WebAssembly SIMD kernels, the same numbers bit for bit
  * as the engine's CPU references, which only `spade lab --path reference` and `spade bench lab`
