@@ -35,6 +35,10 @@ export default defineConfig({
           include: ['tests/gpu/**/*.test.ts'],
           environment: 'node',
           pool: 'forks',
+          // the files a worker runs share its process, so they share one device and its compiled
+          // pipelines (tests/gpu/gpu_setup.ts): compiling was most of the tier's CPU, the same kernels
+          // again in every file
+          isolate: false,
           // two files at once: one file keeps a software adapter at ~1.1 cores; two ran the tier in 295 s
           // instead of 532 s on the 2-core build machine (docs/testing.md)
           fileParallelism: true,

@@ -7,8 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { tryGpu } from './gpu_setup.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const { ctx, reason } = await tryGpu();
-ctx?.destroy();
+const { ctx, reason } = await tryGpu(); // whether there is an adapter; the command acquires its own device
 
 describe.skipIf(!ctx)(`spade gpu ${reason}`, () => {
   it('reports the adapter with no display noise on stderr', { timeout: 120_000 }, () => {

@@ -1,6 +1,6 @@
 // The device on the software adapter: its report, the self-check behind the status chip, the
 // pipeline cache, GPU errors surfacing as GpuError, and device loss.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { DeviceLostError, GpuError } from '../../src/core/errors.ts';
 import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { gpuSelfCheck } from '../../src/engine/ops/self_check.ts';
@@ -37,7 +37,6 @@ describe.skipIf(!ctx)('GPU errors and device loss', () => {
   beforeAll(async () => {
     own = await acquireNodeGpu();
   });
-  afterAll(() => ctx?.destroy());
 
   it('a shader that fails to compile becomes a GpuError on the next call', async () => {
     const c = await acquireNodeGpu();
