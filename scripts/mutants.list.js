@@ -788,4 +788,20 @@ export const MUTANTS = [
     test: 'tests/unit/tiny_lm.test.ts',
     why: "the fast path samples at the asked temperature, as the reference's sampler does",
   },
+  {
+    id: 'lab-tiny-train-kl-gradient-dropped',
+    file: 'src/engine/tiny/tiny_train.ts',
+    find: 'wt -= o.klCoef * (1 - e);',
+    replace: 'wt -= 0;',
+    test: 'tests/unit/tiny_lm.test.ts',
+    why: "the fast path's k3 KL to the base pulls the adapter as LoraTrainer's does (its loss alone moves nothing)",
+  },
+  {
+    id: 'lab-tiny-train-weight-decay-ignored',
+    file: 'src/engine/tiny/tiny_train.ts',
+    find: 'const decayed = p[i]! * (1 - o.lr * o.weightDecay);',
+    replace: 'const decayed = p[i]!;',
+    test: 'tests/unit/tiny_lm.test.ts',
+    why: "the fast path's AdamW decays the adapter as adamwCpu does (it was hard-coded 0 before round 4's climb agent)",
+  },
 ];

@@ -43,6 +43,11 @@ export interface LabEngineOptions {
    * the agent, else 0): each step scales the adapter by 1 − lr·wd, a pull toward the base model.
    */
   weightDecay?: number;
+  /**
+   * β of the k3 KL to the base model (the adapter off) in both roles' GRPO loss (default: the
+   * space's agentModel's for the agent, else 0).
+   */
+  klCoef?: number;
   /** Designer learning rate (default 5e-3: slow enough that a few lucky batches do not collapse it onto one level). */
   designerLr?: number;
   /**
@@ -77,6 +82,7 @@ function enginePolicy(allowed: string, seed: number, lr: number, o: LabEngineOpt
     seed,
     lr,
     weightDecay: o.weightDecay ?? 0,
+    klCoef: o.klCoef ?? 0,
     temperature: o.temperature ?? 1,
     layers: o.layers ?? 2,
     hidden: o.hidden ?? 16,
@@ -114,6 +120,7 @@ async function freshAgent(seed: number, o: LabEngineOptions & { space?: SpaceNam
     hidden: o.hidden ?? space.agentModel?.hidden ?? 16,
     std: o.std ?? space.agentModel?.std ?? MODEL_STD,
     weightDecay: o.weightDecay ?? space.agentModel?.weightDecay ?? 0,
+    klCoef: o.klCoef ?? space.agentModel?.klCoef ?? 0,
   });
 }
 

@@ -85,20 +85,24 @@ describe('the fast path gives the references’ numbers', () => {
       }
       const lr = 3e-3;
       const weightDecay = 0.5; // large enough that a step without it leaves a different adapter
+      const klCoef = 0.3; // the k3 KL to the base: a second forward with the adapter off
       const reference = new LoraTrainer(ref.llm, {
         lr,
         weightDecay,
+        klCoef,
         temperature: 1,
         allowedTokens: ref.allowed,
         minibatchTokens: 1e9,
       });
-      const tiny = tinyTrainer(lm, { ...TINY_TRAIN_DEFAULTS, lr, temperature: 1, allowed: ids, weightDecay });
+      const tiny = tinyTrainer(lm, { ...TINY_TRAIN_DEFAULTS, lr, temperature: 1, allowed: ids, weightDecay, klCoef });
       for (let step = 0; step < 3; step++) {
         const a = await reference.trainStep(
           samples.map((s) => ({ ids: s.ids, spans: s.spans, oldLogprobs: s.logprobs, advantage: s.advantage })),
         );
         const b = await tiny.step(samples);
-        for (const k of ['loss', 'clipFraction', 'approxKl', 'gradNorm', 'tokens'] as const) expect(b[k]).toBe(a[k]);
+        for (const k of ['loss', 'clipFraction', 'approxKl', 'klToBase', 'gradNorm', 'tokens'] as const)
+          expect(b[k]).toBe(a[k]);
+        if (step > 0) expect(b.klToBase).toBeGreaterThan(0); // the adapter has moved off the base
         expect(adapter(fast)).toEqual(adapter(ref));
       }
       expect(adapter(fast).some(([k, v]) => k.endsWith('.B') && v.some((x) => x !== 0))).toBe(true); // it did train

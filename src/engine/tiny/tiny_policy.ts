@@ -28,6 +28,8 @@ export interface TinyPolicyOptions {
   /** The adapter's learning rate, and AdamW's decoupled weight decay on it (pulls it toward the base). */
   lr: number;
   weightDecay: number;
+  /** β of the k3 KL to the base model (the adapter off); 0: no term. */
+  klCoef: number;
   /** The temperature the policy samples at: the trainer's π is the sampler's π. */
   temperature: number;
   /** The model's size and init std (tiny_model.ts's TinyModelOptions). */
@@ -46,7 +48,7 @@ export interface TinyPolicy {
 
 /** A policy on a fresh tiny model: see the file header. */
 export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy> {
-  const { lr, temperature, weightDecay } = o;
+  const { lr, temperature, weightDecay, klCoef } = o;
   const m = await tinyModel(o.allowed, { seed: o.seed, layers: o.layers, hidden: o.hidden, std: o.std });
   if (o.path === 'fast') {
     const lm = new TinyLm(m.llm, m.weights);
@@ -54,13 +56,14 @@ export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy
     const chat = new TinyChat('toy', lm, m.tokenizer, ids);
     return {
       chat,
-      trainer: tinyTrainer(lm, { ...TINY_TRAIN_DEFAULTS, lr, temperature, allowed: ids, weightDecay }),
+      trainer: tinyTrainer(lm, { ...TINY_TRAIN_DEFAULTS, lr, temperature, allowed: ids, weightDecay, klCoef }),
       score: async (messages, reply) => chat.score(messages, reply, temperature),
     };
   }
   const lora = new LoraTrainer(m.llm, {
     lr,
     weightDecay,
+    klCoef,
     temperature,
     allowedTokens: m.allowed,
     minibatchTokens: Number.MAX_SAFE_INTEGER, // the lab's trainRound already cut the minibatches

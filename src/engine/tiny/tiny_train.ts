@@ -34,6 +34,11 @@ export interface TinyTrainOptions {
   beta2: number;
   /** AdamW's decoupled weight decay on the adapter (LoraTrainer's weightDecay; the Lab's default 0). */
   weightDecay: number;
+  /**
+   * β of the k3 KL to the base policy (LoraTrainer's klCoef; default 0, no term): each trained token
+   * adds β·(e^δ − δ − 1), δ = log π_base − log π_θ, base = the adapter off.
+   */
+  klCoef: number;
 }
 
 /** LoraTrainer's defaults for what the Lab does not set (train.ts DEFAULTS). */
@@ -44,6 +49,7 @@ export const TINY_TRAIN_DEFAULTS = {
   beta1: 0.9,
   beta2: 0.999,
   weightDecay: 0,
+  klCoef: 0,
 } as const;
 
 /** AdamW's moments per adapter key and the step count. */
@@ -61,8 +67,8 @@ export function tinyTrainer(lm: TinyLm, o: TinyTrainOptions): PolicyTrainer {
 
 /**
  * One GRPO step on a minibatch, as LoraTrainer.trainStep with the Lab's options (TIS on but no
- * learner log-probs: the ratio against the sampler's; no KL term; AdamW), on the adapter's
- * arrays in place. `allowed` ascending.
+ * learner log-probs: the ratio against the sampler's; the k3 KL to the base when klCoef > 0;
+ * AdamW), on the adapter's arrays in place. `allowed` ascending.
  */
 function trainStep(
   lm: TinyLm,
@@ -80,6 +86,7 @@ function trainStep(
   let loss = 0;
   let clipped = 0;
   let kl = 0;
+  let k3sum = 0;
   let tokens = 0;
   const stats: number[] = [];
   for (const group of packGroups(used)) tokens += groupGradients(lm, group, 1 / N, o, lora, grads, stats);
@@ -87,6 +94,7 @@ function trainStep(
     loss += stats[i]!;
     clipped += stats[i + 1]!;
     kl += stats[i + 2]!;
+    k3sum += stats[i + 3]!;
   }
   const sumSq = adamw(lm, grads, o, state);
   lm.llm.adapterChanged();
@@ -94,6 +102,7 @@ function trainStep(
     loss: N ? loss / N : 0,
     clipFraction: N ? clipped / N : 0,
     approxKl: N ? kl / N : 0,
+    ...(o.klCoef > 0 ? { klToBase: N ? k3sum / N : 0 } : {}),
     gradNorm: Math.sqrt(sumSq),
     tokens,
     ms: performance.now() - t0,
@@ -140,11 +149,14 @@ function groupGradients(
     segStart.fill(off, off, off + p.input.length);
     off += p.input.length;
   }
+  // log π_base of the trained tokens (the adapter off), before the tape, as LoraTrainer takes it
+  const baseHn = o.klCoef > 0 ? forwardTape(lm, ids, segStart, null).hn : null;
   const tape = forwardTape(lm, ids, segStart, lora);
   const dhn = new Float32Array(T * lm.C);
   off = 0;
   for (const p of group) {
-    headGrad(lm, tape.hn, off, p, invN, o, dhn, stats);
+    const base = baseHn && p.positions.map((pos) => headRow(lm, baseHn, (off + pos) * lm.C, p, pos, o.allowed).lp);
+    headGrad(lm, tape.hn, off, p, invN, o, dhn, stats, base);
     off += p.input.length;
   }
   backward(lm, tape, dhn, segStart, lora, grads);
@@ -231,11 +243,14 @@ function zeroGrads(lm: TinyLm): Map<string, Float32Array> {
   return out;
 }
 
-/** forwardHidden with segments: every activation the backward reads. */
-function forwardTape(lm: TinyLm, ids: number[], segStart: Int32Array, lora: Lora): Tape {
+/**
+ * forwardHidden with segments: every activation the backward reads. `lora` null: the base model
+ * (the adapter off, as LoraTrainer's KL term reads it; only `hn` is used then).
+ */
+function forwardTape(lm: TinyLm, ids: number[], segStart: Int32Array, lora: Lora | null): Tape {
   const { C, F, qd, kvd, eps } = lm;
   const T = ids.length;
-  const r = lora.r;
+  const r = lora?.r ?? 0;
   let h = new Float32Array(T * C);
   ids.forEach((id, t) => h.set(lm.embed.subarray(id * C, (id + 1) * C), t * C));
   const layers: LayerTape[] = [];
@@ -258,6 +273,7 @@ function forwardTape(lm: TinyLm, ids: number[], segStart: Int32Array, lora: Lora
       xa: {} as Record<LoraModule, Float32Array>,
     };
     const linear = (x: Float32Array, m: LoraModule, nOut: number, nIn: number, y: Float32Array) => {
+      if (!lora) return mmNN(x, L.wt[m], y, T, nOut, nIn);
       const xa = (t.xa[m] = new Float32Array(T * r));
       if (L.wk && lora.k && nOut % 8 === 0) {
         lm.kernel!.linear(x, T, nIn, nOut, y, false, L.wk[m].t, lora.k[li]![m], xa);
@@ -338,40 +354,33 @@ function headGrad(
   o: TinyTrainOptions,
   dhn: Float32Array,
   stats: number[],
+  base: number[] | null = null,
 ) {
   const C = lm.C;
   const ids = o.allowed;
   const t = p.temperature;
-  const z = new Float64Array(ids.length);
   const dz = new Float32Array(ids.length);
   p.positions.forEach((pos, j) => {
     const row = (off + pos) * C;
-    // z = (logits + bias) / T over the allowed ids (the rest are −1e9: exp gives 0)
-    ids.forEach((id, i) => {
-      let s = 0;
-      for (let c = 0; c < C; c++) s += hn[row + c]! * lm.head[id * C + c]!;
-      const l = f32(s);
-      z[i] = t !== 1 ? f32(l * (1 / t)) : l;
-    });
-    const target = p.targets[pos]!;
-    const ti = ids.indexOf(target);
-    if (ti < 0) throw new RangeError(`TinyLm: trained token ${target} is not one of the allowed ids`);
-    let m = -Infinity;
-    for (let i = 0; i < ids.length; i++) m = Math.max(m, z[i]!);
-    let sum = 0;
-    for (let i = 0; i < ids.length; i++) sum += Math.exp(z[i]! - m);
-    const lse = m + Math.log(sum);
-    const lp = f32(z[ti]! - lse);
+    const { z, lse, lp, ti } = headRow(lm, hn, row, p, pos, ids);
     // grpoWeightsCpu (c = 1: no learner log-probs)
     const old = f32(p.old![j]!);
     const A = p.advantage;
     const ratio = Math.exp(Math.max(-MAX_LOG_RATIO, Math.min(MAX_LOG_RATIO, lp - old)));
     const clip = Math.min(Math.max(ratio, 1 - o.clipLow), 1 + o.clipHigh);
     const isClipped = (A > 0 && ratio > 1 + o.clipHigh) || (A < 0 && ratio < 1 - o.clipLow);
-    const loss = -1 * Math.min(ratio * A, clip * A);
-    const wt = isClipped ? 0 : 1 * A * ratio;
+    let loss = -1 * Math.min(ratio * A, clip * A);
+    let wt = isClipped ? 0 : 1 * A * ratio;
+    let k3 = 0;
+    if (base) {
+      const d = base[j]! - lp;
+      const e = Math.exp(d);
+      k3 = e - d - 1;
+      loss += o.klCoef * k3;
+      wt -= o.klCoef * (1 - e);
+    }
     const w = f32(wt * invN);
-    stats.push(f32(loss), isClipped ? 1 : 0, f32(old - lp), 0);
+    stats.push(f32(loss), isClipped ? 1 : 0, f32(old - lp), f32(k3));
     // nllBackwardCpu with upstream 1/T, then dh = dz · W_head (headBackward)
     const gw = (1 / t) * w;
     for (let i = 0; i < ids.length; i++) dz[i] = gw * (Math.exp(z[i]! - lse) - (i === ti ? 1 : 0));
@@ -381,6 +390,31 @@ function headGrad(
       dhn[row + c] = s;
     }
   });
+}
+
+/**
+ * The trainer's head on one row of `hn` (from `row`): z = (logits + bias) / T over the allowed ids
+ * (the rest are −1e9: exp gives 0), its log-sum-exp and log π of the sample's target at `pos`.
+ */
+function headRow(lm: TinyLm, hn: Float32Array, row: number, p: Prep, pos: number, ids: readonly number[]) {
+  const C = lm.C;
+  const t = p.temperature;
+  const z = new Float64Array(ids.length);
+  ids.forEach((id, i) => {
+    let s = 0;
+    for (let c = 0; c < C; c++) s += hn[row + c]! * lm.head[id * C + c]!;
+    const l = f32(s);
+    z[i] = t !== 1 ? f32(l * (1 / t)) : l;
+  });
+  const target = p.targets[pos]!;
+  const ti = ids.indexOf(target);
+  if (ti < 0) throw new RangeError(`TinyLm: trained token ${target} is not one of the allowed ids`);
+  let m = -Infinity;
+  for (let i = 0; i < ids.length; i++) m = Math.max(m, z[i]!);
+  let sum = 0;
+  for (let i = 0; i < ids.length; i++) sum += Math.exp(z[i]! - m);
+  const lse = m + Math.log(sum);
+  return { z, lse, lp: f32(z[ti]! - lse), ti };
 }
 
 /** backwardHidden: the adapter gradients added into `grads`. */
