@@ -60,6 +60,8 @@ export interface LabEngineOptions {
   layers?: number;
   hidden?: number;
   std?: number;
+  /** The LoRA adapter's rank (default 8; its scale stays 2). */
+  rank?: number;
   /** The temperature both roles sample at (default 1): the trainer's π must be the sampler's π. */
   temperature?: number;
   /**
@@ -87,6 +89,7 @@ function enginePolicy(allowed: string, seed: number, lr: number, o: LabEngineOpt
     layers: o.layers ?? 2,
     hidden: o.hidden ?? 16,
     std: o.std ?? MODEL_STD,
+    ...(o.rank ? { rank: o.rank } : {}),
     path: o.path ?? 'fast',
   });
 }
@@ -119,6 +122,7 @@ async function freshAgent(seed: number, o: LabEngineOptions & { space?: SpaceNam
     ...o,
     hidden: o.hidden ?? space.agentModel?.hidden ?? 16,
     std: o.std ?? space.agentModel?.std ?? MODEL_STD,
+    ...((o.rank ?? space.agentModel?.rank) ? { rank: o.rank ?? space.agentModel?.rank } : {}),
     weightDecay: o.weightDecay ?? space.agentModel?.weightDecay ?? 0,
     klCoef: o.klCoef ?? space.agentModel?.klCoef ?? 0,
   });

@@ -50,7 +50,7 @@ describe('the learning-curve check', () => {
 
 describe("the climb's agent", () => {
   it("is its space's model — hidden 32, init std 0.14, weight decay 0.1 — unless the run names others", async () => {
-    const trace = async (o: { hidden?: number; std?: number; weightDecay?: number }) => {
+    const trace = async (o: { hidden?: number; std?: number; weightDecay?: number; rank?: number }) => {
       const { agent } = await engineLabDeps(3, 'fixed', runner, { space: 'climb', ...o });
       const messages = [{ role: 'user' as const, content: 'Climb, 0-4, same code every time. Digit a?' }];
       const r = await agent.chat.chat(messages, { temperature: 1, max_tokens: 2, seed: 5 });
@@ -65,5 +65,8 @@ describe("the climb's agent", () => {
     const noDecay = await trace({ weightDecay: 0 });
     expect(noDecay.logprobs).toEqual(byDefault.logprobs); // the same fresh model...
     expect(noDecay.gradNorm).not.toBe(byDefault.gradNorm); // ...but without the decay a different adapter after a step
+    const rank16 = await trace({ rank: 16 });
+    expect(rank16.logprobs).toEqual(byDefault.logprobs); // a fresh adapter (B = 0) changes nothing...
+    expect(rank16.gradNorm).not.toBe(byDefault.gradNorm); // ...a rank-16 one learns differently
   }, 60_000);
 });

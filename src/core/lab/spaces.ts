@@ -76,7 +76,7 @@ export interface LevelSpace {
    * ceiling to ~6 nats; weight decay (AdamW's, toward the base model) 0.1 against the collapse
    * a long climb showed without it (docs/lab.md, "The learner").
    */
-  agentModel?: { hidden: number; std: number; weightDecay?: number; klCoef?: number };
+  agentModel?: { hidden: number; std: number; rank?: number; weightDecay?: number; klCoef?: number };
 }
 
 const LOCK = 2;

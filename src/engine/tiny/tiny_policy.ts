@@ -36,6 +36,8 @@ export interface TinyPolicyOptions {
   layers: number;
   hidden: number;
   std: number;
+  /** The adapter's rank (default 8); its alpha is twice the rank, so the adapter's scale stays 2. */
+  rank?: number;
   path: ModelPath;
 }
 
@@ -49,7 +51,15 @@ export interface TinyPolicy {
 /** A policy on a fresh tiny model: see the file header. */
 export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy> {
   const { lr, temperature, weightDecay, klCoef } = o;
-  const m = await tinyModel(o.allowed, { seed: o.seed, layers: o.layers, hidden: o.hidden, std: o.std });
+  const rank = o.rank ?? 8;
+  const m = await tinyModel(o.allowed, {
+    seed: o.seed,
+    layers: o.layers,
+    hidden: o.hidden,
+    std: o.std,
+    rank,
+    alpha: 2 * rank,
+  });
   if (o.path === 'fast') {
     const lm = new TinyLm(m.llm, m.weights);
     const ids = [...m.allowed].sort((a, b) => a - b);
