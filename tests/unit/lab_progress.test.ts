@@ -75,6 +75,19 @@ describe("lab compare's plain sentence", () => {
       /The learned designer helped a little more than random levels: .* — \+0\.06 \[0\.05, 0\.07\], short of the pre-registered margin of 0\.10 \(5 seeds\)\.$/,
     );
   });
+
+  it('names the criterion a difference missed: a mean over the margin ahead on too few seeds misses the share', () => {
+    // learned − random +0.30 on 7 seeds and 0 on 3 (round 4's second pilot, gated − random, had
+    // this shape): mean +0.21, its interval above 0, ahead on 7 of 10 — the share, not the margin
+    const gains = [0.35, 0.35, 0.05, 0.35, 0.35, 0.05, 0.35, 0.35, 0.05, 0.35];
+    const r = compareRuns(runs(gains), 0.02, SPEC);
+    const c = r.comparisons['learnability-random']!;
+    expect(c.interval.mean).toBeGreaterThan(0.1);
+    expect(c.interval.lo).toBeGreaterThan(0);
+    expect(c.pass).toBe(false);
+    expect(r.sentence).toContain('ahead on 7 of 10 seeds, short of the pre-registered 80%');
+    expect(r.sentence).not.toContain('margin');
+  });
 });
 
 /** An Io that keeps stdout and stderr apart. */

@@ -396,6 +396,22 @@ const diffText = (p: PairComparison) =>
       ? `${signed(p.interval.mean)}, one seed: no interval`
       : `${signed(p.interval.mean)} on every seed, no spread to judge it by`;
 
+/**
+ * Why a difference above 0 still did not pass, in words: each criterion it missed — the mean at or
+ * under the margin, or too few seeds ahead (a +0.21 mean ahead on 7 of 10 seeds misses the share,
+ * not the margin).
+ */
+const shortfall = (p: PairComparison, n: number) => {
+  const out: string[] = [];
+  if (!(p.interval.mean > CRITERIA.minGainDiff))
+    out.push(`short of the pre-registered margin of ${CRITERIA.minGainDiff.toFixed(2)}`);
+  if (p.positiveShare < CRITERIA.minPositiveShare)
+    out.push(
+      `ahead on ${Math.round(p.positiveShare * n)} of ${n} seeds, short of the pre-registered ${Math.round(CRITERIA.minPositiveShare * 100)}%`,
+    );
+  return out.join(', and ');
+};
+
 /** What happened in one plain sentence (the Lab shows it before any interval). */
 function sentenceOf(r: Judged, spec: CompareSpec): string {
   if (!r.seeds.length) return 'No seed has every designer yet.';
@@ -405,7 +421,6 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
   const learned = spec.spade;
   const vsRandom = r.comparisons[`${learned}-random`];
   const name = learned === 'regret' || learned === 'learnability' ? 'The learned designer' : `The ${learned} designer`;
-  const margin = `the pre-registered margin of ${CRITERIA.minGainDiff.toFixed(2)}`;
   let head = '';
   if (r.headroom && spec.headroom) {
     const d = signed(r.headroom.interval.mean);
@@ -414,7 +429,7 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
       e === 'helped'
         ? `A scripted curriculum (${spec.headroom[0]}) helped: its agent gained ${d} more than with random levels. `
         : e === 'a little'
-          ? `A scripted curriculum (${spec.headroom[0]}) helped a little: its agent gained ${d} more than with random levels, short of ${margin}. `
+          ? `A scripted curriculum (${spec.headroom[0]}) helped a little: its agent gained ${d} more than with random levels, ${shortfall(r.headroom, n)}. `
           : `Even a scripted curriculum (${spec.headroom[0]}) did not beat random levels (${d}). `;
   }
   if (r.success)
@@ -422,7 +437,7 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
   if (vsRandom && effect(vsRandom) === 'hurt')
     return `${head}${name} did worse than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))}.`;
   if (vsRandom && effect(vsRandom) === 'a little')
-    return `${head}${name} helped a little more than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))} — ${diffText(vsRandom)}, short of ${margin} (${n} seeds).`;
+    return `${head}${name} helped a little more than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))} — ${diffText(vsRandom)}, ${shortfall(vsRandom, n)} (${n} seeds).`;
   const all = spec.arms.map(g);
   const tiny = Math.max(...all.map(Math.abs)) < 0.05;
   const none = vsRandom ? `no difference was detected (${learned} − random ${diffText(vsRandom)}); ` : '';
