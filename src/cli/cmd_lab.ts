@@ -49,7 +49,7 @@ import { fieldProblem, fromText } from '../core/schema.ts';
 import { SPACE, SPACES, spaceChance, type SpaceName } from '../core/lab/spaces.ts';
 import { createSandboxWorkerApi } from '../core/sandbox/worker_api.ts';
 import { MODEL_PATHS, type ModelPath } from '../engine/engine_api.ts';
-import { learningCheck, runLabSeed, screenLabSeed } from '../lab/roles.ts';
+import { learningCheck, runLabSeed, screenLabSeed, type LabEngineOptions } from '../lab/roles.ts';
 import { readUserFile } from '../platform/node/regular_file.ts';
 import {
   flag,
@@ -90,6 +90,11 @@ const LAB_FLAGS: Flags = {
     value: 'T',
     help: `both roles’ sampling temperature, ${LAB_RUN_SCHEMA.temperature.min} to ${LAB_RUN_SCHEMA.temperature.max} (docs/lab.md)`,
     default: LAB_RUN_SCHEMA.temperature.default,
+  },
+  'agent-lr': {
+    value: 'LR',
+    help: `the agent's learning rate, ${LAB_RUN_SCHEMA.agentLr.min} to ${LAB_RUN_SCHEMA.agentLr.max}; 0: the space's own (the climb's 2e-3, else 3e-3)`,
+    default: LAB_RUN_SCHEMA.agentLr.default,
   },
   traps: { help: 'add the trap family (the vault) to the grid space' },
   path: {
@@ -202,6 +207,12 @@ function pathOf(args: Args): ModelPath {
   return p;
 }
 
+/** The models' options the flags give: the path, and the agent's learning rate when one is named. */
+function engineOf(args: Args): LabEngineOptions {
+  const agentLr = labFlag(args, 'agent-lr', 'agentLr');
+  return { path: pathOf(args), ...(agentLr > 0 ? { agentLr } : {}) };
+}
+
 /** "3-7" or "5" → [3, …, 7]. */
 function seedRange(text: string | undefined): number[] {
   const m = /^(\d+)(?:-(\d+))?$/.exec(text ?? '');
@@ -243,7 +254,7 @@ export async function lab(argv: string[], io: Io): Promise<number> {
     { ...settings, seed, designer, curriculum },
     cycles,
     createSandboxWorkerApi(),
-    { path: pathOf(args) },
+    engineOf(args),
     (r) =>
       io.out(
         `cycle ${String(r.cycle).padStart(2)}  ${r.probe ? `probe ${f2(r.probe.mean)} (${stageText(r.probe.byStage)})` : '(no probe)'}` +
@@ -359,7 +370,8 @@ async function compare(args: Args, io: Io): Promise<number> {
     const seeds = seedRange(flag(args, 'seeds'));
     const cycles = labFlag(args, 'cycles', 'cycles');
     const runner = createSandboxWorkerApi();
-    const path = pathOf(args);
+    const engine = engineOf(args);
+    const { path } = engine;
     // progress on stderr: runs done of seeds × arms (a screened-out seed counts its arms as done)
     const p = startProgress(io, {
       label: 'lab compare',
@@ -388,7 +400,7 @@ async function compare(args: Args, io: Io): Promise<number> {
             { ...settings, seed, designer: a.designer, ...(a.estimator ? { estimator: a.estimator } : {}) },
             cycles,
             runner,
-            { path },
+            engine,
             (r) => p.note(`seed ${seed} ${arm}, cycle ${r.cycle}/${cycles}`),
             arm,
           );

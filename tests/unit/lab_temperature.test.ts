@@ -53,6 +53,8 @@ describe('the range of every Lab setting', () => {
       [['lab', '--probe-plays', '33'], '--probe-plays must be between 1 and 32; got 33'],
       [['lab', '--probe-every', '0'], '--probe-every must be between 1 and 400; got 0'],
       [['lab', '--cycles', '401'], '--cycles must be between 1 and 400; got 401'],
+      [['lab', '--agent-lr', '0.5'], '--agent-lr must be between 0 and 0.1; got 0.5'],
+      [['lab', 'compare', '--seeds', '1', '--agent-lr', '-1e-3'], '--agent-lr must be between 0 and 0.1; got -0.001'],
       [['lab', 'check', '--cycles', '0'], '--cycles must be between 1 and 400; got 0'],
       [['lab', 'compare', '--seeds', '1', '--cycles', '1.5'], '--cycles must be a whole number; got 1.5'],
       [['lab', '--seed', '-1'], '--seed must be between 0 and 2147483647; got -1'],
@@ -64,6 +66,30 @@ describe('the range of every Lab setting', () => {
       expect(r.out, argv.join(' ')).toEqual([]); // nothing ran
     }
   });
+
+  it("--agent-lr sets the agent's learning rate; 0, the default, is the space's own", async () => {
+    const run = async (...lr: string[]) => {
+      const r = await spade(
+        'lab',
+        '--space',
+        'climb',
+        '--designer',
+        'gated',
+        '--cycles',
+        '3',
+        '--probe-plays',
+        '4',
+        '--json',
+        ...lr,
+      );
+      expect(r.code, r.err).toBe(0);
+      const { seconds: _s, secondsPerCycle: _c, ...rest } = JSON.parse(r.out.at(-1)!);
+      return rest;
+    };
+    const byDefault = await run();
+    expect(await run('--agent-lr', '0.002')).toEqual(byDefault); // the climb's own 2e-3
+    expect(await run('--agent-lr', '0.1')).not.toEqual(byDefault);
+  }, 120_000);
 
   it('refuses it in the field parser the link reads (and that a link cannot set the temperature at all)', () => {
     for (const text of ['1e9', '0.09', '2.5', '0', '-1', 'NaN', '']) {

@@ -107,6 +107,10 @@ export const LAB_RUN_SCHEMA = {
     default: LAB_LOOP_DEFAULTS.probeEvery,
     why: 'the probe after every 5th cycle and the last two (the gain reads cycle 0 and the last two); at most the longest run',
   }),
+  agentLr: field(num(0, 0.1), {
+    default: 0,
+    why: "0: the space's own agent learning rate (the climb's 2e-3, else 3e-3; src/lab/roles.ts). Round 4's second pilot: at 2e-3 the climb's gated agents collapsed and relearned; at 1e-3 seed 68's held for 400 cycles (docs/lab.md)",
+  }),
 } as const satisfies Record<string, Field>;
 
 type Schema = typeof LAB_SCHEMA;
