@@ -93,7 +93,7 @@ const LAB_FLAGS: Flags = {
   },
   'agent-lr': {
     value: 'LR',
-    help: `the agent's learning rate, ${LAB_RUN_SCHEMA.agentLr.min} to ${LAB_RUN_SCHEMA.agentLr.max}; 0: the space's own (the climb's 2e-3, else 3e-3)`,
+    help: `the agent's learning rate, ${LAB_RUN_SCHEMA.agentLr.min} to ${LAB_RUN_SCHEMA.agentLr.max}; 0: the space's own (the climb's 1e-3, else 3e-3)`,
     default: LAB_RUN_SCHEMA.agentLr.default,
   },
   traps: { help: 'add the trap family (the vault) to the grid space' },

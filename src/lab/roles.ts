@@ -112,7 +112,7 @@ export async function engineLabDeps(
 
 /**
  * The fresh agent of a seed (the same for every arm: its model depends only on the seed); its
- * learning rate, width, init std and weight decay the run's, else the space's (the climb's 2e-3,
+ * learning rate, width, init std and weight decay the run's, else the space's (the climb's 1e-3,
  * hidden 32, std 0.14, weight decay 0.1), else AGENT_LR, the Lab's 16 and MODEL_STD, and none.
  */
 async function freshAgent(seed: number, o: LabEngineOptions & { space?: SpaceName } = {}): Promise<LabPolicy> {

@@ -109,7 +109,7 @@ export const LAB_RUN_SCHEMA = {
   }),
   agentLr: field(num(0, 0.1), {
     default: 0,
-    why: "0: the space's own agent learning rate (the climb's 2e-3, else 3e-3; src/lab/roles.ts). Round 4's second pilot: at 2e-3 the climb's gated agents collapsed and relearned; at 1e-3 seed 68's held for 400 cycles (docs/lab.md)",
+    why: "0: the space's own agent learning rate (the climb's 1e-3, else 3e-3; src/lab/roles.ts). Round 4's pilots: at 2e-3 the climb's gated agents collapsed and relearned; at 1e-3 they held (docs/lab.md)",
   }),
 } as const satisfies Record<string, Field>;
 

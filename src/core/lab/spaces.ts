@@ -64,8 +64,9 @@ export interface LevelSpace {
   designerSeesAgent?: boolean;
   /**
    * The agent's learning rate on this space when the run names none (src/lab/roles.ts): the
-   * climb's 2e-3, set on the pilot seeds (docs/lab.md, round 4): 3e-3 climbed fastest and collapsed
-   * to rung 0 by cycle 300 (seed 61); 1e-3 held but reached only rung 5-6 in 360 cycles.
+   * climb's 1e-3, set on the pilot seeds (docs/lab.md, round 4). With the hidden-16 agent 3e-3
+   * collapsed by cycle 300 and 1e-3 reached only rung 5-6; with the hidden-32 agent 2e-3 climbed
+   * to lengths 11–14 and collapsed and relearned on most seeds, while 1e-3 held (headroom pilot 3).
    */
   agentLr?: number;
   /**
@@ -191,7 +192,7 @@ export const CHAIN_SPACE: LevelSpace = chainSpace('chain', 3, [0, 1, 2, 3, 4, 5,
 export const CLIMB_SPACE: LevelSpace = chainSpace('climb', 3, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [0], {
   family: CLIMB,
   letters: true,
-  agentLr: 2e-3,
+  agentLr: 1e-3,
   agentModel: { hidden: 32, std: 0.14, weightDecay: 0.1 },
   fixedTop: true,
   about: 'the climb: one fixed 16-digit code, lengths 2–16, the length not said (15 levels; the probe is all of them)',
