@@ -747,6 +747,30 @@ export const MUTANTS = [
     test: 'tests/unit/lab_compare.test.ts',
     why: "the t-interval uses the sample sd (n − 1), else it is too narrow on the Lab's 5–10 seeds",
   },
+  {
+    id: 'lab-round4-margin-ignored',
+    file: 'src/core/lab/compare.ts',
+    find: 'margin = rule?.margin ?? CRITERIA.minGainDiff',
+    replace: 'margin = CRITERIA.minGainDiff',
+    test: 'tests/unit/lab_compare.test.ts',
+    why: "round 4's pre-registered margin over random is 0.15: a +0.12 win (which the earlier 0.10 passes) does not meet it",
+  },
+  {
+    id: 'lab-round4-share-of-gated-ignored',
+    file: 'src/core/lab/compare.ts',
+    find: '(!rule || ((ofScripted?.pass ?? true) && (headroom?.pass ?? true)))',
+    replace: '(!rule || (headroom?.pass ?? true))',
+    test: 'tests/unit/lab_compare.test.ts',
+    why: "round 4 asks SPADE's designer for at least 0.8 of the gated ladder's gain, not only a win over random",
+  },
+  {
+    id: 'lab-round4-headroom-not-required',
+    file: 'src/core/lab/compare.ts',
+    find: '(!rule || ((ofScripted?.pass ?? true) && (headroom?.pass ?? true)))',
+    replace: '(!rule || (ofScripted?.pass ?? true))',
+    test: 'tests/unit/lab_compare.test.ts',
+    why: 'round 4 succeeds only where the headroom is there (gated − random by more than 0.2): without it there is nothing to claim',
+  },
   // --- the Lab's fast path on WebAssembly (src/engine/tiny; #39 item 10) ---
   {
     id: 'lab-kernels-never-created',

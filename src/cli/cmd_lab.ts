@@ -144,7 +144,11 @@ export const LAB_COMPARE: CommandSpec = {
     'criteria in docs/lab.md. --combine merges earlier --json outputs instead of running.',
   flags: {
     seeds: { value: 'A-B', help: 'the seeds to run, a range like 1-10 or one seed' },
-    cycles: { value: 'N', help: 'cycles per run', default: DEFAULTS.cycles },
+    cycles: {
+      value: 'N',
+      help: "cycles per run (on --space climb round 4's pre-registered run: 400, with --probe-plays 32 --probe-every 40)",
+      default: DEFAULTS.cycles,
+    },
     arms: {
       value: 'A,B,...',
       help: `the arms (${Object.keys(ARMS).join(', ')}); default: pre-registration 3's (${PRE_REGISTERED_ARMS.join(',')}), on --space climb round 4's (${ROUND4_ARMS.join(',')})`,
@@ -337,18 +341,60 @@ function specOf(args: Args, space: SpaceName): CompareSpec {
   };
 }
 
+/**
+ * What `lab compare` runs: the flags' settings, where the space's comparison pre-registered its own
+ * (round 4 on the climb: 400 cycles, 32 probe plays, a probe every 40) those unless a flag is given,
+ * and the record of them every --json output opens with (`settings {…}`; --combine refuses to merge
+ * outputs whose records differ).
+ */
+export function compareSettingsOf(args: Args) {
+  const settings = settingsOf(args);
+  const spec = specOf(args, settings.space);
+  const pre = spec.run;
+  const pick = (name: string, key: 'cycles' | 'probePlays' | 'probeEvery') =>
+    pre && !args.flags.has(name) ? pre[key] : labFlag(args, name, key);
+  const cycles = pick('cycles', 'cycles');
+  settings.probePlays = pick('probe-plays', 'probePlays');
+  settings.probeEvery = pick('probe-every', 'probeEvery');
+  const engine = engineOf(args);
+  const record = {
+    space: settings.space,
+    cycles,
+    levels: settings.levels,
+    plays: settings.plays,
+    probePlays: settings.probePlays,
+    probeEvery: settings.probeEvery,
+    temperature: settings.temperature,
+    estimator: settings.estimator,
+    agentLr: engine.agentLr ?? 0,
+    traps: settings.families !== null,
+  };
+  return { settings, spec, cycles, engine, record };
+}
+
+/** The `settings {…}` lines of a --json output, each as its JSON text. */
+const settingsLines = (lines: string[]) => lines.filter((l) => l.startsWith('settings {')).map((l) => l.slice(9));
+
 async function compare(args: Args, io: Io): Promise<number> {
   const json = args.flags.has('json');
-  const settings = settingsOf(args);
+  const { settings, spec, cycles, engine, record } = compareSettingsOf(args);
   const space = SPACE[settings.space];
-  const spec = specOf(args, settings.space);
   const runs: SeedRun[] = [];
   const screens: ScreenResult[] = [];
   const combine = args.flags.get('combine');
+  let ranWith: unknown = record; // combined: the files' one settings record (null: none had one)
   if (combine?.length) {
+    const seen = new Map<string, string>(); // a settings record → the first file that had it
     for (const file of combine) {
-      // a compare output is a few KiB: 64 MiB bounds it; a FIFO or a device is refused unread
+      // a compare output is at most a few MiB (400-cycle runs): 64 MiB bounds it; a FIFO or a device is refused unread
       const lines = (await readUserFile(file, '--combine', 64 * 2 ** 20)).trim().split('\n');
+      for (const s of settingsLines(lines)) if (!seen.has(s)) seen.set(s, file);
+      if (seen.size > 1) {
+        const [[a, fa], [b, fb]] = [...seen] as [[string, string], [string, string]];
+        throw new UsageError(
+          `--combine: ${fa} and ${fb} were run with different settings (${a} vs ${b}); combine only runs of one comparison`,
+        );
+      }
       let parsed: { runs?: SeedRun[]; screens?: ScreenResult[] } = {};
       try {
         parsed = JSON.parse(lines.at(-1) ?? '') as typeof parsed;
@@ -366,12 +412,15 @@ async function compare(args: Args, io: Io): Promise<number> {
       runs.push(...done);
       screens.push(...screened);
     }
+    ranWith = seen.size ? (JSON.parse([...seen.keys()][0]!) as unknown) : null;
   } else {
     const seeds = seedRange(flag(args, 'seeds'));
-    const cycles = labFlag(args, 'cycles', 'cycles');
     const runner = createSandboxWorkerApi();
-    const engine = engineOf(args);
     const { path } = engine;
+    if (json) io.out(`settings ${JSON.stringify(record)}`);
+    (json ? io.err : io.out)(
+      `${record.space}: ${spec.arms.join(', ')}; ${cycles} cycles, ${record.levels} levels × ${record.plays} plays, probe ${record.probePlays} plays a level every ${record.probeEvery} cycles${spec.run ? ' (the pre-registered run)' : ''}`,
+    );
     // progress on stderr: runs done of seeds × arms (a screened-out seed counts its arms as done)
     const p = startProgress(io, {
       label: 'lab compare',
@@ -429,6 +478,7 @@ async function compare(args: Args, io: Io): Promise<number> {
   tell(result.sentence);
   tell(result.verdict);
   if (out.length) tell(`screened out (the fresh agent never won the easiest level): seeds ${out.join(', ')}`);
-  if (json) io.out(JSON.stringify({ ...result, space: space.name, screens, screenedOut: out, runs }));
+  if (json)
+    io.out(JSON.stringify({ ...result, space: space.name, settings: ranWith, screens, screenedOut: out, runs }));
   return 0;
 }

@@ -320,6 +320,10 @@ describe('spade lab compare', () => {
       runs: SeedRun[];
     };
     expect(out.screens).toMatchObject([{ seed: 2, pass: true }]);
+    // the output opens with what it ran, and the last object repeats it
+    const opened = a.lines.find((l) => l.startsWith('settings {'))!;
+    expect(JSON.parse(opened.slice(9))).toMatchObject({ space: 'chain', cycles: 2, probePlays: 1, probeEvery: 2 });
+    expect((out as unknown as { settings: unknown }).settings).toEqual(JSON.parse(opened.slice(9)));
     expect(out.seeds).toEqual([2]);
     expect(out.spadeDesigner).toBe('learnability');
     expect(out.chance).toBeGreaterThan(0);
@@ -336,7 +340,8 @@ describe('spade lab compare', () => {
     // two outputs combined: the same runs, judged together
     const dir = mkdtempSync(join(tmpdir(), 'lab-compare-'));
     const moved = out.runs.map((r) => ({ ...r, seed: 3 }));
-    writeFileSync(join(dir, 'a.log'), `seed 2 …\n${a.lines.at(-1)}\n`);
+    const ran = a.lines.find((l) => l.startsWith('settings {'))!;
+    writeFileSync(join(dir, 'a.log'), `${ran}\nseed 2 …\n${a.lines.at(-1)}\n`);
     writeFileSync(join(dir, 'b.log'), JSON.stringify({ runs: moved }));
     // (as `spade micro compare`, the older name: the same command)
     const c = await cli([
@@ -350,11 +355,31 @@ describe('spade lab compare', () => {
       '--json',
     ]);
     expect((JSON.parse(c.lines.at(-1)!) as { seeds: number[] }).seeds).toEqual([2, 3]);
+    // an output run with other settings is not merged with it: the comparison would mix two runs
+    writeFileSync(join(dir, 'c.log'), `${ran.replace('"cycles":2', '"cycles":3')}\n${a.lines.at(-1)}\n`);
+    const mixed = await cli(['lab', 'compare', '--combine', join(dir, 'a.log'), join(dir, 'c.log'), '--json']);
+    expect(mixed.code).toBe(2);
+    expect(mixed.lines.join('\n')).toMatch(/a\.log and .*c\.log were run with different settings/);
     const bad = await cli(['lab', 'compare', '--seeds', 'ten']);
     expect(bad.code).toBe(2);
     const badArm = await cli(['lab', 'compare', '--seeds', '1', '--arms', 'oracle']);
     expect(badArm.code).toBe(2);
   }, 240_000);
+
+  it("on --space climb runs round 4's pre-registered settings unless a flag names another; elsewhere the Lab's", async () => {
+    const { compareSettingsOf, LAB_COMPARE } = await import('../../src/cli/cmd_lab.ts');
+    const { parseCommand } = await import('../../src/cli/args.ts');
+    const of = (argv: string[]) =>
+      compareSettingsOf(parseCommand(LAB_COMPARE, argv, { out: () => {}, err: () => {} })!);
+    const climb = of(['--space', 'climb', '--seeds', '71-80']);
+    expect(climb.record).toMatchObject({ cycles: 400, probePlays: 32, probeEvery: 40 });
+    expect(climb.spec.arms).toEqual(ROUND4_ARMS);
+    expect(climb.settings).toMatchObject({ probePlays: 32, probeEvery: 40 });
+    const mine = of(['--space', 'climb', '--cycles', '8', '--probe-plays', '4']);
+    expect(mine.record).toMatchObject({ cycles: 8, probePlays: 4, probeEvery: 40 });
+    const chain = of(['--seeds', '1']);
+    expect(chain.record).toMatchObject({ space: 'chain', cycles: 40, probePlays: 16, probeEvery: 5 });
+  });
 
   it('on --space climb judges round 4 by default: its seven arms, top-half gains, untrained a baseline, gated − random the headroom', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'lab-compare-climb-'));
@@ -425,5 +450,64 @@ describe('round 4: top-half gains, the comparison at equal optimiser steps, play
     expect(old.gainAtEqualSteps).toBeNull();
     expect(old.toTarget).toBeNull();
     expect(old.gain.learnability!.perSeed).toEqual([1]); // no hardCurve: the mean's curve
+  });
+});
+
+describe("round 4's pre-registered rule: beat random by more than 0.15, at least 0.8 of gated's gain, headroom by 0.2", () => {
+  // ten seeds; every arm's top-half gain on seed i is base + wiggle(i) (curve [0, g, g] → gain g)
+  const wiggle = (i: number) => (i % 2 ? 0.01 : -0.01); // mean 0 over the ten seeds
+  const judge = (gains: Record<string, number>) =>
+    compareRuns(
+      ROUND4_ARMS.flatMap((arm) =>
+        Array.from({ length: 10 }, (_, i) => {
+          const g = (gains[arm] ?? 0) + (arm === 'random' ? 0 : wiggle(i));
+          return run(71 + i, arm, [0, 0, 0], { hardCurve: [0, g, g] });
+        }),
+      ),
+      0,
+      ROUND4_SPEC,
+    );
+
+  it('passes when all three hold, and names the share of gated it reached', () => {
+    const r = judge({ learnability: 0.45, gated: 0.5, untrained: 0.3, random: 0.05 });
+    expect(r.comparisons['learnability-random']!.margin).toBe(0.15);
+    expect(r.headroom!.margin).toBe(0.2);
+    expect(r.ofScripted).toMatchObject({ arm: 'gated', share: 0.8, pass: true });
+    expect(r.ofScripted!.ratio).toBeCloseTo(0.9, 12);
+    expect(r.success).toBe(true);
+    expect(r.sentence).toMatch(/The learned designer helped: .* more than with random levels on 10 of 10 seeds\.$/);
+    // untrained and fixed are reported, not required: learnability − untrained +0.15 fails its margin
+    expect(r.comparisons['learnability-untrained']!.pass).toBe(false);
+    expect(r.verdict).toMatch(/0\.90× gated's gain \(pre-registered: ≥ 0\.8\)/);
+  });
+
+  it('a clear win over random by 0.12 is under the margin of 0.15 (the earlier rule, 0.10, would pass it)', () => {
+    const r = judge({ learnability: 0.17, gated: 0.2, random: 0.05 });
+    const vs = r.comparisons['learnability-random']!;
+    expect(vs.interval.mean).toBeCloseTo(0.12, 12);
+    expect(vs.interval.lo).toBeGreaterThan(0);
+    expect(vs.positiveShare).toBe(1);
+    expect(vs.pass).toBe(false);
+    expect(r.success).toBe(false);
+    expect(r.verdict).toMatch(/learnability did not clearly beat random/);
+  });
+
+  it("beating random is not enough at 0.6 of gated's gain: the sentence says which part was missed", () => {
+    const r = judge({ learnability: 0.3, gated: 0.5, random: 0 });
+    expect(r.comparisons['learnability-random']!.pass).toBe(true);
+    expect(r.ofScripted!.ratio).toBeCloseTo(0.6, 12);
+    expect(r.success).toBe(false);
+    expect(r.sentence).toMatch(
+      /beat random levels \(\+0\.30 .*\), but not by the whole pre-registered rule: learnability gained 0\.60× gated's gain, under the pre-registered 0\.8×\.$/,
+    );
+  });
+
+  it('without headroom (gated − random 0.18 < 0.2) there is no success, even at full share', () => {
+    const r = judge({ learnability: 0.18, gated: 0.18, random: 0 });
+    expect(r.comparisons['learnability-random']!.pass).toBe(true);
+    expect(r.ofScripted!.pass).toBe(true);
+    expect(r.headroom!.pass).toBe(false);
+    expect(r.success).toBe(false);
+    expect(r.verdict).toMatch(/the headroom \(gated − random\) did not pass its margin of 0\.20/);
   });
 });

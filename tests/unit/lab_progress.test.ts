@@ -2,7 +2,7 @@
 // difference its own verdict calls not detectable (a tiny +0.01, with and without spread, and a clear
 // win), `spade bench lab` speaks on stderr section by section while stdout holds only its JSON (with
 // secondsPerCycle per path; the models stubbed, so the test takes no model time), and `spade lab
-// compare` counts runs done of seeds × arms on stderr, its stdout under --json only the "screen"/"run"
+// compare` counts runs done of seeds × arms on stderr, its stdout under --json only the "settings"/"screen"/"run"
 // lines and the last JSON object (a tiny real run: two arms, one seed, one cycle).
 import { describe, expect, it } from 'vitest';
 import { BENCH_LAB, benchLab, type LabBenchRun } from '../../src/cli/bench_lab.ts';
@@ -148,14 +148,15 @@ describe('spade lab compare: progress on stderr between runs', () => {
   const tiny = ['--seeds', '2', '--cycles', '1', '--arms', 'fixed,random', '--spade', 'fixed'];
   const small = ['--levels', '1', '--plays', '1', '--probe-plays', '1'];
 
-  it('counts runs done of seeds × arms on stderr; with --json stdout is only the screen/run lines and the JSON', async () => {
+  it('counts runs done of seeds × arms on stderr; with --json stdout is only the settings/screen/run lines and the JSON', async () => {
     const { io, out, err } = captured();
     expect(await main(['lab', 'compare', ...tiny, ...small, '--json'], io)).toBe(0);
     expect(
-      out.every((l) => /^(screen |run )?\{/.test(l)),
+      out.every((l) => /^(settings |screen |run )?\{/.test(l)),
       out.join('\n'),
     ).toBe(true);
     expect(out.filter((l) => l.startsWith('run {'))).toHaveLength(2);
+    expect(out[0]).toMatch(/^settings \{"space":"chain","cycles":1,/); // what was run, first
     expect((JSON.parse(out.at(-1)!) as { seeds: number[] }).seeds).toEqual([2]);
     expect(err.find((l) => l.startsWith('lab compare: 1/2 runs · '))).toMatch(
       / · about .+ left · seed 2 fixed done in /,

@@ -94,6 +94,25 @@ export interface CompareSpec {
    * (`hardCurve`; round 4 on the climb: top-half success, the primary measure). Absent: the mean.
    */
   metric?: 'mean' | 'topHalf';
+  /**
+   * The run settings pre-registered with it, where they differ from the Lab's defaults (round 4: the
+   * climb's 400 cycles, 32 probe plays a rung, a probe every 40 cycles). `spade lab compare` runs them
+   * unless a flag names another value.
+   */
+  run?: { cycles: number; probePlays: number; probeEvery: number };
+  /**
+   * The success rule, where it is not the first three pre-registrations' (beat every baseline by more
+   * than CRITERIA.minGainDiff, the interval above 0, ≥ 80% of seeds positive). Round 4's (issue #39):
+   * SPADE's designer beats `mustBeat` by more than `margin` (the interval above 0, ≥ 80% of seeds
+   * positive), its mean gain is at least `ofScripted.share` of the scripted arm's, and the headroom
+   * pair passes by `headroomMargin`; the other baselines are reported with their intervals.
+   */
+  rule?: {
+    margin: number;
+    mustBeat: string[];
+    ofScripted: { arm: string; share: number } | null;
+    headroomMargin: number;
+  };
 }
 
 /** The first two pre-registrations' comparison (the grid space; docs/lab.md). */
@@ -127,6 +146,8 @@ export const ROUND4_SPEC: CompareSpec = {
   headroom: ['gated', 'random'],
   mechanismInSuccess: false,
   metric: 'topHalf',
+  run: { cycles: 400, probePlays: 32, probeEvery: 40 },
+  rule: { margin: 0.15, mustBeat: ['random'], ofScripted: { arm: 'gated', share: 0.8 }, headroomMargin: 0.2 },
 };
 
 /** A space's comparison by default: round 4's on the climb, pre-registration 3's elsewhere. */
@@ -147,6 +168,8 @@ interface PairComparison {
   diffs: number[];
   interval: Interval;
   positiveShare: number;
+  /** The mean the difference had to exceed (CRITERIA.minGainDiff, or the spec's rule). */
+  margin: number;
   pass: boolean;
 }
 
@@ -180,6 +203,11 @@ export interface CompareResult {
   /** Per arm and seed, the plays and agent steps until the metric first reached TARGET (null: never). */
   toTarget: Record<string, { plays: (number | null)[]; steps: (number | null)[] }> | null;
   mechanism: { medianRegret: number; distinctLevels: number; regretPass: boolean; distinctPass: boolean };
+  /**
+   * Round 4's rule (CompareSpec.rule): SPADE's designer's mean gain over the scripted arm's, and
+   * whether it reached the pre-registered share; null under the earlier rules.
+   */
+  ofScripted: { arm: string; ratio: number; share: number; pass: boolean } | null;
   success: boolean;
   /** What happened, in one plain sentence. */
   sentence: string;
@@ -314,7 +342,8 @@ export function compareRuns(
         }),
       )
     : null;
-  const pair = (a: string, b: string): PairComparison => {
+  const rule = spec.rule;
+  const pair = (a: string, b: string, margin = rule?.margin ?? CRITERIA.minGainDiff): PairComparison => {
     const diffs = seeds.map((s) => gain(curve(s, a)) - gain(curve(s, b)));
     const interval = tInterval(diffs);
     const positiveShare = diffs.length ? diffs.filter((x) => x > 0).length / diffs.length : 0;
@@ -322,12 +351,13 @@ export function compareRuns(
       diffs,
       interval,
       positiveShare,
-      pass: interval.mean > CRITERIA.minGainDiff && interval.lo > 0 && positiveShare >= CRITERIA.minPositiveShare,
+      margin,
+      pass: interval.mean > margin && interval.lo > 0 && positiveShare >= CRITERIA.minPositiveShare,
     };
   };
   const comparisons: Record<string, PairComparison> = {};
   for (const b of spec.baselines) comparisons[`${spec.spade}-${b}`] = pair(spec.spade, b);
-  const headroom = spec.headroom ? pair(...spec.headroom) : null;
+  const headroom = spec.headroom ? pair(...spec.headroom, rule?.headroomMargin) : null;
   if (spec.headroom && headroom) comparisons[spec.headroom.join('-')] = headroom;
   const medianRegret = median(seeds.map((s) => median(run(s, spec.spade).medianRegret)));
   const distinctLevels = mean(seeds.flatMap((s) => run(s, spec.spade).distinctLevels));
@@ -337,9 +367,21 @@ export function compareRuns(
     regretPass: medianRegret > CRITERIA.minMedianRegret,
     distinctPass: distinctLevels >= CRITERIA.minDistinct,
   };
-  const beats = spec.baselines.every((b) => comparisons[`${spec.spade}-${b}`]!.pass);
+  const beats = (rule?.mustBeat ?? spec.baselines).every((b) => comparisons[`${spec.spade}-${b}`]?.pass === true);
+  const scripted = rule?.ofScripted && gains[rule.ofScripted.arm] ? rule.ofScripted : null;
+  const ofScripted = scripted
+    ? (() => {
+        const [mine, theirs] = [gains[spec.spade]!.interval.mean, gains[scripted.arm]!.interval.mean];
+        // a scripted arm that gained nothing asks nothing: any gain ≥ 0 is its share
+        const ratio = theirs > 0 ? mine / theirs : mine >= 0 ? Infinity : -Infinity;
+        return { arm: scripted.arm, ratio, share: scripted.share, pass: ratio >= scripted.share };
+      })()
+    : null;
   const success =
-    seeds.length > 0 && beats && (!spec.mechanismInSuccess || (mechanism.regretPass && mechanism.distinctPass));
+    seeds.length > 0 &&
+    beats &&
+    (!rule || ((ofScripted?.pass ?? true) && (headroom?.pass ?? true))) &&
+    (!spec.mechanismInSuccess || (mechanism.regretPass && mechanism.distinctPass));
   const cycles = seeds.length ? run(seeds[0]!, spec.spade).curve.length - 1 : 0;
   const result = {
     seeds,
@@ -354,6 +396,7 @@ export function compareRuns(
     gainAtEqualSteps,
     toTarget,
     mechanism,
+    ofScripted,
     success,
   };
   return { ...result, sentence: sentenceOf(result, spec), verdict: verdictText(result, spec) };
@@ -377,8 +420,7 @@ const spread = (p: PairComparison) => p.interval.n >= 2 && p.interval.hi - p.int
  * same — one at least the pre-registered margin (−0.25 on each of 5 seeds is a loss; +0.01 on each
  * of 2 is nothing to claim).
  */
-const shown = (p: PairComparison) =>
-  spread(p) || (p.interval.n >= 2 && Math.abs(p.interval.mean) >= CRITERIA.minGainDiff);
+const shown = (p: PairComparison) => spread(p) || (p.interval.n >= 2 && Math.abs(p.interval.mean) >= p.margin);
 
 /**
  * "helped": the pre-registered margin met; "a little": the interval above 0 (and `shown`) but the
@@ -403,8 +445,7 @@ const diffText = (p: PairComparison) =>
  */
 const shortfall = (p: PairComparison, n: number) => {
   const out: string[] = [];
-  if (!(p.interval.mean > CRITERIA.minGainDiff))
-    out.push(`short of the pre-registered margin of ${CRITERIA.minGainDiff.toFixed(2)}`);
+  if (!(p.interval.mean > p.margin)) out.push(`short of the pre-registered margin of ${p.margin.toFixed(2)}`);
   if (p.positiveShare < CRITERIA.minPositiveShare)
     out.push(
       `ahead on ${Math.round(p.positiveShare * n)} of ${n} seeds, short of the pre-registered ${Math.round(CRITERIA.minPositiveShare * 100)}%`,
@@ -432,8 +473,11 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
           ? `A scripted curriculum (${spec.headroom[0]}) helped a little: its agent gained ${d} more than with random levels, ${shortfall(r.headroom, n)}. `
           : `Even a scripted curriculum (${spec.headroom[0]}) did not beat random levels (${d}). `;
   }
+  const must = spec.rule?.mustBeat ?? spec.baselines;
   if (r.success)
-    return `${head}${name} helped: its agent improved by ${signed(g(learned))} on ${onWhat}, more than with ${spec.baselines.join(' or ')} levels on ${Math.round(Math.min(...spec.baselines.map((b) => r.comparisons[`${learned}-${b}`]!.positiveShare)) * n)} of ${n} seeds.`;
+    return `${head}${name} helped: its agent improved by ${signed(g(learned))} on ${onWhat}, more than with ${must.join(' or ')} levels on ${Math.round(Math.min(...must.map((b) => r.comparisons[`${learned}-${b}`]!.positiveShare)) * n)} of ${n} seeds.`;
+  if (vsRandom?.pass)
+    return `${head}${name} beat random levels (${diffText(vsRandom)} on ${onWhat}), but not by the whole pre-registered rule: ${misses(r, spec).join('; ')}.`;
   if (vsRandom && effect(vsRandom) === 'hurt')
     return `${head}${name} did worse than random levels: its agent improved by ${signed(g(learned))}, with random levels by ${signed(g('random'))}.`;
   if (vsRandom && effect(vsRandom) === 'a little')
@@ -455,13 +499,28 @@ function verdictText(r: Judged, spec: CompareSpec): string {
     .join('; ');
   const m = r.mechanism;
   const mech = `median regret per cycle ${f2(m.medianRegret)}, ${m.distinctLevels.toFixed(1)} distinct levels per cycle`;
-  if (r.success) return `Positive on ${n} seed${n === 1 ? '' : 's'}: ${pairs}; ${mech}.`;
-  const failed = [
-    ...spec.baselines
-      .filter((b) => !r.comparisons[`${spec.spade}-${b}`]!.pass)
+  const share = r.ofScripted
+    ? `; ${spec.spade} gained ${f2(r.ofScripted.ratio)}× ${r.ofScripted.arm}'s gain (pre-registered: ≥ ${r.ofScripted.share})`
+    : '';
+  if (r.success) return `Positive on ${n} seed${n === 1 ? '' : 's'}: ${pairs}${share}; ${mech}.`;
+  return `Not detectable at this budget (${n} seed${n === 1 ? '' : 's'}): ${misses(r, spec).join('; ')}. ${pairs}${share}; ${mech}.`;
+}
+
+/** Each part of the pre-registered rule the result missed, in words. */
+function misses(r: Judged, spec: CompareSpec): string[] {
+  const m = r.mechanism;
+  const s = r.ofScripted;
+  return [
+    ...(spec.rule?.mustBeat ?? spec.baselines)
+      .filter((b) => !r.comparisons[`${spec.spade}-${b}`]?.pass)
       .map((b) => `${spec.spade} did not clearly beat ${b}`),
+    ...(s && !s.pass
+      ? [`${spec.spade} gained ${f2(s.ratio)}× ${s.arm}'s gain, under the pre-registered ${s.share}×`]
+      : []),
+    ...(spec.rule && r.headroom && !r.headroom.pass
+      ? [`the headroom (${spec.headroom!.join(' − ')}) did not pass its margin of ${r.headroom.margin.toFixed(2)}`]
+      : []),
     ...(spec.mechanismInSuccess && !m.regretPass ? ['the hint did not help (median regret ≤ 0)'] : []),
     ...(spec.mechanismInSuccess && !m.distinctPass ? ['the designer collapsed (< 2 distinct levels per cycle)'] : []),
   ];
-  return `Not detectable at this budget (${n} seed${n === 1 ? '' : 's'}): ${failed.join('; ')}. ${pairs}; ${mech}.`;
 }
