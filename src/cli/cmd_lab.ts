@@ -31,6 +31,7 @@ import {
   PRE_REGISTERED_SPEC,
   ROUND4_ARMS,
   compareSpecOf,
+  markdownReport,
   type CompareSpec,
   type SeedRun,
 } from '../core/lab/compare.ts';
@@ -155,6 +156,7 @@ export const LAB_COMPARE: CommandSpec = {
     },
     spade: { value: 'ARM', help: "the arm judged as SPADE's designer", default: PRE_REGISTERED_SPEC.spade },
     ...LAB_FLAGS,
+    markdown: { help: 'also print the per-seed and per-pair tables as Markdown (stdout; with --json, stderr)' },
     combine: {
       value: 'FILE',
       many: true,
@@ -478,6 +480,7 @@ async function compare(args: Args, io: Io): Promise<number> {
   tell(result.sentence);
   tell(result.verdict);
   if (out.length) tell(`screened out (the fresh agent never won the easiest level): seeds ${out.join(', ')}`);
+  if (args.flags.has('markdown')) tell(markdownReport(result, runs, space.stages));
   if (json)
     io.out(JSON.stringify({ ...result, space: space.name, settings: ranWith, screens, screenedOut: out, runs }));
   return 0;

@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import {
   compareRuns,
   gain,
+  markdownReport,
   PRE_REGISTERED_SPEC,
   ROUND4_ARMS,
   ROUND4_SPEC,
@@ -20,7 +21,7 @@ import {
   type SeedRun,
 } from '../../src/core/lab/compare.ts';
 import { MEASURED } from '../../src/core/lab/measured.ts';
-import { CHAIN_SPACE, GRID_SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
+import { CHAIN_SPACE, GRID_SPACE, SPACE, spaceChance } from '../../src/core/lab/spaces.ts';
 
 const run = (seed: number, designer: string, curve: (number | null)[], o: Partial<SeedRun> = {}): SeedRun => ({
   seed,
@@ -509,5 +510,40 @@ describe("round 4's pre-registered rule: beat random by more than 0.15, at least
     expect(r.headroom!.pass).toBe(false);
     expect(r.success).toBe(false);
     expect(r.verdict).toMatch(/the headroom \(gated − random\) did not pass its margin of 0\.20/);
+  });
+});
+
+describe('spade lab compare --markdown: the tables a write-up quotes', () => {
+  it('per seed and arm the end, the rungs (as lengths), steps and plays; every pair with its interval', () => {
+    const spec = { ...ROUND4_SPEC, arms: ['learnability', 'random'], baselines: ['random'], headroom: null };
+    const runs = [1, 2].flatMap((seed) => [
+      run(seed, 'learnability', [0, 0.5, 0.5], {
+        hardCurve: [0, 0.2 + seed / 10, 0.4 + seed / 10],
+        topRung: [-1, 6, 5],
+        steps: { agent: 10 * seed, designer: 3 },
+        stepsCurve: [0, 5, 10 * seed],
+        plays: 64,
+      }),
+      run(seed, 'random', [0, 0.5, 0.5], {
+        hardCurve: [0, 0, 0.1],
+        topRung: [-1, -1, 0],
+        steps: { agent: 5, designer: 0 },
+        stepsCurve: [0, 2, 5],
+        plays: 64,
+      }),
+    ]);
+    const r = compareRuns(runs, 0, spec);
+    const md = markdownReport(r, runs, SPACE.climb.stages).split('\n');
+    // seed 1: top half (0.3 + 0.5) / 2 = 0.4; last probe's rung 5 = length 7, best 6 = length 8
+    expect(md).toContain('| 1 | 0.400 / length 7, length 8 / 10 / 64 | 0.050 / length 2, length 2 / 5 / 64 |');
+    expect(md).toContain('| 2 | 0.500 / length 7, length 8 / 20 / 64 | 0.050 / length 2, length 2 / 5 / 64 |');
+    // learnability − random: 0.35 and 0.45, mean 0.4, sd 0.0707, half-width t(0.975, 1) · sd / √2 = 12.706 · 0.05 = 0.635
+    expect(md).toContain('| learnability − random | +0.400 [−0.235, +1.035] | 2 of 2 | 0.15 | no |');
+    // plays to the target: both learnability seeds reached 0.5 at their last probe, random never did
+    expect(md).toContain(
+      "| learnability (SPADE's designer) | +0.450 [−0.185, +1.085] | +0.350 [−0.285, +0.985] | 15 | 2 of 2 |",
+    );
+    expect(md.find((l) => l.startsWith('| random |'))).toMatch(/\| 5 \| 0 of 2 \|$/);
+    expect(md.at(-1)).toMatch(/^Success: no\. /);
   });
 });

@@ -368,7 +368,9 @@ export function compareRuns(
     distinctPass: distinctLevels >= CRITERIA.minDistinct,
   };
   const beats = (rule?.mustBeat ?? spec.baselines).every((b) => comparisons[`${spec.spade}-${b}`]?.pass === true);
-  const scripted = rule?.ofScripted && gains[rule.ofScripted.arm] ? rule.ofScripted : null;
+  // (an arm is not judged against itself: with --spade gated there is no share to ask)
+  const scripted =
+    rule?.ofScripted && gains[rule.ofScripted.arm] && rule.ofScripted.arm !== spec.spade ? rule.ofScripted : null;
   const ofScripted = scripted
     ? (() => {
         const [mine, theirs] = [gains[spec.spade]!.interval.mean, gains[scripted.arm]!.interval.mean];
@@ -523,4 +525,83 @@ function misses(r: Judged, spec: CompareSpec): string[] {
     ...(spec.mechanismInSuccess && !m.regretPass ? ['the hint did not help (median regret ≤ 0)'] : []),
     ...(spec.mechanismInSuccess && !m.distinctPass ? ['the designer collapsed (< 2 distinct levels per cycle)'] : []),
   ];
+}
+
+/** The mean of a curve's last two probes (the gain's end point), or null with none. */
+const endOf = (curve: readonly (number | null)[]) => {
+  const xs = curve.filter((x): x is number => x !== null);
+  return xs.length > 2 ? (xs.at(-1)! + xs.at(-2)!) / 2 : (xs.at(-1) ?? null);
+};
+
+/**
+ * The comparison as Markdown tables, for a write-up (`spade lab compare --markdown`): per seed and
+ * arm the metric's end (the mean of the last two probes), the highest rung mastered at the last probe
+ * and at any probe (as the space's stage names), agent optimiser steps and unhinted plays; then every
+ * pair with its 95% interval and share of seeds positive, and per arm the gain at equal steps and the
+ * plays to the target. Numbers only: what they mean is the writer's.
+ */
+export function markdownReport(r: CompareResult, runs: readonly SeedRun[], stages: readonly string[]): string {
+  const f3 = (x: number | null | undefined) => (x === null || x === undefined ? '–' : x.toFixed(3));
+  const sg = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(3)}`;
+  const iv = (i: Interval) =>
+    `${sg(i.mean)} [${Number.isFinite(i.lo) ? sg(i.lo) : '−∞'}, ${Number.isFinite(i.hi) ? sg(i.hi) : '∞'}]`;
+  const rung = (x: number | null | undefined) =>
+    x === null || x === undefined ? '–' : x < 0 ? 'none' : (stages[x] ?? `rung ${x}`);
+  const row = (cells: (string | number)[]) => `| ${cells.join(' | ')} |`;
+  const rule = (n: number) => row(Array.from({ length: n }, () => '---'));
+  const find = (s: number, a: string) => runs.find((x) => x.seed === s && x.designer === a)!;
+  const metric = r.metric === 'topHalf' ? 'top half' : 'probe mean';
+  const out = [
+    `Per seed and arm: ${metric} at the end (mean of the last two probes) / highest rung mastered, last probe and best / agent steps / plays.`,
+    '',
+    row(['seed', ...r.arms]),
+    rule(r.arms.length + 1),
+    ...r.seeds.map((s) =>
+      row([
+        s,
+        ...r.arms.map((a) => {
+          const x = find(s, a);
+          const top = (x.topRung ?? []).filter((t): t is number => t !== null);
+          return `${f3(endOf(r.metric === 'topHalf' ? (x.hardCurve ?? x.curve) : x.curve))} / ${rung(top.at(-1))}, ${rung(top.length ? Math.max(...top) : null)} / ${x.steps?.agent ?? '–'} / ${x.plays ?? '–'}`;
+        }),
+      ]),
+    ),
+    '',
+    `Gains (${metric}, end minus cycle 0) over ${r.seeds.length} seeds, 95% t-intervals:`,
+    '',
+    row(['arm', 'gain at equal plays', 'gain at equal steps', 'mean agent steps', `seeds reaching ${TARGET}`]),
+    rule(5),
+    ...r.arms.map((a) => {
+      const g = r.gain[a]!;
+      const eq = r.gainAtEqualSteps?.[a];
+      const t = r.toTarget?.[a];
+      const hit = t ? t.plays.filter((x) => x !== null).length : null;
+      return row([
+        a + (a === r.spadeDesigner ? " (SPADE's designer)" : ''),
+        iv(g.interval),
+        eq ? iv(eq.interval) : '–',
+        g.steps ? g.steps.agent.toFixed(0) : '–',
+        hit === null ? '–' : `${hit} of ${r.seeds.length}`,
+      ]);
+    }),
+    '',
+    row(['pair', 'mean [95% interval]', 'seeds positive', 'margin', 'passes']),
+    rule(5),
+    ...Object.entries(r.comparisons).map(([k, c]) =>
+      row([
+        k.replace('-', ' − ') + (c === r.headroom ? ' (headroom)' : ''),
+        iv(c.interval),
+        `${Math.round(c.positiveShare * c.diffs.length)} of ${c.diffs.length}`,
+        c.margin.toFixed(2),
+        c.pass ? 'yes' : 'no',
+      ]),
+    ),
+  ];
+  if (r.ofScripted)
+    out.push(
+      '',
+      `${r.spadeDesigner}'s mean gain over ${r.ofScripted.arm}'s: ${Number.isFinite(r.ofScripted.ratio) ? r.ofScripted.ratio.toFixed(2) : '–'} (pre-registered: at least ${r.ofScripted.share}).`,
+    );
+  out.push('', `Success: ${r.success ? 'yes' : 'no'}. ${r.sentence}`);
+  return out.join('\n');
 }

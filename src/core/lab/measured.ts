@@ -25,4 +25,6 @@ export const MEASURED = data as unknown as {
   prereg2: MeasuredComparison;
   /** Pre-registration 3: the chain space, held-out seeds 41–50 (absent until it is run). */
   prereg3?: MeasuredComparison;
+  /** Pre-registration 4: the climb, every round-4 arm, held-out seeds 71–80 (absent until it is run). */
+  prereg4?: MeasuredComparison;
 };
