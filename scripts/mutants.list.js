@@ -771,6 +771,22 @@ export const MUTANTS = [
     test: 'tests/unit/lab_compare.test.ts',
     why: 'round 4 succeeds only where the headroom is there (gated − random by more than 0.2): without it there is nothing to claim',
   },
+  {
+    id: 'lab-compare-climb-defaults-ignored',
+    file: 'src/cli/cmd_lab.ts',
+    find: 'pre && !args.flags.has(name) ? pre[key] : labFlag(args, name, key)',
+    replace: 'labFlag(args, name, key)',
+    test: 'tests/unit/lab_compare.test.ts',
+    why: "`spade lab compare --space climb` runs pre-registration 4's settings (400 cycles, 32 probe plays every 40), not the Lab's 40-cycle defaults",
+  },
+  {
+    id: 'lab-combine-mixed-settings-merged',
+    file: 'src/cli/cmd_lab.ts',
+    find: 'if (seen.size > 1) {',
+    replace: 'if (seen.size > 2) {',
+    test: 'tests/unit/lab_compare.test.ts',
+    why: '--combine refuses parts run with different settings: one comparison, one set of settings',
+  },
   // --- the Lab's fast path on WebAssembly (src/engine/tiny; #39 item 10) ---
   {
     id: 'lab-kernels-never-created',
