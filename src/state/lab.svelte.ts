@@ -27,6 +27,7 @@ import { ARMS, compareRuns, compareSpecOf, type CompareResult, type SeedRun } fr
 import { describeLevel, FAMILIES, hintText, levelCode } from '../core/lab/families.ts';
 import { DESIGNER_ALIASES, MASTERED, type CycleReport, type ProbeReport, type ScreenResult } from '../core/lab/lab.ts';
 import { clampLabChoices, labDefaults, type LabChoices } from '../core/lab/settings.ts';
+import type { MeasuredComparison } from '../core/lab/measured.ts';
 import { SPACE, spaceChance, type LevelSpace, type SpaceName } from '../core/lab/spaces.ts';
 import type { LearningCheck } from '../lab/roles.ts';
 import { hashSeed } from '../core/rng.ts';
@@ -101,11 +102,6 @@ export const rowsToRuns = (rows: readonly CompareRow[]): SeedRun[] =>
     }));
 
 /**
- * The comparison a space is judged by, as `spade lab compare` picks it at its defaults (cli/cmd_lab.ts
- * specOf): on the climb round 4's arms, baselines and top-half metric; elsewhere pre-registration 3's.
- */
-
-/**
  * The comparison's figures and verdict (core/lab/compare.ts) once every row is done or screened; null
  * before. `space`: the space the rows were run on (its chance level and its comparison, compareSpecOf).
  */
@@ -121,6 +117,18 @@ export function compareResult(
     compareSpecOf(space),
     screens.filter((s) => !s.pass).map((s) => s.seed),
   );
+}
+
+/**
+ * Pre-registration 4's held-out runs: src/core/lab/measured_prereg4.json, written from `spade lab
+ * compare --combine … --json` by scripts/lab_measured.js. Loaded when the Lab panel opens, so a
+ * first page load does not carry 70 runs of 400 cycles (~1.4 MB); null while that file does not exist
+ * (the run not yet finished).
+ */
+const PREREG4 = import.meta.glob<MeasuredComparison>('../core/lab/measured_prereg4.json', { import: 'default' });
+export async function loadPrereg4(): Promise<MeasuredComparison | null> {
+  const load = Object.values(PREREG4)[0];
+  return load ? await load() : null;
 }
 
 /** What a comparison's gains read, in words: "top-half success" or "the probe". */

@@ -1,6 +1,8 @@
 /**
  * The Lab's pre-registered comparisons as measured on their held-out seeds: the data is
  * measured.json (the runs each command printed, never edited by hand); this gives it its types.
+ * Pre-registration 4's 400-cycle runs are a file of their own, measured_prereg4.json (written by
+ * scripts/lab_measured.js; the Lab panel loads it on demand: state/lab.svelte.ts loadPrereg4).
  */
 import data from './measured.json' with { type: 'json' };
 import type { SeedRun } from './compare.ts';
@@ -14,6 +16,8 @@ export interface MeasuredComparison {
   cycles: number;
   /** Seeds the dead-seed screen left out (pre-registration 3 on). */
   screenedOut?: number[];
+  /** The settings the runs were made with (pre-registration 4 on: the output's `settings` line). */
+  settings?: Record<string, unknown>;
   runs: SeedRun[];
 }
 
@@ -25,6 +29,4 @@ export const MEASURED = data as unknown as {
   prereg2: MeasuredComparison;
   /** Pre-registration 3: the chain space, held-out seeds 41–50 (absent until it is run). */
   prereg3?: MeasuredComparison;
-  /** Pre-registration 4: the climb, every round-4 arm, held-out seeds 71–80 (absent until it is run). */
-  prereg4?: MeasuredComparison;
 };

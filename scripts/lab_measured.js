@@ -1,0 +1,68 @@
+#!/usr/bin/env node
+// Pre-registration 4's held-out runs into the file the Lab panel shows them from: reads the last line of
+// `spade lab compare --space climb --combine … --json` (its JSON object) and writes
+// src/core/lab/measured_prereg4.json — { space, command, seeds, cycles, screenedOut, settings, runs } with the
+// runs exactly as the command printed them (never edited). The panel loads that file when it opens
+// (state/lab.svelte.ts loadPrereg4), so the page's first load does not carry the 400-cycle runs.
+//
+// Usage: node scripts/lab_measured.js COMBINED.json [--out PATH] [--command TEXT]
+//   COMBINED.json  stdout of `spade lab compare --space climb --combine a.txt b.txt … --json`
+//   --out          where to write (default src/core/lab/measured_prereg4.json)
+//   --command      the command recorded with the runs (default: the pre-registered parts' command)
+import { readFileSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+
+export const DEFAULT_OUT = 'src/core/lab/measured_prereg4.json';
+const DEFAULT_COMMAND = 'spade lab compare --space climb --seeds 71-75 (and 76-80) --json, then --combine';
+
+/**
+ * The measured entry from a compare output's text: its last line must be the JSON object with `runs`
+ * on the climb; seeds are written as a range when they are consecutive.
+ * @param {string} text
+ * @param {string} command
+ */
+export function measuredEntry(text, command = DEFAULT_COMMAND) {
+  const last = text.trim().split('\n').at(-1) ?? '';
+  let out;
+  try {
+    out = JSON.parse(last);
+  } catch {
+    throw new Error('the last line is not JSON: give the stdout of `spade lab compare --combine … --json`');
+  }
+  if (!Array.isArray(out.runs) || !out.runs.length) throw new Error('the output has no runs');
+  if (out.space !== 'climb') throw new Error(`the runs are on ${String(out.space)}, not the climb`);
+  const seeds = [...new Set(out.runs.map((r) => r.seed))].sort((a, b) => a - b);
+  const range =
+    seeds.length > 1 && seeds.at(-1) - seeds[0] === seeds.length - 1 ? `${seeds[0]}–${seeds.at(-1)}` : seeds.join(', ');
+  return {
+    space: 'climb',
+    command,
+    seeds: range,
+    cycles: out.cycles,
+    screenedOut: out.screenedOut ?? [],
+    settings: out.settings ?? null,
+    runs: out.runs,
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const args = process.argv.slice(2);
+  const opt = (name) => {
+    const i = args.indexOf(name);
+    return i < 0 ? undefined : args.splice(i, 2)[1];
+  };
+  const out = opt('--out') ?? DEFAULT_OUT;
+  const command = opt('--command');
+  if (args.length !== 1) {
+    console.error('usage: node scripts/lab_measured.js COMBINED.json [--out PATH] [--command TEXT]');
+    process.exit(2);
+  }
+  try {
+    const entry = measuredEntry(readFileSync(args[0], 'utf8'), command);
+    writeFileSync(out, `${JSON.stringify(entry)}\n`);
+    console.log(`${out}: ${entry.runs.length} runs, seeds ${entry.seeds}, ${entry.cycles} cycles`);
+  } catch (err) {
+    console.error(`lab_measured: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  }
+}

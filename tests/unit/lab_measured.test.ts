@@ -1,0 +1,71 @@
+// scripts/lab_measured.js: pre-registration 4's combined output into the file the Lab panel loads
+// (src/core/lab/measured_prereg4.json, state/lab.svelte.ts loadPrereg4) — the runs exactly as printed,
+// the seeds as a range, the settings kept; a wrong input is refused with what to give instead.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { compareRuns, ROUND4_ARMS, ROUND4_SPEC, type SeedRun } from '../../src/core/lab/compare.ts';
+import { DEFAULT_OUT, measuredEntry } from '../../scripts/lab_measured.js';
+import { loadPrereg4 } from '../../src/state/lab.svelte.ts';
+
+const run = (seed: number, designer: string, g: number): SeedRun => ({
+  seed,
+  designer,
+  curve: [0, 0.5, 0.5],
+  hardCurve: [0, g, g],
+  medianRegret: [0.5, 0.5],
+  distinctLevels: [3, 4],
+  stepsCurve: [0, 5, 10],
+  plays: 64,
+  seconds: 1,
+});
+
+describe('scripts/lab_measured.js', () => {
+  const runs = [71, 72, 73].flatMap((seed) => ROUND4_ARMS.map((a, i) => run(seed, a, i / 10 + seed / 1000)));
+  const settings = { space: 'climb', cycles: 2, probePlays: 32 };
+  const output = [
+    `settings ${JSON.stringify(settings)}`,
+    JSON.stringify({ space: 'climb', cycles: 2, screenedOut: [], settings, runs }),
+  ].join('\n');
+
+  it('keeps the runs as printed, the seeds as a range and the settings; the comparison reads it as the command did', () => {
+    const m = measuredEntry(output);
+    expect(m.runs).toEqual(runs);
+    expect(m.seeds).toBe('71–73');
+    expect(m.settings).toEqual(settings);
+    expect(m.space).toBe('climb');
+    const a = compareRuns(m.runs, 0, ROUND4_SPEC);
+    expect(a.seeds).toEqual([71, 72, 73]);
+    expect(a.gain.gated!.perSeed).toEqual(compareRuns(runs, 0, ROUND4_SPEC).gain.gated!.perSeed);
+  });
+
+  it('refuses output that is not a climb comparison, saying what to give', () => {
+    expect(() => measuredEntry('seed 71 …\nnot json')).toThrow(/spade lab compare --combine … --json/);
+    expect(() => measuredEntry(JSON.stringify({ space: 'chain', runs }))).toThrow(/not the climb/);
+    expect(() => measuredEntry(JSON.stringify({ space: 'climb', runs: [] }))).toThrow(/no runs/);
+  });
+
+  it('writes the file the panel loads (run as a command)', () => {
+    expect(DEFAULT_OUT).toBe('src/core/lab/measured_prereg4.json');
+    const dir = mkdtempSync(join(tmpdir(), 'lab-measured-'));
+    writeFileSync(join(dir, 'combined.txt'), output);
+    const out = join(dir, 'm.json');
+    const said = execFileSync('node', ['scripts/lab_measured.js', join(dir, 'combined.txt'), '--out', out], {
+      encoding: 'utf8',
+    });
+    expect(said).toMatch(/21 runs, seeds 71–73, 2 cycles/);
+    expect((JSON.parse(readFileSync(out, 'utf8')) as { runs: SeedRun[] }).runs).toHaveLength(21);
+  });
+});
+
+describe("the Lab panel's loader", () => {
+  it('loads the file the script writes when it is there, and is null while it is not', async () => {
+    const m = await loadPrereg4();
+    if (existsSync(DEFAULT_OUT)) {
+      expect(m!.space).toBe('climb');
+      expect(m!.runs.length).toBeGreaterThan(0);
+    } else expect(m).toBeNull();
+  });
+});
