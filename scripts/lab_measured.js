@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Pre-registration 4's held-out runs into the file the Lab panel shows them from: reads the last line of
 // `spade lab compare --space climb --combine … --json` (its JSON object) and writes
-// src/core/lab/measured_prereg4.json — { space, command, seeds, cycles, screenedOut, settings, runs } with the
+// src/core/lab/measured_prereg4.json — { space, command, seeds, cycles, screenedOut, screens, settings, runs } with the
 // runs exactly as the command printed them (never edited). The panel loads that file when it opens
 // (state/lab.svelte.ts loadPrereg4), so the page's first load does not carry the 400-cycle runs.
 //
@@ -40,6 +40,7 @@ export function measuredEntry(text, command = DEFAULT_COMMAND) {
     seeds: range,
     cycles: out.cycles,
     screenedOut: out.screenedOut ?? [],
+    screens: out.screens ?? [],
     settings: out.settings ?? null,
     runs: out.runs,
   };

@@ -1,3 +1,4 @@
+/// <reference types="vite/client" />
 /**
  * The Lab in the browser, as a rune class: its settings (also in the URL hash, so a link reproduces
  * a run: same seed and settings → the same numbers), ▶ run / pause / reset, the cycles streamed from
@@ -125,6 +126,7 @@ export function compareResult(
  * first page load does not carry 70 runs of 400 cycles (~1.4 MB); null while that file does not exist
  * (the run not yet finished).
  */
+// (import.meta.glob is Vite's, typed by vite/client: the reference lets the tests' Node config check this file too)
 const PREREG4 = import.meta.glob<MeasuredComparison>('../core/lab/measured_prereg4.json', { import: 'default' });
 export async function loadPrereg4(): Promise<MeasuredComparison | null> {
   const load = Object.values(PREREG4)[0];

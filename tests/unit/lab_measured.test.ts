@@ -27,7 +27,14 @@ describe('scripts/lab_measured.js', () => {
   const settings = { space: 'climb', cycles: 2, probePlays: 32 };
   const output = [
     `settings ${JSON.stringify(settings)}`,
-    JSON.stringify({ space: 'climb', cycles: 2, screenedOut: [], settings, runs }),
+    JSON.stringify({
+      space: 'climb',
+      cycles: 2,
+      screenedOut: [],
+      screens: [{ seed: 71, wins: 5, plays: 64 }],
+      settings,
+      runs,
+    }),
   ].join('\n');
 
   it('keeps the runs as printed, the seeds as a range and the settings; the comparison reads it as the command did', () => {
@@ -35,6 +42,7 @@ describe('scripts/lab_measured.js', () => {
     expect(m.runs).toEqual(runs);
     expect(m.seeds).toBe('71–73');
     expect(m.settings).toEqual(settings);
+    expect(m.screens).toEqual([{ seed: 71, wins: 5, plays: 64 }]);
     expect(m.space).toBe('climb');
     const a = compareRuns(m.runs, 0, ROUND4_SPEC);
     expect(a.seeds).toEqual([71, 72, 73]);

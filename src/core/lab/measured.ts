@@ -6,6 +6,7 @@
  */
 import data from './measured.json' with { type: 'json' };
 import type { SeedRun } from './compare.ts';
+import type { ScreenResult } from './lab.ts';
 import type { SpaceName } from './spaces.ts';
 
 export interface MeasuredComparison {
@@ -16,6 +17,8 @@ export interface MeasuredComparison {
   cycles: number;
   /** Seeds the dead-seed screen left out (pre-registration 3 on). */
   screenedOut?: number[];
+  /** Every seed's dead-seed screen (pre-registration 4 on). */
+  screens?: ScreenResult[];
   /** The settings the runs were made with (pre-registration 4 on: the output's `settings` line). */
   settings?: Record<string, unknown>;
   runs: SeedRun[];
