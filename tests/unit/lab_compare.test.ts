@@ -541,7 +541,7 @@ describe('spade lab compare --markdown: the tables a write-up quotes', () => {
     expect(md).toContain('| learnability − random | +0.400 [−0.235, +1.035] | 2 of 2 | 0.15 | no |');
     // plays to the target: both learnability seeds reached 0.5 at their last probe, random never did
     expect(md).toContain(
-      "| learnability (SPADE's designer) | +0.450 [−0.185, +1.085] | +0.350 [−0.285, +0.985] | 15 | 2 of 2 |",
+      "| learnability (SPADE's designer) | +0.450 [−0.185, +1.085] | +0.350 [−0.285, +0.985] | 15 | 2 of 2 (median 64 plays, 15 steps) |",
     );
     expect(md.find((l) => l.startsWith('| random |'))).toMatch(/\| 5 \| 0 of 2 \|$/);
     expect(md.at(-1)).toMatch(/^Success: no\. /);

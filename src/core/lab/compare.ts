@@ -575,13 +575,17 @@ export function markdownReport(r: CompareResult, runs: readonly SeedRun[], stage
       const g = r.gain[a]!;
       const eq = r.gainAtEqualSteps?.[a];
       const t = r.toTarget?.[a];
-      const hit = t ? t.plays.filter((x) => x !== null).length : null;
+      const plays = t ? t.plays.filter((x): x is number => x !== null) : null;
+      const steps = t ? t.steps.filter((x): x is number => x !== null) : [];
+      const hit = plays
+        ? `${plays.length} of ${r.seeds.length}${plays.length ? ` (median ${median(plays)} plays, ${median(steps)} steps)` : ''}`
+        : '–';
       return row([
         a + (a === r.spadeDesigner ? " (SPADE's designer)" : ''),
         iv(g.interval),
         eq ? iv(eq.interval) : '–',
         g.steps ? g.steps.agent.toFixed(0) : '–',
-        hit === null ? '–' : `${hit} of ${r.seeds.length}`,
+        hit,
       ]);
     }),
     '',
