@@ -789,6 +789,24 @@ export const MUTANTS = [
   },
   // --- the Lab's fast path on WebAssembly (src/engine/tiny; #39 item 10) ---
   {
+    id: 'lab-train-attention-pairs-across-segments',
+    file: 'src/engine/tiny/tiny_kernels.ts',
+    find: 'const pair = t + 1 < T && segStart[t + 1] === lo;',
+    replace: 'const pair = t + 1 < T;',
+    test: 'tests/unit/tiny_lm.test.ts',
+    why: "the trainer's forward pairs two rows only within one packed segment: a row of the next segment sees other keys",
+  },
+  {
+    id: 'lab-train-attention-backward-off-kernels',
+    file: 'src/engine/tiny/tiny_train.ts',
+    find: `      lm.kernel && lm.D === 16
+        ? lm.kernel.attentionBack16(`,
+    replace: `      false
+        ? lm.kernel!.attentionBack16(`,
+    test: 'tests/unit/tiny_lm.test.ts',
+    why: "the trainer's attention backward runs on WebAssembly where the kernels are there (the climb's time went there)",
+  },
+  {
     id: 'lab-kernels-never-created',
     file: 'src/engine/tiny/tiny_kernels.ts',
     find: 'if (!WebAssembly.validate(bytes)) return null;',

@@ -154,6 +154,8 @@ describe('the fast path gives the references’ numbers', () => {
       vi.spyOn(TinyKernels.prototype, 'attendBlock'),
       vi.spyOn(TinyKernels.prototype, 'linear'),
       vi.spyOn(TinyKernels.prototype, 'linearBack'),
+      vi.spyOn(TinyKernels.prototype, 'segmentAttention16'),
+      vi.spyOn(TinyKernels.prototype, 'attentionBack16'),
     ];
     const count = () => spies.reduce((a, s) => a + s.mock.calls.length, 0);
     return {
@@ -219,46 +221,50 @@ describe('the fast path gives the references’ numbers', () => {
     }
   });
 
-  it('the GRPO step on WebAssembly and on the loops: the same adapter after each of two steps', async () => {
-    const make = async (wasm: boolean) => {
-      const m = await tinyModel('01234', { seed: 6, layers: 2, hidden: 16, std: 0.4 });
-      const lm = new TinyLm(m.llm as never, m.weights, { wasm });
-      const ids = [...m.allowed].sort((a, b) => a - b);
-      return { m, lm, chat: new TinyChat('toy', lm, m.tokenizer, ids), ids };
-    };
-    const [k, j] = [await make(true), await make(false)];
-    const samples: TokenSample[] = [];
-    for (const [n, text] of ['Lock 3 digits, 0-4. Digit 1?', 'Mirror 2 digits: Digit 1', 'Echo 4'].entries()) {
-      const t = (await k.chat.chat([{ role: 'user', content: text }], { temperature: 1, max_tokens: 4, seed: n }))
-        .tokens!;
-      const ids = [...t.prompt, ...t.completion];
-      samples.push({
-        role: 'agent',
-        ids,
-        spans: [[t.prompt.length, ids.length]],
-        logprobs: t.logprobs,
-        advantage: [0.8, -1, 0.3][n]!,
-        key: String(n),
-      });
-    }
-    const o = { lr: 1e-2, temperature: 1, ...TINY_TRAIN_DEFAULTS };
-    const [a, b] = [tinyTrainer(k.lm, { ...o, allowed: k.ids }), tinyTrainer(j.lm, { ...o, allowed: j.ids })];
-    const kernels = kernelCalls();
-    try {
-      for (let step = 0; step < 2; step++) {
-        const onKernels = await kernels.duringAsync(() => a.step(samples));
-        const onLoops = await kernels.duringAsync(() => b.step(samples));
-        expect(onKernels.value).toMatchObject({ ...onLoops.value, ms: expect.any(Number) });
-        expect(adapter(k.m)).toEqual(adapter(j.m));
-        // the WebAssembly step's forward and backward ran on the kernels, the loops step's never did
-        expect(onKernels.calls).toBeGreaterThan(0);
-        expect(onLoops.calls).toBe(0);
+  for (const hidden of [16, 32])
+    it(`the GRPO step on WebAssembly and on the loops: the same adapter after each of two steps (hidden ${hidden}: ${hidden / 16} head${hidden > 16 ? 's' : ''})`, async () => {
+      const make = async (wasm: boolean) => {
+        const m = await tinyModel('01234', { seed: 6, layers: 2, hidden, std: 0.4 });
+        const lm = new TinyLm(m.llm as never, m.weights, { wasm });
+        const ids = [...m.allowed].sort((a, b) => a - b);
+        return { m, lm, chat: new TinyChat('toy', lm, m.tokenizer, ids), ids };
+      };
+      const [k, j] = [await make(true), await make(false)];
+      const samples: TokenSample[] = [];
+      for (const [n, text] of ['Lock 3 digits, 0-4. Digit 1?', 'Mirror 2 digits: Digit 1', 'Echo 4'].entries()) {
+        const t = (await k.chat.chat([{ role: 'user', content: text }], { temperature: 1, max_tokens: 4, seed: n }))
+          .tokens!;
+        const ids = [...t.prompt, ...t.completion];
+        samples.push({
+          role: 'agent',
+          ids,
+          spans: [[t.prompt.length, ids.length]],
+          logprobs: t.logprobs,
+          advantage: [0.8, -1, 0.3][n]!,
+          key: String(n),
+        });
       }
-      expect(kernels.spies[2]!.mock.calls.length).toBeGreaterThan(0); // linearBack: the backward on WebAssembly
-    } finally {
-      kernels.restore();
-    }
-  });
+      const o = { lr: 1e-2, temperature: 1, ...TINY_TRAIN_DEFAULTS };
+      const [a, b] = [tinyTrainer(k.lm, { ...o, allowed: k.ids }), tinyTrainer(j.lm, { ...o, allowed: j.ids })];
+      const kernels = kernelCalls();
+      try {
+        for (let step = 0; step < 2; step++) {
+          const onKernels = await kernels.duringAsync(() => a.step(samples));
+          const onLoops = await kernels.duringAsync(() => b.step(samples));
+          expect(onKernels.value).toMatchObject({ ...onLoops.value, ms: expect.any(Number) });
+          expect(adapter(k.m)).toEqual(adapter(j.m));
+          // the WebAssembly step's forward and backward ran on the kernels, the loops step's never did
+          expect(onKernels.calls).toBeGreaterThan(0);
+          expect(onLoops.calls).toBe(0);
+        }
+        expect(kernels.spies[2]!.mock.calls.length).toBeGreaterThan(0); // linearBack: the backward on WebAssembly
+        // the trainer's attention, forward and backward, on WebAssembly too (the packed samples: three segments)
+        expect(kernels.spies[3]!.mock.calls.length).toBeGreaterThan(0);
+        expect(kernels.spies[4]!.mock.calls.length).toBeGreaterThan(0);
+      } finally {
+        kernels.restore();
+      }
+    });
 
   it('the committed WebAssembly is the compile of tiny_kernels.wat', async () => {
     const { generate } = await import('../../scripts/build_tiny_kernels.js');

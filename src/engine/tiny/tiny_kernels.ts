@@ -3,6 +3,9 @@
  *   - attention for a block of consecutive rows of one sequence — a turn's new tokens — two rows at
  *     a time, one per f64x2 lane, over heads of 16 channels (the row maxima too, in the module); the
  *     exponentials (the reference's Math.exp) and their sum stay here;
+ *   - the trainer's attention over packed segments (tiny_attention.ts segmentAttention and
+ *     attentionBack, D = 16): the forward two rows of a segment at a time as above, the backward one
+ *     (row, head) at a time wholly in the module (back16: no exponentials there);
  *   - the projections (x·Wᵀ and the adapter's delta), two outputs a lane pair, the weights kept in
  *     the module's memory as f64 (the base once, the adapter once per version).
  * Each lane is the scalar loop's own sum in its order (f64 products of f32 values, added from +0 in
@@ -10,6 +13,7 @@
  * the JavaScript loops (tiny_lm.ts and its tiny_*.ts) bit for bit — tests/unit/tiny_lm.test.ts
  * runs both. Null where WebAssembly SIMD is not there: the loops run instead.
  */
+import { probOffsets } from './tiny_attention.ts';
 import { TINY_KERNELS_WASM } from './tiny_kernels_wasm.ts';
 
 interface Exports {
@@ -17,6 +21,20 @@ interface Exports {
   scores2(qp: number, kp: number, kstride: number, n: number, ep: number, sc: number): void;
   wsum2(ep: number, vp: number, vstride: number, n: number, op: number): void;
   max2(ep: number, n: number, op: number): void;
+  back16(
+    fp: number,
+    qp: number,
+    gp: number,
+    kp: number,
+    vp: number,
+    dkp: number,
+    dvp: number,
+    stride: number,
+    n: number,
+    pp: number,
+    dpp: number,
+    scale: number,
+  ): void;
   mm(
     a: number,
     ai: number,
@@ -275,5 +293,127 @@ export class TinyKernels {
         }
       }
     }
+  }
+
+  /**
+   * segmentAttention (tiny_attention.ts) for D = 16: each row's scores over its segment's keys lo..t,
+   * their log-sum-exp, p_j = exp(s_j − lse) (kept, returned) and Σ_j p_j·v_j into `out` (f32) — the
+   * sums on scores2/wsum2 two rows of a segment at a time (the second row's own last key added after
+   * them, in order), the exponentials and the maxima's log here: attentionRow16's values bit for bit.
+   */
+  segmentAttention16(
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    out: Float32Array,
+    T: number,
+    segStart: Int32Array,
+    pOff: Int32Array,
+    Hq: number,
+    Hkv: number,
+  ): Float64Array {
+    const width = Hkv * 16;
+    const stride = width * 8;
+    const QP = this.scratch();
+    const OP = QP + 256;
+    const EP = OP + 256;
+    const K = EP + T * 16;
+    const V = K + T * width * 8;
+    this.room(V + T * width * 8);
+    const m = this.f64;
+    m.set(k.subarray(0, T * width), K / 8);
+    m.set(v.subarray(0, T * width), V / 8);
+    const probs = new Float64Array(pOff[T]!);
+    const sc = 1 / Math.sqrt(16);
+    const e0 = EP / 8;
+    const o = OP / 8;
+    for (let t = 0; t < T;) {
+      const lo = segStart[t]!;
+      const pair = t + 1 < T && segStart[t + 1] === lo;
+      const na = t + 1 - lo;
+      const nb = pair ? na + 1 : na;
+      for (let h = 0; h < Hq; h++) {
+        const kvo = (lo * Hkv + Math.floor(h / (Hq / Hkv))) * 16;
+        const qa = (t * Hq + h) * 16;
+        const qb = pair ? qa + Hq * 16 : qa;
+        for (let d = 0; d < 16; d++) {
+          m[QP / 8 + 2 * d] = q[qa + d]!;
+          m[QP / 8 + 2 * d + 1] = q[qb + d]!;
+        }
+        this.x.scores2(QP, K + kvo * 8, stride, nb, EP, sc);
+        this.x.max2(EP, na, OP);
+        // row a over its na keys, row b (when paired) over na + 1: max, Σ exp(s − max), lse, then p
+        for (let lane = 0; lane < (pair ? 2 : 1); lane++) {
+          const n = lane ? nb : na;
+          const mx = lane ? Math.max(m[o + 1]!, m[e0 + 2 * na + 1]!) : m[o]!;
+          let sum = 0;
+          for (let j = 0, at = e0 + lane; j < n; j++, at += 2) sum += Math.exp(m[at]! - mx);
+          const lse = mx + Math.log(sum);
+          const po = pOff[t + lane]! + h * n;
+          for (let j = 0, at = e0 + lane; j < n; j++, at += 2) probs[po + j] = m[at] = Math.exp(m[at]! - lse);
+        }
+        this.x.wsum2(EP, V + kvo * 8, stride, na, OP);
+        for (let d = 0; d < 16; d++) out[qa + d] = m[o + 2 * d]!;
+        if (pair) {
+          const pb = m[e0 + 2 * na + 1]!;
+          const vo = kvo + na * width;
+          for (let d = 0; d < 16; d++) out[qb + d] = m[o + 2 * d + 1]! + pb * v[vo + d]!;
+        }
+      }
+      t += pair ? 2 : 1;
+    }
+    return probs;
+  }
+
+  /**
+   * attentionBack (tiny_attention.ts) for D = 16 on back16: rows ascending, heads within a row, keys
+   * within a head, as the loops go — so every accumulator of dq, dk and dv gets its terms in the same
+   * order and the gradients equal the loops' bit for bit.
+   */
+  attentionBack16(
+    dof: Float32Array,
+    t: { qr: Float32Array; kr: Float32Array; v: Float32Array; p: Float64Array },
+    segStart: Int32Array,
+    Hq: number,
+    Hkv: number,
+  ): { dq: Float64Array; dk: Float64Array; dv: Float64Array } {
+    const T = segStart.length;
+    const nq = T * Hq * 16;
+    const nkv = T * Hkv * 16;
+    const pOff = probOffsets(T, Hq, segStart);
+    const F = this.scratch();
+    const Q = F + nq * 8;
+    const K = Q + nq * 8;
+    const V = K + nkv * 8;
+    const P = V + nkv * 8;
+    const DQ = P + pOff[T]! * 8;
+    const DK = DQ + nq * 8;
+    const DV = DK + nkv * 8;
+    const DP = DV + nkv * 8;
+    this.room(DP + T * 8);
+    const m = this.f64;
+    m.set(dof.subarray(0, nq), F / 8);
+    m.set(t.qr.subarray(0, nq), Q / 8);
+    m.set(t.kr.subarray(0, nkv), K / 8);
+    m.set(t.v.subarray(0, nkv), V / 8);
+    m.set(t.p.subarray(0, pOff[T]!), P / 8);
+    m.fill(0, DQ / 8, DP / 8);
+    const stride = Hkv * 16 * 8;
+    const scale = 1 / Math.sqrt(16);
+    for (let ti = 0; ti < T; ti++) {
+      const lo = segStart[ti]!;
+      const n = ti + 1 - lo;
+      for (let h = 0; h < Hq; h++) {
+        const row = (ti * Hq + h) * 16 * 8;
+        const kv = (lo * Hkv + Math.floor(h / (Hq / Hkv))) * 16 * 8;
+        const po = (pOff[ti]! + h * n) * 8;
+        this.x.back16(F + row, Q + row, DQ + row, K + kv, V + kv, DK + kv, DV + kv, stride, n, P + po, DP, scale);
+      }
+    }
+    return {
+      dq: m.slice(DQ / 8, DQ / 8 + nq),
+      dk: m.slice(DK / 8, DK / 8 + nkv),
+      dv: m.slice(DV / 8, DV / 8 + nkv),
+    };
   }
 }

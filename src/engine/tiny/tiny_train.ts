@@ -291,7 +291,10 @@ function forwardTape(lm: TinyLm, ids: number[], segStart: Int32Array, lora: Lora
     linear(t.a1, 'v_proj', kvd, C, t.v);
     rotate(lm, q, t.qr, T, lm.Hq, segStart, 1);
     rotate(lm, k, t.kr, T, lm.Hkv, segStart, 1);
-    t.p = segmentAttention(lm, t.qr, t.kr, t.v, t.o, T, segStart, pOff);
+    t.p =
+      lm.kernel && lm.D === 16
+        ? lm.kernel.segmentAttention16(t.qr, t.kr, t.v, t.o, T, segStart, pOff, lm.Hq, lm.Hkv)
+        : segmentAttention(lm, t.qr, t.kr, t.v, t.o, T, segStart, pOff);
     const oo = new Float32Array(T * C);
     linear(t.o, 'o_proj', C, qd, oo);
     for (let i = 0; i < T * C; i++) t.h1[i] = h[i]! + oo[i]!;
@@ -494,7 +497,10 @@ function backward(
     for (let i = 0; i < T * C; i++) dh1[i] = dh1[i]! + dh[i]!;
     const dof = linBack('o_proj', t.o, dh1, C, qd);
     // attentionBackwardCpu (f64 accumulators), then the rope backward
-    const { dq, dk, dv } = attentionBack(lm, dof, t, segStart);
+    const { dq, dk, dv } =
+      lm.kernel && lm.D === 16
+        ? lm.kernel.attentionBack16(dof, t, segStart, Hq, Hkv)
+        : attentionBack(lm, dof, t, segStart);
     const dqn = new Float32Array(T * qd);
     const dkn = new Float32Array(T * kvd);
     rotate(lm, Float32Array.from(dq), dqn, T, Hq, segStart, -1);
