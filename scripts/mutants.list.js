@@ -780,6 +780,14 @@ export const MUTANTS = [
     why: "`spade lab compare --space climb` runs pre-registration 4's settings (400 cycles, 32 probe plays every 40), not the Lab's 40-cycle defaults",
   },
   {
+    id: 'lab-combine-conflicting-runs-kept',
+    file: 'src/cli/cmd_lab.ts',
+    find: '} else if (had.text !== text)',
+    replace: '} else if (had.text === "")',
+    test: 'tests/unit/lab_compare.test.ts',
+    why: '--combine refuses two runs of the same seed and arm whose numbers differ (a deterministic run that differs was run otherwise)',
+  },
+  {
     id: 'lab-combine-mixed-settings-merged',
     file: 'src/cli/cmd_lab.ts',
     find: 'if (seen.size > 1) {',

@@ -374,6 +374,30 @@ export function compareSettingsOf(args: Args) {
   return { settings, spec, cycles, engine, record };
 }
 
+/**
+ * Keep `x` in `out` unless the same seed's run of the same arm (or the same seed's screen) came
+ * before: then both must be the same numbers (wall time aside) — a run is deterministic, so two that
+ * differ mean different code or settings, and --combine says so instead of keeping either.
+ */
+function once<T extends { seed: number; designer?: string; seconds?: number }>(
+  first: Map<string, { text: string; file: string }>,
+  what: string,
+  x: T,
+  file: string,
+  out: T[],
+): void {
+  const key = `${x.seed}|${x.designer ?? ''}`;
+  const text = JSON.stringify({ ...x, seconds: undefined });
+  const had = first.get(key);
+  if (!had) {
+    first.set(key, { text, file });
+    out.push(x);
+  } else if (had.text !== text)
+    throw new UsageError(
+      `--combine: ${what} differs between ${had.file} and ${file}; the same seed and settings give the same numbers, so one of them was run otherwise`,
+    );
+}
+
 /** The `settings {…}` lines of a --json output, each as its JSON text. */
 const settingsLines = (lines: string[]) => lines.filter((l) => l.startsWith('settings {')).map((l) => l.slice(9));
 
@@ -387,6 +411,9 @@ async function compare(args: Args, io: Io): Promise<number> {
   let ranWith: unknown = record; // combined: the files' one settings record (null: none had one)
   if (combine?.length) {
     const seen = new Map<string, string>(); // a settings record → the first file that had it
+    // a seed's arm (or screen) in two files — a stopped part restarted — is kept once, when both agree
+    const firstRun = new Map<string, { text: string; file: string }>();
+    const firstScreen = new Map<string, { text: string; file: string }>();
     for (const file of combine) {
       // a compare output is at most a few MiB (400-cycle runs): 64 MiB bounds it; a FIFO or a device is refused unread
       const lines = (await readUserFile(file, '--combine', 64 * 2 ** 20)).trim().split('\n');
@@ -411,8 +438,8 @@ async function compare(args: Args, io: Io): Promise<number> {
         : lines.filter((l) => l.startsWith('screen {')).map((l) => JSON.parse(l.slice(7)) as ScreenResult);
       if (!done.length && !screened.length)
         throw new UsageError(`${file}: neither a last line from \`spade lab compare --json\` nor any "run {…}" line`);
-      runs.push(...done);
-      screens.push(...screened);
+      for (const r of done) once(firstRun, `seed ${r.seed}'s ${r.designer} run`, r, file, runs);
+      for (const x of screened) once(firstScreen, `seed ${x.seed}'s screen`, x, file, screens);
     }
     ranWith = seen.size ? (JSON.parse([...seen.keys()][0]!) as unknown) : null;
   } else {

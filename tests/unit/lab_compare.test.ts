@@ -361,6 +361,36 @@ describe('spade lab compare', () => {
     const mixed = await cli(['lab', 'compare', '--combine', join(dir, 'a.log'), join(dir, 'c.log'), '--json']);
     expect(mixed.code).toBe(2);
     expect(mixed.lines.join('\n')).toMatch(/a\.log and .*c\.log were run with different settings/);
+    // a part restarted: the same seed's arm in two files is kept once when the numbers agree (wall time aside) …
+    const again = out.runs.map((r) => `run ${JSON.stringify({ ...r, seconds: r.seconds + 7 })}`);
+    writeFileSync(join(dir, 'again.log'), `${opened}\n${again.join('\n')}\n`);
+    const twice = await cli([
+      'lab',
+      'compare',
+      '--arms',
+      'learnability,frontier,random,fixed',
+      '--combine',
+      join(dir, 'a.log'),
+      join(dir, 'again.log'),
+      '--json',
+    ]);
+    expect(twice.code).toBe(0);
+    expect((JSON.parse(twice.lines.at(-1)!) as { runs: SeedRun[] }).runs).toHaveLength(out.runs.length);
+    // … and refused when they do not: a deterministic run that differs was run with other code or settings
+    const changed = again.map((l, i) => (i === 1 ? l.replace('"curve":[', '"curve":[0.5,') : l));
+    writeFileSync(join(dir, 'changed.log'), `${opened}\n${changed.join('\n')}\n`);
+    const clash = await cli([
+      'lab',
+      'compare',
+      '--arms',
+      'learnability,frontier,random,fixed',
+      '--combine',
+      join(dir, 'a.log'),
+      join(dir, 'changed.log'),
+      '--json',
+    ]);
+    expect(clash.code).toBe(2);
+    expect(clash.lines.join('\n')).toMatch(/seed 2's \w+ run differs between .*a\.log and .*changed\.log/);
     const bad = await cli(['lab', 'compare', '--seeds', 'ten']);
     expect(bad.code).toBe(2);
     const badArm = await cli(['lab', 'compare', '--seeds', '1', '--arms', 'oracle']);
