@@ -274,7 +274,7 @@ describe('the measured third pre-registration (held-out seeds 41–50, run once)
     expect(r.headroom!.interval.lo).toBeLessThan(0);
     expect(r.success).toBe(false);
     expect(r.sentence).toMatch(
-      /^Even a scripted curriculum \(frontier\) did not beat random levels \(\+0\.05\)\. The learned designer helped a little more than random levels/,
+      /^Even a scripted curriculum \(frontier\) did not clearly beat random levels \(\+0\.05 \[[^\]]+\]\)\. The learned designer helped a little more than random levels/,
     );
   });
 });
@@ -469,6 +469,19 @@ describe('round 4: top-half gains, the comparison at equal optimiser steps, play
     // learnability's probes up to 20 steps: cycles 0-2 → the last two 0.2 and 0.5
     expect(eq.learnability!.perSeed[0]).toBeCloseTo((0.2 + 0.5) / 2, 12);
     expect(eq.random!.perSeed[0]).toBeCloseTo((0.1 + 0.2) / 2, 12);
+  });
+
+  it('an arm that never updates (fixed on the top rung: 0 steps) does not cut the others at 0; its own curve is whole', () => {
+    const still = run(1, 'fixed', [0, 0, 0, 0, 0], {
+      hardCurve: [0, 0, 0, 0, 0.1],
+      stepsCurve: [0, 0, 0, 0, 0],
+      plays: 40,
+    });
+    const three = compareRuns([fast, slow, still], 0, { ...spec, arms: ['learnability', 'random', 'fixed'] });
+    const eq = three.gainAtEqualSteps!;
+    expect(eq.learnability!.steps).toEqual([20]); // random's 20, not fixed's 0
+    expect(eq.learnability!.perSeed[0]).toBeCloseTo((0.2 + 0.5) / 2, 12);
+    expect(eq.fixed!.perSeed[0]).toBeCloseTo(0.1 / 2, 12);
   });
 
   it('counts plays and steps to a top-half success of 0.5 (null: never)', () => {

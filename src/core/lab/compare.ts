@@ -197,7 +197,8 @@ export interface CompareResult {
   metric: 'mean' | 'topHalf';
   /**
    * The same gains at an equal number of agent optimiser steps: per seed, every arm's curve cut where
-   * its steps pass the fewest any arm of that seed took (null when the runs do not record steps).
+   * its steps pass the fewest any arm of that seed took, of the arms that took any (an arm that never
+   * updates is read whole; null when the runs do not record steps).
    */
   gainAtEqualSteps: Record<string, { perSeed: number[]; interval: Interval; steps: number[] }> | null;
   /** Per arm and seed, the plays and agent steps until the metric first reached TARGET (null: never). */
@@ -325,7 +326,12 @@ export function compareRuns(
     }),
   );
   const withSteps = seeds.length > 0 && seeds.every((s) => spec.arms.every((d) => run(s, d).stepsCurve));
-  const fewest = (s: number) => Math.min(...spec.arms.map((d) => run(s, d).stepsCurve!.at(-1)!));
+  // the fewest steps of the arms that took any: an arm that never updates (fixed, on the climb's top
+  // rung) would otherwise cut every curve at 0; its own curve is whole at any cut
+  const fewest = (s: number) => {
+    const took = spec.arms.map((d) => run(s, d).stepsCurve!.at(-1)!).filter((x) => x > 0);
+    return took.length ? Math.min(...took) : 0;
+  };
   const gainAtEqualSteps = withSteps
     ? Object.fromEntries(
         spec.arms.map((d) => {
@@ -473,7 +479,9 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
         ? `A scripted curriculum (${spec.headroom[0]}) helped: its agent gained ${d} more than with random levels. `
         : e === 'a little'
           ? `A scripted curriculum (${spec.headroom[0]}) helped a little: its agent gained ${d} more than with random levels, ${shortfall(r.headroom, n)}. `
-          : `Even a scripted curriculum (${spec.headroom[0]}) did not beat random levels (${d}). `;
+          : e === 'hurt'
+            ? `Even a scripted curriculum (${spec.headroom[0]}) did worse than random levels (${diffText(r.headroom)}). `
+            : `Even a scripted curriculum (${spec.headroom[0]}) did not clearly beat random levels (${diffText(r.headroom)}). `;
   }
   const must = spec.rule?.mustBeat ?? spec.baselines;
   if (r.success)
@@ -578,7 +586,7 @@ export function markdownReport(r: CompareResult, runs: readonly SeedRun[], stage
       const plays = t ? t.plays.filter((x): x is number => x !== null) : null;
       const steps = t ? t.steps.filter((x): x is number => x !== null) : [];
       const hit = plays
-        ? `${plays.length} of ${r.seeds.length}${plays.length ? ` (median ${median(plays)} plays, ${median(steps)} steps)` : ''}`
+        ? `${plays.length} of ${r.seeds.length}${plays.length ? ` (median ${Math.round(median(plays))} plays, ${Math.round(median(steps))} steps)` : ''}`
         : '–';
       return row([
         a + (a === r.spadeDesigner ? " (SPADE's designer)" : ''),
