@@ -788,6 +788,14 @@ export const MUTANTS = [
     why: '--combine refuses two runs of the same seed and arm whose numbers differ (a deterministic run that differs was run otherwise)',
   },
   {
+    id: 'lab-compare-skip-ignored',
+    file: 'src/cli/cmd_lab.ts',
+    find: '          if (had) {',
+    replace: '          if (had && false) {',
+    test: 'tests/unit/lab_compare.test.ts',
+    why: '--skip runs only the seed and arm runs its earlier outputs lack (a stopped part restarted)',
+  },
+  {
     id: 'lab-combine-mixed-settings-merged',
     file: 'src/cli/cmd_lab.ts',
     find: 'if (seen.size > 1) {',

@@ -157,6 +157,11 @@ export const LAB_COMPARE: CommandSpec = {
     spade: { value: 'ARM', help: "the arm judged as SPADE's designer", default: PRE_REGISTERED_SPEC.spade },
     ...LAB_FLAGS,
     markdown: { help: 'also print the per-seed and per-pair tables as Markdown (stdout; with --json, stderr)' },
+    skip: {
+      value: 'FILE',
+      many: true,
+      help: 'do not run the seed and arm runs these earlier --json outputs hold (a stopped part restarted; same settings)',
+    },
     combine: {
       value: 'FILE',
       many: true,
@@ -398,8 +403,49 @@ function once<T extends { seed: number; designer?: string; seconds?: number }>(
     );
 }
 
-/** The `settings {…}` lines of a --json output, each as its JSON text. */
-const settingsLines = (lines: string[]) => lines.filter((l) => l.startsWith('settings {')).map((l) => l.slice(9));
+/**
+ * An earlier `spade lab compare --json` output: its `settings {…}` lines (as JSON text), its runs and
+ * screens — the last line's, or the `run {…}`/`screen {…}` lines of an output cut short.
+ */
+async function readOutput(
+  file: string,
+  flagName: string,
+): Promise<{ settings: string[]; runs: SeedRun[]; screens: ScreenResult[] }> {
+  // a compare output is at most a few MiB (400-cycle runs): 64 MiB bounds it; a FIFO or a device is refused unread
+  const lines = (await readUserFile(file, flagName, 64 * 2 ** 20)).trim().split('\n');
+  let parsed: { runs?: SeedRun[]; screens?: ScreenResult[] } = {};
+  try {
+    parsed = JSON.parse(lines.at(-1) ?? '') as typeof parsed;
+  } catch {
+    /* a run cut short: its finished runs are the "run {…}" lines */
+  }
+  const runs = Array.isArray(parsed.runs)
+    ? parsed.runs
+    : lines.filter((l) => l.startsWith('run {')).map((l) => JSON.parse(l.slice(4)) as SeedRun);
+  const screens = Array.isArray(parsed.screens)
+    ? parsed.screens
+    : lines.filter((l) => l.startsWith('screen {')).map((l) => JSON.parse(l.slice(7)) as ScreenResult);
+  if (!runs.length && !screens.length)
+    throw new UsageError(`${file}: neither a last line from \`spade lab compare --json\` nor any "run {…}" line`);
+  const settings = lines.filter((l) => l.startsWith('settings {')).map((l) => l.slice(9));
+  return { settings, runs, screens };
+}
+
+/**
+ * The seed and arm runs the --skip outputs already hold ("seed|arm" → file), refused when an output
+ * was run with other settings than these (its runs would not be this comparison's).
+ */
+async function skipped(files: readonly string[], record: unknown): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  const mine = JSON.stringify(record);
+  for (const file of files) {
+    const { settings, runs } = await readOutput(file, '--skip');
+    const other = settings.find((s) => s !== mine);
+    if (other) throw new UsageError(`--skip: ${file} was run with other settings (${other}; these are ${mine})`);
+    for (const r of runs) if (!out.has(`${r.seed}|${r.designer}`)) out.set(`${r.seed}|${r.designer}`, file);
+  }
+  return out;
+}
 
 async function compare(args: Args, io: Io): Promise<number> {
   const json = args.flags.has('json');
@@ -415,35 +461,21 @@ async function compare(args: Args, io: Io): Promise<number> {
     const firstRun = new Map<string, { text: string; file: string }>();
     const firstScreen = new Map<string, { text: string; file: string }>();
     for (const file of combine) {
-      // a compare output is at most a few MiB (400-cycle runs): 64 MiB bounds it; a FIFO or a device is refused unread
-      const lines = (await readUserFile(file, '--combine', 64 * 2 ** 20)).trim().split('\n');
-      for (const s of settingsLines(lines)) if (!seen.has(s)) seen.set(s, file);
+      const { settings: ran, runs: done, screens: screened } = await readOutput(file, '--combine');
+      for (const s of ran) if (!seen.has(s)) seen.set(s, file);
       if (seen.size > 1) {
         const [[a, fa], [b, fb]] = [...seen] as [[string, string], [string, string]];
         throw new UsageError(
           `--combine: ${fa} and ${fb} were run with different settings (${a} vs ${b}); combine only runs of one comparison`,
         );
       }
-      let parsed: { runs?: SeedRun[]; screens?: ScreenResult[] } = {};
-      try {
-        parsed = JSON.parse(lines.at(-1) ?? '') as typeof parsed;
-      } catch {
-        /* a run cut short: its finished runs are the "run {…}" lines */
-      }
-      const done = Array.isArray(parsed.runs)
-        ? parsed.runs
-        : lines.filter((l) => l.startsWith('run {')).map((l) => JSON.parse(l.slice(4)) as SeedRun);
-      const screened = Array.isArray(parsed.screens)
-        ? parsed.screens
-        : lines.filter((l) => l.startsWith('screen {')).map((l) => JSON.parse(l.slice(7)) as ScreenResult);
-      if (!done.length && !screened.length)
-        throw new UsageError(`${file}: neither a last line from \`spade lab compare --json\` nor any "run {…}" line`);
       for (const r of done) once(firstRun, `seed ${r.seed}'s ${r.designer} run`, r, file, runs);
       for (const x of screened) once(firstScreen, `seed ${x.seed}'s screen`, x, file, screens);
     }
     ranWith = seen.size ? (JSON.parse([...seen.keys()][0]!) as unknown) : null;
   } else {
     const seeds = seedRange(flag(args, 'seeds'));
+    const skip = await skipped(args.flags.get('skip') ?? [], record);
     const runner = createSandboxWorkerApi();
     const { path } = engine;
     if (json) io.out(`settings ${JSON.stringify(record)}`);
@@ -473,6 +505,11 @@ async function compare(args: Args, io: Io): Promise<number> {
         }
         for (const arm of spec.arms) {
           const a = ARMS[arm]!;
+          const had = skip.get(`${seed}|${arm}`);
+          if (had) {
+            p.tick(1, `seed ${seed} ${arm}: in ${had} already`);
+            continue;
+          }
           p.note(`seed ${seed} ${arm}…`);
           const { run } = await runLabSeed(
             { ...settings, seed, designer: a.designer, ...(a.estimator ? { estimator: a.estimator } : {}) },

@@ -391,6 +391,31 @@ describe('spade lab compare', () => {
     ]);
     expect(clash.code).toBe(2);
     expect(clash.lines.join('\n')).toMatch(/seed 2's \w+ run differs between .*a\.log and .*changed\.log/);
+    // a stopped part restarted with --skip: only the arms its earlier output lacks are run, and together
+    // they are the whole run; an earlier output made with other settings is refused
+    const firstTwo = out.runs.slice(0, 2).map((r) => `run ${JSON.stringify(r)}`);
+    writeFileSync(join(dir, 'part.log'), `${opened}\n${firstTwo.join('\n')}\n`);
+    const rest = await cli([...smoke, '--skip', join(dir, 'part.log')]);
+    expect(rest.code).toBe(0);
+    const restRuns = rest.lines
+      .filter((l) => l.startsWith('run {'))
+      .map((l) => (JSON.parse(l.slice(4)) as SeedRun).designer);
+    expect(restRuns).toEqual(out.runs.slice(2).map((r) => r.designer));
+    writeFileSync(join(dir, 'rest.log'), rest.lines.join('\n'));
+    const whole = await cli([
+      'lab',
+      'compare',
+      '--arms',
+      'learnability,frontier,random,fixed',
+      '--combine',
+      join(dir, 'part.log'),
+      join(dir, 'rest.log'),
+      '--json',
+    ]);
+    expect(strip((JSON.parse(whole.lines.at(-1)!) as { runs: SeedRun[] }).runs)).toEqual(strip(out.runs));
+    const otherSkip = await cli([...smoke, '--skip', join(dir, 'c.log')]);
+    expect(otherSkip.code).toBe(2);
+    expect(otherSkip.lines.join('\n')).toMatch(/--skip: .*c\.log was run with other settings/);
     const bad = await cli(['lab', 'compare', '--seeds', 'ten']);
     expect(bad.code).toBe(2);
     const badArm = await cli(['lab', 'compare', '--seeds', '1', '--arms', 'oracle']);
