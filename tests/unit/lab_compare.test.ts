@@ -340,6 +340,17 @@ describe('spade lab compare', () => {
     expect(strip((JSON.parse(b.lines.at(-1)!) as { runs: SeedRun[] }).runs)).toEqual(strip(out.runs));
     // two outputs combined: the same runs, judged together
     const dir = mkdtempSync(join(tmpdir(), 'lab-compare-'));
+    /** `spade lab compare --combine` of files in `dir`, judged on the smoke's arms. */
+    const combine = (...files: string[]) =>
+      cli([
+        'lab',
+        'compare',
+        '--arms',
+        'learnability,frontier,random,fixed',
+        '--combine',
+        ...files.map((f) => join(dir, f)),
+        '--json',
+      ]);
     const moved = out.runs.map((r) => ({ ...r, seed: 3 }));
     const ran = a.lines.find((l) => l.startsWith('settings {'))!;
     writeFileSync(join(dir, 'a.log'), `${ran}\nseed 2 …\n${a.lines.at(-1)}\n`);
@@ -364,31 +375,13 @@ describe('spade lab compare', () => {
     // a part restarted: the same seed's arm in two files is kept once when the numbers agree (wall time aside) …
     const again = out.runs.map((r) => `run ${JSON.stringify({ ...r, seconds: r.seconds + 7 })}`);
     writeFileSync(join(dir, 'again.log'), `${opened}\n${again.join('\n')}\n`);
-    const twice = await cli([
-      'lab',
-      'compare',
-      '--arms',
-      'learnability,frontier,random,fixed',
-      '--combine',
-      join(dir, 'a.log'),
-      join(dir, 'again.log'),
-      '--json',
-    ]);
+    const twice = await combine('a.log', 'again.log');
     expect(twice.code).toBe(0);
     expect((JSON.parse(twice.lines.at(-1)!) as { runs: SeedRun[] }).runs).toHaveLength(out.runs.length);
     // … and refused when they do not: a deterministic run that differs was run with other code or settings
     const changed = again.map((l, i) => (i === 1 ? l.replace('"curve":[', '"curve":[0.5,') : l));
     writeFileSync(join(dir, 'changed.log'), `${opened}\n${changed.join('\n')}\n`);
-    const clash = await cli([
-      'lab',
-      'compare',
-      '--arms',
-      'learnability,frontier,random,fixed',
-      '--combine',
-      join(dir, 'a.log'),
-      join(dir, 'changed.log'),
-      '--json',
-    ]);
+    const clash = await combine('a.log', 'changed.log');
     expect(clash.code).toBe(2);
     expect(clash.lines.join('\n')).toMatch(/seed 2's \w+ run differs between .*a\.log and .*changed\.log/);
     // a stopped part restarted with --skip: only the arms its earlier output lacks are run, and together
@@ -402,16 +395,7 @@ describe('spade lab compare', () => {
       .map((l) => (JSON.parse(l.slice(4)) as SeedRun).designer);
     expect(restRuns).toEqual(out.runs.slice(2).map((r) => r.designer));
     writeFileSync(join(dir, 'rest.log'), rest.lines.join('\n'));
-    const whole = await cli([
-      'lab',
-      'compare',
-      '--arms',
-      'learnability,frontier,random,fixed',
-      '--combine',
-      join(dir, 'part.log'),
-      join(dir, 'rest.log'),
-      '--json',
-    ]);
+    const whole = await combine('part.log', 'rest.log');
     expect(strip((JSON.parse(whole.lines.at(-1)!) as { runs: SeedRun[] }).runs)).toEqual(strip(out.runs));
     const otherSkip = await cli([...smoke, '--skip', join(dir, 'c.log')]);
     expect(otherSkip.code).toBe(2);

@@ -200,6 +200,23 @@ export class TinyKernels {
     this.out(GB, nOut * r, gB);
   }
 
+  /**
+   * The scratch of two-row attention (attendBlock, segmentAttention16), byte offsets: the two rows' q
+   * as 16 lane pairs (QP), the 16 lane pairs out (OP), n lane pairs of scores (EP), and the first n
+   * keys and values (rows of `width`) copied in as f64 (K, V).
+   */
+  private pairScratch(ks: Float32Array, vs: Float32Array, n: number, width: number) {
+    const QP = this.scratch();
+    const OP = QP + 256;
+    const EP = OP + 256;
+    const K = EP + n * 16;
+    const V = K + n * width * 8;
+    this.room(V + n * width * 8);
+    this.f64.set(ks.subarray(0, n * width), K / 8);
+    this.f64.set(vs.subarray(0, n * width), V / 8);
+    return { QP, OP, EP, K, V };
+  }
+
   /** Where the per-call scratch starts (after the stored arrays, 16-byte aligned). */
   private scratch(): number {
     return Math.ceil(this.storedEnd / 16) * 16;
@@ -231,16 +248,8 @@ export class TinyKernels {
   ): void {
     const nMax = pos0 + nRows;
     const width = Hkv * 16;
-    // the two rows' q as 16 lane pairs, the 16 lane pairs out, the scores, the keys and values as f64
-    const QP = this.scratch();
-    const OP = QP + 256;
-    const EP = OP + 256;
-    const K = EP + nMax * 16;
-    const V = K + nMax * width * 8;
-    this.room(V + nMax * width * 8);
+    const { QP, OP, EP, K, V } = this.pairScratch(ks, vs, nMax, width);
     const m = this.f64;
-    m.set(ks.subarray(0, nMax * width), K / 8);
-    m.set(vs.subarray(0, nMax * width), V / 8);
     const stride = width * 8;
     const e0 = EP / 8;
     for (let hh = 0; hh < Hq; hh++) {
@@ -314,15 +323,8 @@ export class TinyKernels {
   ): Float64Array {
     const width = Hkv * 16;
     const stride = width * 8;
-    const QP = this.scratch();
-    const OP = QP + 256;
-    const EP = OP + 256;
-    const K = EP + T * 16;
-    const V = K + T * width * 8;
-    this.room(V + T * width * 8);
+    const { QP, OP, EP, K, V } = this.pairScratch(k, v, T, width);
     const m = this.f64;
-    m.set(k.subarray(0, T * width), K / 8);
-    m.set(v.subarray(0, T * width), V / 8);
     const probs = new Float64Array(pOff[T]!);
     const sc = 1 / Math.sqrt(16);
     const e0 = EP / 8;
