@@ -53,7 +53,9 @@ describe("lab compare's plain sentence", () => {
       expect(r.sentence).toContain(
         `The learned designer did not help more than random levels: no difference was detected (${numbers})`,
       );
-      expect(r.sentence).toMatch(/^Even a scripted curriculum \(frontier\) did not clearly beat random levels \(\+0\.01[ ,]/);
+      expect(r.sentence).toMatch(
+        /^Even a scripted curriculum \(frontier\) did not clearly beat random levels \(\+0\.01[ ,]/,
+      );
     }
     // one seed: no interval at all
     expect(compareRuns(runs([0.06]), 0.02, SPEC).sentence).toContain(
