@@ -555,6 +555,20 @@ describe("round 4's pre-registered rule: beat random by more than 0.15, at least
     );
   });
 
+  it('a designer that climbed on one seed of three is no detected difference, and the gains are listed as they are', () => {
+    const runs = [71, 72, 73].flatMap((seed) =>
+      ROUND4_ARMS.map((arm) => {
+        const g = arm === 'learnability' ? (seed === 71 ? 0.5 : 0) : arm === 'gated' ? 0.6 : 0;
+        return run(seed, arm, [0, 0, 0], { hardCurve: [0, g, g] });
+      }),
+    );
+    const r = compareRuns(runs, 0, ROUND4_SPEC);
+    expect(r.comparisons['learnability-random']!.interval.lo).toBeLessThan(0);
+    expect(r.sentence).toMatch(/The learned designer did not help more than random levels: no difference was detected/);
+    expect(r.sentence).toContain('the agents’ gains (learnability +0.17, untrained +0.00, scripted +0.00, gated +0.60');
+    expect(r.sentence).not.toContain('a little');
+  });
+
   it('without headroom (gated − random 0.18 < 0.2) there is no success, even at full share', () => {
     const r = judge({ learnability: 0.18, gated: 0.18, random: 0 });
     expect(r.comparisons['learnability-random']!.pass).toBe(true);

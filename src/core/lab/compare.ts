@@ -495,7 +495,7 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
   const all = spec.arms.map(g);
   const tiny = Math.max(...all.map(Math.abs)) < 0.05;
   const none = vsRandom ? `no difference was detected (${learned} − random ${diffText(vsRandom)}); ` : '';
-  return `${head}${name} did not help more than random levels: ${none}${tiny ? 'no agent learned much at this budget' : 'every agent improved a little'} (${spec.arms.map((a) => `${a} ${signed(g(a))}`).join(', ')} on ${onWhat}, ${n} seed${n === 1 ? '' : 's'}).`;
+  return `${head}${name} did not help more than random levels: ${none}${tiny ? 'no agent learned much at this budget' : 'the agents’ gains'} (${spec.arms.map((a) => `${a} ${signed(g(a))}`).join(', ')} on ${onWhat}, ${n} seed${n === 1 ? '' : 's'}).`;
 }
 
 function verdictText(r: Judged, spec: CompareSpec): string {
