@@ -24,6 +24,7 @@ export const ESTIMATORS = [
   'azr_learnability',
   'paired',
   'learnability',
+  'alpha_curriculum',
 ] as const;
 export type Estimator = (typeof ESTIMATORS)[number];
 export const PRESET_NAMES = ['laptop', 'paper'] as const;

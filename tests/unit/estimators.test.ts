@@ -58,6 +58,11 @@ describe('estimators', () => {
     const none = { noHint: [0, 0, 0, 0, 0, 0, 0, 0], withHint: oneOfEight.withHint };
     expect(estimate('learnability', oneOfEight)).toBeCloseTo(0.4375);
     expect(estimate('learnability', none)).toBe(0);
+    // α-curriculum exp(−10(p − 1/2)²): w = 0.25 → exp(−0.625); 1 in 8 → exp(−1.40625); none → exp(−2.5)
+    expect(estimate('alpha_curriculum', S)).toBeCloseTo(Math.exp(-0.625), 12);
+    expect(estimate('alpha_curriculum', oneOfEight)).toBeCloseTo(Math.exp(-1.40625), 12);
+    expect(estimate('alpha_curriculum', none)).toBeCloseTo(Math.exp(-2.5), 12);
+    expect(estimate('alpha_curriculum', { noHint: [1, 0], withHint: [] })).toBe(1);
     expect(estimate('learnability', { noHint: [1, 1], withHint: [] })).toBe(0);
     expect(estimate('paper_blend', oneOfEight)).toBeCloseTo(estimate('paper_blend', none));
   });

@@ -60,6 +60,11 @@ export const ARMS: Record<string, { designer: DesignerKind; estimator?: Estimato
     estimator: 'paper_blend',
     about: "the same model rewarded by the method's paper_blend (plateau and regret)",
   },
+  alpha: {
+    designer: 'learned',
+    estimator: 'alpha_curriculum',
+    about: "the same model rewarded by GenEnv's α-curriculum exp(−10(p − ½)²) (a pilot's second reward)",
+  },
   untrained: {
     designer: 'untrained',
     estimator: 'learnability',

@@ -78,8 +78,18 @@ export function estimate(estimator: Estimator, s: PlayStats): number {
     case 'learnability':
       // Sampling For Learnability (Rutherford et al. 2024): highest at p̂ = 1/2, and > 0 from the first win
       return 4 * w * (1 - w);
+    case 'alpha_curriculum':
+      // GenEnv's α-curriculum reward (Guo et al. 2025): a bell around the target win rate α
+      return Math.exp(-ALPHA_CURRICULUM.beta * (w - ALPHA_CURRICULUM.alpha) ** 2);
   }
 }
+
+/**
+ * The α-curriculum reward's target win rate and sharpness: α = 1/2 as GenEnv aims; β = 10 fixed
+ * before its pilot (not tuned), sharper than 4p̂(1 − p̂) — a level won 7 times in 8 earns 0.25 where
+ * learnability gives 0.44 — and never 0: a level never (or always) won earns exp(−2.5) = 0.08.
+ */
+export const ALPHA_CURRICULUM = { alpha: 0.5, beta: 10 } as const;
 
 export const ESTIMATOR_INFO: Record<Estimator, string> = {
   paper_blend: 'paper recipe: 0.6·plateau(win rate) + 0.4·clip(regret/0.15, 0, 1)',
@@ -92,6 +102,8 @@ export const ESTIMATOR_INFO: Record<Estimator, string> = {
   paired: 'PAIRED-style: max hinted return − mean unhinted return',
   learnability:
     'learnability 4·p̂(1 − p̂) of the unhinted win rate: 1 at p̂ = 1/2, 0.44 at 1 win in 8, 0 when never or always won',
+  alpha_curriculum:
+    "GenEnv's α-curriculum exp(−10·(p̂ − 1/2)²) of the unhinted win rate: 1 at p̂ = 1/2, 0.25 at 1 win in 8, 0.08 when never or always won",
 };
 
 /** Penalty for an environment whose step() timed out (it is also blacklisted). */
