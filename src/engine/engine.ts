@@ -198,6 +198,13 @@ export interface EngineOptions {
   /** The WebGPU entry point (navigator.gpu by default; Node passes the `webgpu` package's). */
   gpu?: GPU;
   /**
+   * A device shared with the thread's other users (Node: platform/node/gpu.ts sharedNodeGpu), asked
+   * for whenever the engine has none or its last was lost, and never destroyed by it: its compiled
+   * pipelines serve every engine on it. Without it the engine acquires a device of its own from `gpu`
+   * and destroys it on unload.
+   */
+  sharedDevice?: () => Promise<GpuContext>;
+  /**
    * 'gpu' (default): kernels on a WebGPU device. 'cpu': the kernels' CPU references (tests, small
    * models, machines without a GPU); the same numbers within float tolerance, far slower on real models.
    */
@@ -235,6 +242,8 @@ export class InProcessEngine implements EngineApi {
   private local: LocalChatModel<unknown> | null = null;
   private trainer: LoraTrainer<unknown> | null = null;
   private ctx: GpuContext | null = null;
+  /** Whether ctx is the engine's own (acquired here, destroyed on unload) or the shared one. */
+  private ownsCtx = false;
   /** One controller per chat in flight, by call id: concurrent chats share the engine's decode steps (batch.ts). */
   private readonly inFlight = new Map<number, AbortController>();
   private anonymous = 0;
@@ -338,8 +347,15 @@ export class InProcessEngine implements EngineApi {
   /** The compute backend: the CPU references, or the GPU device (acquired once, again after a loss). */
   private async ops(): Promise<Ops<unknown>> {
     if (this.opts.device === 'cpu') return computeOps('cpu');
-    if (!this.ctx || this.ctx.lostError) this.ctx = await acquireGpu(this.opts.gpu);
-    return computeOps(this.ctx);
+    return computeOps(await this.gpuContext());
+  }
+
+  /** The GPU device: the shared one when given, else the engine's own (acquired once, again after a loss). */
+  private async gpuContext(): Promise<GpuContext> {
+    if (this.ctx && !this.ctx.lostError) return this.ctx;
+    this.ownsCtx = !this.opts.sharedDevice;
+    this.ctx = await (this.opts.sharedDevice ? this.opts.sharedDevice() : acquireGpu(this.opts.gpu));
+    return this.ctx;
   }
 
   /** The model, adapter, optimiser moments and KV cache go back and are destroyed. */
@@ -523,15 +539,15 @@ export class InProcessEngine implements EngineApi {
 
   async selfCheck(): Promise<SelfCheck> {
     if (this.opts.device === 'cpu') return { device: 'cpu', report: null, ok: true, maxAbsError: 0 };
-    if (!this.ctx || this.ctx.lostError) this.ctx = await acquireGpu(this.opts.gpu);
-    const check = await gpuSelfCheck(this.ctx);
-    return { device: 'gpu', report: this.ctx.report, ...check };
+    const ctx = await this.gpuContext();
+    const check = await gpuSelfCheck(ctx);
+    return { device: 'gpu', report: ctx.report, ...check };
   }
 
   async unload() {
     for (const ac of this.inFlight.values()) ac.abort();
     this.release();
-    this.ctx?.destroy();
+    if (this.ownsCtx) this.ctx?.destroy();
     this.ctx = null;
   }
 }

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { createEngineApi, freshModelName } from '../../src/engine/engine_api.ts';
 import { importPeft } from '../../src/engine/io/peft.ts';
 import { decodeTrainerState } from '../../src/engine/train/train.ts';
-import { nodeGpu } from '../../src/platform/node/gpu.ts';
+import { nodeGpu, sharedNodeGpu } from '../../src/platform/node/gpu.ts';
 import { tinyCheckpointFiles } from '../helpers/tiny_checkpoint.ts';
 import { tryGpu } from './gpu_setup.ts';
 
@@ -14,7 +14,7 @@ const { ctx, reason } = await tryGpu();
 
 describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
   it('loads, chats token-exactly, trains an adapter on the sampled ids and exports it', async () => {
-    const api = createEngineApi({ gpu: await nodeGpu() });
+    const api = createEngineApi({ sharedDevice: sharedNodeGpu }); // the worker's device (gpu_setup.ts)
     const progress: number[] = [];
     const s = await api.load({ kind: 'memory', files: tinyCheckpointFiles('llama', 'f32', 5).files }, (p) =>
       progress.push(p.loaded),
@@ -65,16 +65,34 @@ describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
   });
 
   it('builds a tiny fresh model in memory and chats with it', async () => {
-    const api = createEngineApi({ gpu: await nodeGpu() });
+    const api = createEngineApi({ gpu: await nodeGpu() }); // a device of its own, destroyed on unload
     const fresh = { arch: 'qwen2' as const, layers: 1, hidden: 32, seed: 1 };
     const s = await api.load({ kind: 'fresh', ...fresh });
     expect(s).toMatchObject({ name: freshModelName(fresh), architecture: 'qwen2', layers: 1, hidden: 32, vocab: 259 });
     const r = await api.chat([{ role: 'user', content: 'hi' }], { max_tokens: 3, temperature: 1, seed: 1 });
     expect(r.tokens!.completion.length).toBeGreaterThan(0);
+    await api.unload();
+  });
+
+  it('an engine on the shared device leaves it alive when it unloads; one on a device of its own does not touch it', async () => {
+    const onShared = createEngineApi({ sharedDevice: sharedNodeGpu });
+    await onShared.load({ kind: 'fresh', arch: 'qwen2', layers: 1, hidden: 32, seed: 3 });
+    await onShared.unload();
+    const shared = await sharedNodeGpu();
+    expect(shared).toBe(ctx); // the same device as before: not destroyed, so not replaced
+    let destroyed = false;
+    void shared.device.lost.then(() => (destroyed = true));
+    await shared.device.queue.onSubmittedWorkDone();
+    expect(destroyed).toBe(false);
+    const own = createEngineApi({ gpu: await nodeGpu() });
+    const check = await own.selfCheck();
+    expect(check.device).toBe('gpu');
+    await own.unload();
+    expect(await sharedNodeGpu()).toBe(ctx); // another engine's own device is not the shared one
   });
 
   it('serves concurrent chats together (equal to each alone); abort(id) stops one, abort() every one in flight', async () => {
-    const api = createEngineApi({ gpu: await nodeGpu() });
+    const api = createEngineApi({ sharedDevice: sharedNodeGpu }); // the worker's device (gpu_setup.ts)
     await api.load({ kind: 'fresh', arch: 'qwen2', layers: 1, hidden: 32, seed: 2 });
     const ask = (content: string, seed: number, max = 4, onToken?: (d: string) => void, id?: number) =>
       api.chat([{ role: 'user', content }], { max_tokens: max, temperature: 1, seed }, onToken, 'off', id);
@@ -104,7 +122,7 @@ describe.skipIf(!ctx)(`engine API on WebGPU ${reason}`, () => {
   });
 
   it('decodes as many chats in one step as the run asks (setDecodeBatch), before and after a load', async () => {
-    const api = createEngineApi({ gpu: await nodeGpu() });
+    const api = createEngineApi({ sharedDevice: sharedNodeGpu }); // the worker's device (gpu_setup.ts)
     await expect(api.setDecodeBatch(0)).rejects.toThrow(RangeError);
     await api.setDecodeBatch(1); // before any model: kept for the next load
     await api.load({ kind: 'fresh', arch: 'llama', layers: 1, hidden: 16, seed: 4 });

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
 import { createEngineApi } from '../../src/engine/engine_api.ts';
-import { nodeGpu } from '../../src/platform/node/gpu.ts';
+import { sharedNodeGpu } from '../../src/platform/node/gpu.ts';
 import type { GpuContext } from '../../src/engine/runtime/device.ts';
 import { attentionPaged, attentionPagedCpu, packPagedIndex } from '../../src/engine/kernels/attention_paged.ts';
 import { ropeFrequencies } from '../../src/engine/kernels/rope.ts';
@@ -238,7 +238,7 @@ describe.skipIf(!ctx)(`the f16 KV format on WebGPU ${reason}`, () => {
   });
 
   it('the engine API loads with kvFormat f16: chats decode on f16 stores, and a later load resets to f32', async () => {
-    const api = createEngineApi({ gpu: await nodeGpu() });
+    const api = createEngineApi({ sharedDevice: sharedNodeGpu });
     const files = tinyCheckpointFiles('llama', 'f32', 5).files;
     await api.load({ kind: 'memory', files }, undefined, { kvFormat: 'f16' });
     const messages = [{ role: 'user' as const, content: 'hi' }];

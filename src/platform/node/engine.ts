@@ -13,7 +13,7 @@ import {
   type EngineApi,
   type EngineLoadOptions,
 } from '../../engine/engine_api.ts';
-import { nodeGpu } from './gpu.ts';
+import { sharedNodeGpu } from './gpu.ts';
 import { DirModelFiles } from './model_files.ts';
 
 /** The engine on `device` ('gpu': the `webgpu` package; 'cpu': the CPU references), reading directories. */
@@ -21,7 +21,7 @@ export async function nodeEngine(device: string = 'gpu'): Promise<EngineApi> {
   if (device !== 'gpu' && device !== 'cpu') throw new UsageError(`--device must be gpu or cpu; got "${device}"`);
   return createEngineApi({
     device,
-    ...(device === 'gpu' ? { gpu: await nodeGpu() } : {}),
+    ...(device === 'gpu' ? { sharedDevice: sharedNodeGpu } : {}),
     openDir: (path) => new DirModelFiles(path),
   });
 }

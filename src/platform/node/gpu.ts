@@ -33,3 +33,27 @@ export async function nodeGpu(): Promise<GPU> {
 export async function acquireNodeGpu(): Promise<GpuContext> {
   return acquireGpu(await nodeGpu());
 }
+
+// on globalThis, not in this module: one device a process even where a module graph is loaded twice
+// (a test runner running several files in one process)
+const SHARED = Symbol.for('spade.node.sharedGpu');
+type Held = { ctx: GpuContext; gone: boolean };
+const held = globalThis as { [SHARED]?: Promise<Held> };
+
+/**
+ * The process's shared device (Node's engines: `spade engine`, `spade run --backend local`, the gpu
+ * tier's tests): acquired on first use, again once it was lost, destroyed or holds a GPU error; its
+ * users never destroy it. On the software adapter compiling pipelines is most of a small command's
+ * work, and every engine on this device reuses what another compiled.
+ */
+export async function sharedNodeGpu(): Promise<GpuContext> {
+  const prior = await held[SHARED]?.catch(() => null);
+  if (prior && !prior.gone && !prior.ctx.lostError && !prior.ctx.gpuError) return prior.ctx;
+  const next = acquireNodeGpu().then((ctx) => {
+    const h: Held = { ctx, gone: false };
+    void ctx.device.lost.then(() => (h.gone = true)); // lost, or destroyed by mistake
+    return h;
+  });
+  held[SHARED] = next;
+  return (await next).ctx;
+}
