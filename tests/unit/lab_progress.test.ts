@@ -135,6 +135,22 @@ describe('spade bench lab: progress on stderr, only JSON on stdout', () => {
     expect(err.at(-1)).toMatch(/^bench lab: done in /);
   });
 
+  it('--space names the level space the runs use (the chain by default); an unknown one is a usage error', async () => {
+    const spaces: string[] = [];
+    const { io, out } = captured();
+    const args = parseCommand(BENCH_LAB, ['--cycles', '1', '--rounds', '1', '--space', 'climb', '--json'], io)!;
+    expect(await benchLab(io, args, stub)).toBe(0);
+    spaces.push((JSON.parse(out[0]!) as { settings: { space: string } }).settings.space);
+    const plain = captured();
+    expect(await benchLab(plain.io, parseCommand(BENCH_LAB, ['--cycles', '1', '--rounds', '1', '--json'], plain.io)!, stub)).toBe(0);
+    spaces.push((JSON.parse(plain.out[0]!) as { settings: { space: string } }).settings.space);
+    expect(spaces).toEqual(['climb', 'chain']);
+    const bad = captured();
+    await expect(benchLab(bad.io, parseCommand(BENCH_LAB, ['--space', 'moon'], bad.io)!, stub)).rejects.toThrow(
+      /--space must be one of chain, .*climb/,
+    );
+  });
+
   it('without --json the rounds print on stdout, progress still on stderr', async () => {
     const { io, out, err } = captured();
     const args = parseCommand(BENCH_LAB, ['--cycles', '1', '--rounds', '1'], io)!;
