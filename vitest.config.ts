@@ -53,7 +53,13 @@ export default defineConfig({
           name: 'e2e',
           include: ['tests/e2e/**/*.test.ts'],
           environment: 'node',
-          fileParallelism: false,
+          // two files at once: one file keeps Chromium's processes at about 0.9 of a core, so one at a
+          // time left the second core mostly idle (docs/testing.md, "How long it takes")
+          fileParallelism: true,
+          maxWorkers: 2,
+          // a page that is busy beside another file's Chromium takes longer to reach a state: a poll
+          // fails when the state never comes, not when it comes late (vitest's default is 1 s)
+          expect: { poll: { timeout: 30_000, interval: 100 } },
           testTimeout: 180_000,
           hookTimeout: 180_000,
         },

@@ -161,7 +161,7 @@ export async function noDownloadStart(page: Page): Promise<{ seconds: number; st
   await start.click();
   // the progress line while it runs: phase, updates done, elapsed (it changes at least every few seconds)
   const statusTexts: string[] = [];
-  await expect.poll(() => page.getByTestId('toy-status').count(), { timeout: 10_000 }).toBe(1);
+  await expect.poll(() => page.getByTestId('toy-status').count(), { timeout: 30_000 }).toBe(1);
   for (let polls = 0; (await page.getByTestId('verdict').count()) === 0; polls++) {
     expect(polls, `no verdict; the status said ${JSON.stringify(statusTexts.at(-1))}`).toBeLessThan(TOY_MAX_POLLS);
     const s = await page

@@ -77,11 +77,11 @@ describe('Environments panel in Chromium', () => {
           async () =>
             (await page.getByTestId('action').isDisabled()) ||
             (await page.getByRole('button', { name: 'Send' }).isEnabled()),
-          { timeout: 10_000 },
+          { timeout: 30_000 },
         )
         .toBe(true);
     }
-    await expect.poll(() => page.getByTestId('outcome').textContent(), { timeout: 10_000 }).toBe('Solved!');
+    await expect.poll(() => page.getByTestId('outcome').textContent(), { timeout: 30_000 }).toBe('Solved!');
     expect(await page.getByTestId('reward').textContent()).toBe('reward 1');
     await page.screenshot({ path: resultPath('environments-play.png'), fullPage: true });
     expect(errors).toEqual([]);

@@ -146,7 +146,7 @@ describe('the first hour in Chromium', () => {
     await page.screenshot({ path: resultPath('first-hour-run-live-1280.png') });
     // the progress line moves while the run is on (the status never sits still for 10 s)
     const before = await progress.textContent();
-    await expect.poll(() => progress.textContent(), { timeout: 10_000 }).not.toBe(before);
+    await expect.poll(() => progress.textContent(), { timeout: 30_000 }).not.toBe(before);
     await page.getByTestId('pace-speed').selectOption('0');
     await expect
       .poll(() => page.getByTestId('run-status').textContent(), { timeout: 120_000, interval: 500 })
@@ -214,7 +214,7 @@ describe('the first hour in Chromium', () => {
     await page.getByTestId('openai-url').fill('http://127.0.0.1:9/v1');
     await page.getByTestId('test-connection').click();
     await expect
-      .poll(() => page.getByTestId('connection-report').textContent(), { timeout: 20_000 })
+      .poll(() => page.getByTestId('connection-report').textContent(), { timeout: 30_000 })
       .toMatch(/Could not reach http:\/\/127\.0\.0\.1:9\/v1\/models.*CORS/);
     await page.getByTestId('cors-recipes').locator('summary').click();
     const recipes = (await page.getByTestId('cors-recipes').textContent()) ?? '';

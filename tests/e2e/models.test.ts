@@ -57,7 +57,7 @@ describe('Models panel on an adapter without shader-f16', () => {
             open.onerror = () => resolve(null);
           }),
       );
-    await expect.poll(saved, { timeout: 10_000 }).toEqual([f16, true]);
+    await expect.poll(saved, { timeout: 30_000 }).toEqual([f16, true]);
     await page.reload();
     await page.getByTestId('catalog').waitFor();
     await expect.poll(() => page.locator('input[name="webllm"]:checked').getAttribute('value')).toBe(f16);

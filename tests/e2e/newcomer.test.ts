@@ -55,7 +55,7 @@ describe('a newcomer on a software adapter', () => {
     const runModels = async () => parseRunModels((await page.getByTestId('run-models').textContent()) ?? '');
     // the software adapter's default, without the Models tab ever opened
     await expect
-      .poll(async () => (await runModels()).designer, { timeout: 20_000 })
+      .poll(async () => (await runModels()).designer, { timeout: 30_000 })
       .toBe('webllm:SmolLM2-360M-Instruct-q4f32_1-MLC');
     const onRun = await runModels();
     expect(Object.keys(onRun)).toEqual([...ROLES]);
@@ -64,7 +64,7 @@ describe('a newcomer on a software adapter', () => {
     await page.reload();
     await gpuReady(page);
     await page.getByRole('tab', { name: 'Run' }).click();
-    await expect.poll(async () => await runModels(), { timeout: 20_000 }).toEqual(onRun);
+    await expect.poll(async () => await runModels(), { timeout: 30_000 }).toEqual(onRun);
     expect(errors).toEqual([]);
     await context.close();
   });
@@ -105,7 +105,7 @@ describe('a newcomer on a software adapter', () => {
     // not remembered: gone after a reload (the rest of the form stays)
     await page.getByTestId('openai-key').fill('sk-e2e-forget');
     await expect
-      .poll(() => savedModels(page), { timeout: 10_000 })
+      .poll(() => savedModels(page), { timeout: 30_000 })
       .toMatchObject({
         openai: { baseURL: 'https://api.openai.com/v1', apiKey: '' },
       });
@@ -116,7 +116,7 @@ describe('a newcomer on a software adapter', () => {
     await page.getByTestId('openai-key').fill('sk-e2e-keep');
     await page.getByTestId('remember-key').check();
     await expect
-      .poll(() => savedModels(page), { timeout: 10_000 })
+      .poll(() => savedModels(page), { timeout: 30_000 })
       .toMatchObject({ rememberKey: true, openai: { apiKey: 'sk-e2e-keep' } });
     await page.reload();
     await expect.poll(() => page.getByTestId('openai-key').inputValue()).toBe('sk-e2e-keep');

@@ -49,11 +49,11 @@ async function playToWin(page: Page) {
         async () =>
           (await page.getByTestId('action').isDisabled()) ||
           (await page.getByRole('button', { name: 'Send' }).isEnabled()),
-        { timeout: 10_000 },
+        { timeout: 30_000 },
       )
       .toBe(true);
   }
-  await expect.poll(() => page.getByTestId('outcome').textContent(), { timeout: 10_000 }).toBe('Solved!');
+  await expect.poll(() => page.getByTestId('outcome').textContent(), { timeout: 30_000 }).toBe('Solved!');
 }
 
 /**

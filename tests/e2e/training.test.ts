@@ -82,7 +82,7 @@ describe('on-device engine in Chromium', () => {
       .poll(() => Object.keys(downloads).sort(), { timeout: 30_000 })
       .toEqual(['adapter_config.json', 'adapter_model.safetensors']);
     await expect
-      .poll(() => readFileSync(downloads['adapter_model.safetensors']!).length, { timeout: 10_000 })
+      .poll(() => readFileSync(downloads['adapter_model.safetensors']!).length, { timeout: 30_000 })
       .toBeGreaterThan(100);
     const adapter = importPeft(
       JSON.parse(readFileSync(downloads['adapter_config.json']!, 'utf8')),
