@@ -512,7 +512,13 @@ async function compare(args: Args, io: Io): Promise<number> {
           }
           p.note(`seed ${seed} ${arm}…`);
           const { run } = await runLabSeed(
-            { ...settings, seed, designer: a.designer, ...(a.estimator ? { estimator: a.estimator } : {}) },
+            {
+              ...settings,
+              seed,
+              designer: a.designer,
+              ...(a.estimator ? { estimator: a.estimator } : {}),
+              ...(a.steps ? { designerSteps: true } : {}),
+            },
             cycles,
             runner,
             engine,

@@ -14,6 +14,7 @@ import type { SeedRun } from '../core/lab/compare.ts';
 import { AGENT_DIGITS, hintText, levelCode, levelValues } from '../core/lab/families.ts';
 import {
   designerNamed,
+  DESIGNER_STEPS,
   LAB_LOOP_DEFAULTS,
   LabLoop,
   MODEL_DESIGNERS,
@@ -99,12 +100,13 @@ export async function engineLabDeps(
   seed: number,
   designer: DesignerKind,
   runner: EnvRunner,
-  o: LabEngineOptions & { space?: SpaceName } = {},
+  o: LabEngineOptions & { space?: SpaceName; designerSteps?: boolean } = {},
 ): Promise<LabLoopDeps> {
   const agent = await freshAgent(seed, o);
   const deps: LabLoopDeps = { runner, agent };
   if (MODEL_DESIGNERS.includes(designerNamed(designer) ?? designer)) {
-    const digits = SPACE[o.space ?? LAB_LOOP_DEFAULTS.space].designerDigits;
+    // a step-writing designer (designerSteps) writes only the steps; else the space's rungs
+    const digits = o.designerSteps ? DESIGNER_STEPS : SPACE[o.space ?? LAB_LOOP_DEFAULTS.space].designerDigits;
     deps.designer = await enginePolicy(digits, hashSeed(`micro-designer:${seed}`), o.designerLr ?? DESIGNER_LR, o);
   }
   return deps;
@@ -151,7 +153,12 @@ export async function runLabSeed(
   const t0 = performance.now();
   const temperature = settings.temperature ?? o.temperature ?? LAB_LOOP_DEFAULTS.temperature;
   const space = settings.space ?? LAB_LOOP_DEFAULTS.space;
-  const deps = await engineLabDeps(settings.seed, settings.designer, runner, { ...o, temperature, space });
+  const deps = await engineLabDeps(settings.seed, settings.designer, runner, {
+    ...o,
+    temperature,
+    space,
+    designerSteps: settings.designerSteps ?? false,
+  });
   const lab = new LabLoop({ ...settings, temperature, plannedCycles: cycles }, deps);
   try {
     await lab.start();

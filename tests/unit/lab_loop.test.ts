@@ -546,6 +546,56 @@ describe('round 4 on the climb: the gated ladder, the level buffer, the designer
     await lab.close();
   });
 
+  it('a step-writing designer (designerSteps): its letter is a step from the frontier rung, its edit written as a step', async () => {
+    const replies = ['e', 'a', 'x'];
+    const scored: string[] = [];
+    const designer: LabPolicy = {
+      chat: scripted(() => replies.shift()!),
+      trainer: null,
+      score: async (_m, reply) => (scored.push(reply), { ids: [1], logprobs: [0], mask: [1] }) as never,
+    };
+    const lab = new LabLoop(
+      {
+        seed: 3,
+        designer: 'learned',
+        space: 'climb',
+        levels: 5,
+        plays: 1,
+        probePlays: 1,
+        probeLevels: [],
+        replay: 1,
+        designerSteps: true,
+      },
+      { runner, agent: { chat: never, trainer: null }, designer },
+    );
+    // rungs 0 and 1 mastered, rung 2 not: the frontier is rung 2 ("F4 mc:")
+    lab.memory.push({ level: climb(0), winRate: 1, cycle: 0 }, { level: climb(1), winRate: 0.75, cycle: 0 });
+    lab.memory.push({ level: climb(2), winRate: 0.25, cycle: 0 });
+    const r = await lab.cycle();
+    const own = r.designs.filter((d) => !d.replay && !d.explore);
+    expect(own.map((d) => d.text)).toEqual(['e', 'a', 'x']);
+    expect(own[0]!.level).toEqual(climb(4)); // two above the frontier
+    expect(own[1]!.level).toEqual(climb(0)); // two below
+    expect(own[2]!.level).toBeNull();
+    expect(own[2]!.invalid).toMatch(/"x" is not a step: write one letter a-e/);
+    // the edit (one up from length 3, the hardest won at least half the time: rung 2) is the step "c"
+    const edit = r.designs.at(-1)!;
+    expect(edit.level).toEqual(climb(2));
+    expect(edit.text).toBe('c');
+    expect(scored).toEqual(['c']);
+    await lab.close();
+    // the model designers on the engine write only the steps
+    const deps = await engineLabDeps(5, 'untrained', runner, { space: 'climb', designerSteps: true });
+    for (let k = 0; k < 6; k++) {
+      const reply = await deps.designer!.chat.chat([{ role: 'user', content: 'F4 mc:' }], {
+        temperature: 1,
+        max_tokens: 1,
+        seed: k,
+      });
+      expect(reply.text).toMatch(/^[a-e]$/);
+    }
+  });
+
   it('the untrained designer writes with the same model and prompt and is never trained; the learned one is', async () => {
     const run = async (designer: 'learned' | 'untrained') => {
       const deps = await engineLabDeps(7, designer, runner, { space: 'climb' });

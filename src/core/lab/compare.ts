@@ -49,7 +49,7 @@ export interface SeedRun {
 }
 
 /** The arms: a designer, and the learned designer's reward. */
-export const ARMS: Record<string, { designer: DesignerKind; estimator?: Estimator; about: string }> = {
+export const ARMS: Record<string, { designer: DesignerKind; estimator?: Estimator; steps?: true; about: string }> = {
   learnability: {
     designer: 'learned',
     estimator: 'learnability',
@@ -64,6 +64,18 @@ export const ARMS: Record<string, { designer: DesignerKind; estimator?: Estimato
     designer: 'learned',
     estimator: 'alpha_curriculum',
     about: "the same model rewarded by GenEnv's α-curriculum exp(−10(p − ½)²) (a pilot's second reward)",
+  },
+  'learnability-steps': {
+    designer: 'learned',
+    estimator: 'learnability',
+    steps: true,
+    about: 'learnability’s designer writing a step from the frontier rung (two below to two above), not a rung',
+  },
+  'untrained-steps': {
+    designer: 'untrained',
+    estimator: 'learnability',
+    steps: true,
+    about: 'the untrained designer writing steps from the frontier rung, as learnability-steps does',
   },
   untrained: {
     designer: 'untrained',

@@ -159,6 +159,13 @@ export interface LabLoopSettings {
    * gain's); 1: after every cycle. The probe is most of a cycle's cost (8 levels × 16 plays).
    */
   probeEvery: number;
+  /**
+   * On a space whose designer sees the agent (the climb): the model designers (learned, untrained)
+   * write a step from the frontier rung their prompt names — one letter of DESIGNER_STEPS, two rungs
+   * below it to two above — instead of a rung; their edit slot is written (and trained on) the same
+   * way. false: they write the rung itself (pre-registration 4).
+   */
+  designerSteps: boolean;
 }
 
 /**
@@ -188,7 +195,12 @@ export const LAB_LOOP_DEFAULTS: LabLoopSettings = {
   trainEdit: true,
   replay: null,
   probeEvery: 5,
+  designerSteps: false,
 };
+
+/** The steps a step-writing designer may write (designerSteps): a = two rungs below the frontier … e = two above. */
+export const DESIGNER_STEPS = 'abcde';
+const STEP_BACK = 2;
 
 /** The cycles of a run by default (pre-registration 3, docs/lab.md). */
 export const PRE_REGISTERED_CYCLES = 40;
@@ -331,6 +343,8 @@ interface Written {
   explore: boolean;
   replay?: boolean;
   level?: Level;
+  /** Why a step-writing designer's reply is no step (the reply is then no level). */
+  invalid?: string;
   tokens?: TokenTrace | null;
 }
 
@@ -637,7 +651,9 @@ export class LabLoop {
     }
     const replays = this.plrReplays(family, cycle, this.replayCount());
     for (const l of replays) out.push({ text: sp.reply(l), explore: false, replay: true, level: l });
-    const prompt = designerPrompt(family, sp.designerSeesAgent ? this.frontierRung(family) : null);
+    const frontier = sp.designerSeesAgent ? this.frontierRung(family) : null;
+    const prompt = designerPrompt(family, frontier);
+    const steps = s.designerSteps && frontier !== null ? frontier : null; // the rung the steps count from
     if (s.designer === 'sfl') {
       const replays = this.frontierLevels(family, s.levels - 2);
       for (let k = 0; k < s.levels - 2; k++) level(replays[k] ?? this.uniform(family));
@@ -654,9 +670,12 @@ export class LabLoop {
       else if (k === s.levels - 1) {
         // the edit slot (the scripted rule has one only with a buffer: its recorded runs had none)
         const l = this.editLevel(family);
-        const text = sp.reply(l);
+        // written as the designer writes: a step when it writes steps (an edit out of their reach
+        // is played but not trained on), else the rung
+        const step = steps === null ? null : this.stepOf(family, steps, l);
+        const text = step ?? sp.reply(l);
         const scorer = s.designer === 'learned' ? this.deps.designer?.score : undefined;
-        const tokens = s.trainEdit && scorer ? await scorer(prompt, text) : null;
+        const tokens = s.trainEdit && scorer && (steps === null || step !== null) ? await scorer(prompt, text) : null;
         out.push({ text, explore: true, tokens, level: l });
       } else {
         const reply = await this.deps.designer!.chat.chat(prompt, {
@@ -664,10 +683,26 @@ export class LabLoop {
           max_tokens: sp.replyTokens,
           seed: hashSeed(`${s.seed}:design:${cycle}:${k}`),
         });
-        out.push({ text: reply.text, explore: false, tokens: reply.tokens ? extendTrace(null, reply.tokens) : null });
+        const tokens = reply.tokens ? extendTrace(null, reply.tokens) : null;
+        out.push({ text: reply.text, explore: false, tokens, ...(steps === null ? {} : this.stepLevel(family, steps, reply.text)) });
       }
     }
     return out;
+  }
+
+  /** The level a step-writing designer's reply means: the rung `from` + step (clamped to the ladder), or why it is none. */
+  private stepLevel(family: number, from: number, text: string): { level: Level } | { invalid: string } {
+    const i = DESIGNER_STEPS.indexOf(String(text).trim().charAt(0));
+    if (i < 0)
+      return { invalid: `"${text}" is not a step: write one letter ${DESIGNER_STEPS[0]}-${DESIGNER_STEPS.at(-1)}` };
+    const rung = Math.min(this.space.stages.length - 1, Math.max(0, from + i - STEP_BACK));
+    return { level: { ...this.designRng.pick(this.rungLevels(family, rung)) } };
+  }
+
+  /** The step from rung `from` that writes `l`'s rung, or null when it is further than the steps reach. */
+  private stepOf(family: number, from: number, l: Level): string | null {
+    const i = this.space.stageOf(l) - from + STEP_BACK;
+    return l.family === family && i >= 0 && i < DESIGNER_STEPS.length ? DESIGNER_STEPS[i]! : null;
   }
 
   /** The env id of a level's program, loaded once and kept (oldest unloaded past LOADED_LEVELS). */
@@ -747,9 +782,11 @@ export class LabLoop {
     const designs: DesignReport[] = [];
     const agentSamples: TokenSample[] = [];
     for (const [k, w] of written.entries()) {
-      const parsed: ParsedLevel = w.level
-        ? { ok: true, level: w.level, clamped: false }
-        : this.space.parse(family, w.text);
+      const parsed: ParsedLevel = w.invalid
+        ? { ok: false, reason: w.invalid }
+        : w.level
+          ? { ok: true, level: w.level, clamped: false }
+          : this.space.parse(family, w.text);
       const d: DesignReport = {
         index: k,
         text: w.text,
