@@ -254,6 +254,18 @@ describe('the measured held-out comparisons (measured.json, what the Lab shows, 
   });
 });
 
+describe('a comparison without random levels (a pilot of two designers)', () => {
+  it('is no success and says no arm played random levels instead of judging against them', () => {
+    const spec: CompareSpec = { ...SPEC, arms: ['learnability', 'frontier'], baselines: [], headroom: null };
+    const runs = [1, 2, 3].flatMap((s) => [run(s, 'learnability', [0, 0.2 + s / 100]), run(s, 'frontier', [0, 0.1])]);
+    const r = compareRuns(runs, 0, spec);
+    expect(r.success).toBe(false); // nothing to beat is no success
+    expect(r.sentence).toBe(
+      'No arm played random levels, so nothing here says whether learnability beat them: the agents’ gains (learnability +0.22, frontier +0.10 on the probe, 3 seeds).',
+    );
+  });
+});
+
 describe('the measured third pre-registration (held-out seeds 41–50, run once)', () => {
   it('is the documented result: learnability beat fixed, not random by the margin; the headroom was weaker', () => {
     const m = MEASURED.prereg3!;

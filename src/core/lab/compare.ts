@@ -390,7 +390,9 @@ export function compareRuns(
     regretPass: medianRegret > CRITERIA.minMedianRegret,
     distinctPass: distinctLevels >= CRITERIA.minDistinct,
   };
-  const beats = (rule?.mustBeat ?? spec.baselines).every((b) => comparisons[`${spec.spade}-${b}`]?.pass === true);
+  // beating nothing is no success: a comparison with no baseline (a pilot of two designers) cannot pass
+  const mustBeat = rule?.mustBeat ?? spec.baselines;
+  const beats = mustBeat.length > 0 && mustBeat.every((b) => comparisons[`${spec.spade}-${b}`]?.pass === true);
   // (an arm is not judged against itself: with --spade gated there is no share to ask)
   const scripted =
     rule?.ofScripted && gains[rule.ofScripted.arm] && rule.ofScripted.arm !== spec.spade ? rule.ofScripted : null;
@@ -503,6 +505,8 @@ function sentenceOf(r: Judged, spec: CompareSpec): string {
   const must = spec.rule?.mustBeat ?? spec.baselines;
   if (r.success)
     return `${head}${name} helped: its agent improved by ${signed(g(learned))} on ${onWhat}, more than with ${must.join(' or ')} levels on ${Math.round(Math.min(...must.map((b) => r.comparisons[`${learned}-${b}`]!.positiveShare)) * n)} of ${n} seeds.`;
+  if (!spec.arms.includes('random'))
+    return `${head}No arm played random levels, so nothing here says whether ${learned} beat them: the agents’ gains (${spec.arms.map((a) => `${a} ${signed(g(a))}`).join(', ')} on ${onWhat}, ${n} seed${n === 1 ? '' : 's'}).`;
   if (vsRandom?.pass)
     return `${head}${name} beat random levels (${diffText(vsRandom)} on ${onWhat}), but not by the whole pre-registered rule: ${misses(r, spec).join('; ')}.`;
   if (vsRandom && effect(vsRandom) === 'hurt')
