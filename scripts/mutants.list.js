@@ -878,4 +878,21 @@ export const MUTANTS = [
     test: 'tests/unit/tiny_lm.test.ts',
     why: "the fast path's AdamW decays the adapter as adamwCpu does (it was hard-coded 0 before round 4's climb agent)",
   },
+  // --- the step-writing designer and a pilot's comparison (#39 item 4) ---
+  {
+    id: 'lab-steps-count-from-rung-0',
+    file: 'src/core/lab/lab.ts',
+    find: 'const rung = Math.min(this.space.stages.length - 1, Math.max(0, from + i - STEP_BACK));',
+    replace: 'const rung = Math.min(this.space.stages.length - 1, Math.max(0, i));',
+    test: 'tests/unit/lab_loop.test.ts',
+    why: "a step-writing designer's letter is a step from the frontier rung its prompt names, not a rung",
+  },
+  {
+    id: 'lab-compare-nothing-to-beat-is-success',
+    file: 'src/core/lab/compare.ts',
+    find: 'const beats = mustBeat.length > 0 && mustBeat.every(',
+    replace: 'const beats = mustBeat.every(',
+    test: 'tests/unit/lab_compare.test.ts',
+    why: 'a comparison with no baseline (a pilot of two designers) beat nothing, so it cannot succeed',
+  },
 ];

@@ -568,19 +568,19 @@ describe('round 4 on the climb: the gated ladder, the level buffer, the designer
       },
       { runner, agent: { chat: never, trainer: null }, designer },
     );
-    // rungs 0 and 1 mastered, rung 2 not: the frontier is rung 2 ("F4 mc:")
+    // rungs 0–2 mastered, rung 3 not: the frontier is rung 3 ("F4 md:")
     lab.memory.push({ level: climb(0), winRate: 1, cycle: 0 }, { level: climb(1), winRate: 0.75, cycle: 0 });
-    lab.memory.push({ level: climb(2), winRate: 0.25, cycle: 0 });
+    lab.memory.push({ level: climb(2), winRate: 0.5, cycle: 0 }, { level: climb(3), winRate: 0.25, cycle: 0 });
     const r = await lab.cycle();
     const own = r.designs.filter((d) => !d.replay && !d.explore);
     expect(own.map((d) => d.text)).toEqual(['e', 'a', 'x']);
-    expect(own[0]!.level).toEqual(climb(4)); // two above the frontier
-    expect(own[1]!.level).toEqual(climb(0)); // two below
+    expect(own[0]!.level).toEqual(climb(5)); // two above the frontier
+    expect(own[1]!.level).toEqual(climb(1)); // two below
     expect(own[2]!.level).toBeNull();
     expect(own[2]!.invalid).toMatch(/"x" is not a step: write one letter a-e/);
-    // the edit (one up from length 3, the hardest won at least half the time: rung 2) is the step "c"
+    // the edit (one up from length 4, the hardest won at least half the time: rung 3) is the step "c"
     const edit = r.designs.at(-1)!;
-    expect(edit.level).toEqual(climb(2));
+    expect(edit.level).toEqual(climb(3));
     expect(edit.text).toBe('c');
     expect(scored).toEqual(['c']);
     await lab.close();
