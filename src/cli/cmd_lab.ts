@@ -30,6 +30,8 @@ import {
   PRE_REGISTERED_ARMS,
   PRE_REGISTERED_SPEC,
   ROUND4_ARMS,
+  ROUND5_ARMS,
+  ROUND5_SPEC,
   compareSpecOf,
   markdownReport,
   type CompareSpec,
@@ -155,6 +157,11 @@ export const LAB_COMPARE: CommandSpec = {
       help: `the arms (${Object.keys(ARMS).join(', ')}); default: pre-registration 3's (${PRE_REGISTERED_ARMS.join(',')}), on --space climb round 4's (${ROUND4_ARMS.join(',')})`,
     },
     spade: { value: 'ARM', help: "the arm judged as SPADE's designer", default: PRE_REGISTERED_SPEC.spade },
+    prereg: {
+      value: '4|5',
+      help: `on --space climb, which pre-registered comparison (its arms, SPADE's designer and baselines): 4, round 4's; 5, the step-writing designer's (${ROUND5_ARMS.join(',')})`,
+      default: '4',
+    },
     ...LAB_FLAGS,
     markdown: { help: 'also print the per-seed and per-pair tables as Markdown (stdout; with --json, stderr)' },
     skip: {
@@ -330,11 +337,14 @@ async function check(args: Args, io: Io): Promise<number> {
  * frontier/sfl) − random as headroom; on the climb the gains read the probe's top half.
  */
 function specOf(args: Args, space: SpaceName): CompareSpec {
-  const base = compareSpecOf(space);
+  const prereg = flag(args, 'prereg');
+  if (prereg !== '4' && prereg !== '5') throw new UsageError(`--prereg must be 4 or 5; got ${JSON.stringify(prereg)}`);
+  if (prereg === '5' && space !== 'climb') throw new UsageError('--prereg 5 is a comparison on --space climb');
+  const base = prereg === '5' ? ROUND5_SPEC : compareSpecOf(space);
   const arms = (flag(args, 'arms') ?? base.arms.join(',')).split(',').filter(Boolean);
   for (const a of arms)
     if (!ARMS[a]) throw new UsageError(`--arms: "${a}" is not an arm (${Object.keys(ARMS).join(', ')})`);
-  const spade = flag(args, 'spade') ?? '';
+  const spade = args.flags.has('spade') ? (flag(args, 'spade') ?? '') : base.spade;
   if (!arms.includes(spade)) throw new UsageError(`--spade must be one of the arms (${arms.join(', ')})`);
   return {
     ...base,

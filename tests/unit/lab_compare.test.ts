@@ -431,6 +431,18 @@ describe('spade lab compare', () => {
     expect(mine.record).toMatchObject({ cycles: 8, probePlays: 4, probeEvery: 40 });
     const chain = of(['--seeds', '1']);
     expect(chain.record).toMatchObject({ space: 'chain', cycles: 40, probePlays: 16, probeEvery: 5 });
+    // pre-registration 5: the step-writing designer's arms and baselines, round 4's settings and rule
+    const five = of(['--space', 'climb', '--prereg', '5', '--seeds', '101-110']);
+    expect(five.spec).toMatchObject({
+      arms: ['learnability-steps', 'untrained-steps', 'gated', 'random'],
+      spade: 'learnability-steps',
+      baselines: ['random', 'untrained-steps'],
+      headroom: ['gated', 'random'],
+      rule: ROUND4_SPEC.rule,
+    });
+    expect(five.record).toEqual(climb.record); // the same settings: its runs combine with round 4's
+    expect(() => of(['--space', 'chain', '--prereg', '5', '--seeds', '1'])).toThrow(/--prereg 5 is a comparison on --space climb/);
+    expect(() => of(['--space', 'climb', '--prereg', '3', '--seeds', '1'])).toThrow(/--prereg must be 4 or 5/);
   });
 
   it('on --space climb judges round 4 by default: its seven arms, top-half gains, untrained a baseline, gated − random the headroom', async () => {

@@ -167,6 +167,19 @@ export const ROUND4_SPEC: CompareSpec = {
   rule: { margin: 0.15, mustBeat: ['random'], ofScripted: { arm: 'gated', share: 0.8 }, headroomMargin: 0.2 },
 };
 
+/**
+ * Pre-registration 5's comparison on the climb (docs/lab.md): SPADE's designer writing steps from the
+ * frontier (learnability-steps), the same never trained, the gated ladder and random levels; round 4's
+ * settings and rule, learnability-steps − untrained-steps reported beside it.
+ */
+export const ROUND5_ARMS = ['learnability-steps', 'untrained-steps', 'gated', 'random'];
+export const ROUND5_SPEC: CompareSpec = {
+  ...ROUND4_SPEC,
+  arms: ROUND5_ARMS,
+  spade: 'learnability-steps',
+  baselines: ['random', 'untrained-steps'],
+};
+
 /** A space's comparison by default: round 4's on the climb, pre-registration 3's elsewhere. */
 export const compareSpecOf = (space: string): CompareSpec => (space === 'climb' ? ROUND4_SPEC : PRE_REGISTERED_SPEC);
 
