@@ -441,7 +441,9 @@ describe('spade lab compare', () => {
       rule: ROUND4_SPEC.rule,
     });
     expect(five.record).toEqual(climb.record); // the same settings: its runs combine with round 4's
-    expect(() => of(['--space', 'chain', '--prereg', '5', '--seeds', '1'])).toThrow(/--prereg 5 is a comparison on --space climb/);
+    expect(() => of(['--space', 'chain', '--prereg', '5', '--seeds', '1'])).toThrow(
+      /--prereg 5 is a comparison on --space climb/,
+    );
     expect(() => of(['--space', 'climb', '--prereg', '3', '--seeds', '1'])).toThrow(/--prereg must be 4 or 5/);
   });
 

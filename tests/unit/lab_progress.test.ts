@@ -142,7 +142,9 @@ describe('spade bench lab: progress on stderr, only JSON on stdout', () => {
     expect(await benchLab(io, args, stub)).toBe(0);
     spaces.push((JSON.parse(out[0]!) as { settings: { space: string } }).settings.space);
     const plain = captured();
-    expect(await benchLab(plain.io, parseCommand(BENCH_LAB, ['--cycles', '1', '--rounds', '1', '--json'], plain.io)!, stub)).toBe(0);
+    expect(
+      await benchLab(plain.io, parseCommand(BENCH_LAB, ['--cycles', '1', '--rounds', '1', '--json'], plain.io)!, stub),
+    ).toBe(0);
     spaces.push((JSON.parse(plain.out[0]!) as { settings: { space: string } }).settings.space);
     expect(spaces).toEqual(['climb', 'chain']);
     const bad = captured();

@@ -684,7 +684,12 @@ export class LabLoop {
           seed: hashSeed(`${s.seed}:design:${cycle}:${k}`),
         });
         const tokens = reply.tokens ? extendTrace(null, reply.tokens) : null;
-        out.push({ text: reply.text, explore: false, tokens, ...(steps === null ? {} : this.stepLevel(family, steps, reply.text)) });
+        out.push({
+          text: reply.text,
+          explore: false,
+          tokens,
+          ...(steps === null ? {} : this.stepLevel(family, steps, reply.text)),
+        });
       }
     }
     return out;

@@ -89,7 +89,7 @@ export function estimate(estimator: Estimator, s: PlayStats): number {
  * before its pilot (not tuned), sharper than 4p̂(1 − p̂) — a level won 7 times in 8 earns 0.25 where
  * learnability gives 0.44 — and never 0: a level never (or always) won earns exp(−2.5) = 0.08.
  */
-export const ALPHA_CURRICULUM = { alpha: 0.5, beta: 10 } as const;
+const ALPHA_CURRICULUM = { alpha: 0.5, beta: 10 } as const;
 
 export const ESTIMATOR_INFO: Record<Estimator, string> = {
   paper_blend: 'paper recipe: 0.6·plateau(win rate) + 0.4·clip(regret/0.15, 0, 1)',
