@@ -1,19 +1,29 @@
 #!/usr/bin/env node
-// Pre-registration 4's held-out runs into the file the Lab panel shows them from: reads the last line of
-// `spade lab compare --space climb --combine … --json` (its JSON object) and writes
-// src/core/lab/measured_prereg4.json — { space, command, seeds, cycles, screenedOut, screens, settings, runs } with the
-// runs exactly as the command printed them (never edited). The panel loads that file when it opens
-// (state/lab.svelte.ts loadPrereg4), so the page's first load does not carry the 400-cycle runs.
+// A pre-registration's held-out runs (round 4 on) into the file the Lab panel shows them from: reads the last
+// line of `spade lab compare --space climb --combine … --json` (its JSON object) and writes
+// src/core/lab/measured_prereg{N}.json — { space, command, seeds, cycles, screenedOut, screens, settings, runs } with
+// the runs exactly as the command printed them (never edited). The panel loads that file when it opens
+// (state/lab.svelte.ts loadPrereg), so the page's first load does not carry the 400-cycle runs.
 //
-// Usage: node scripts/lab_measured.js COMBINED.json [--out PATH] [--command TEXT]
+// Usage: node scripts/lab_measured.js COMBINED.json [--prereg 4|5] [--out PATH] [--command TEXT]
 //   COMBINED.json  stdout of `spade lab compare --space climb --combine a.txt b.txt … --json`
-//   --out          where to write (default src/core/lab/measured_prereg4.json)
-//   --command      the command recorded with the runs (default: the pre-registered parts' command)
+//   --prereg       which pre-registration the runs are (default 4): names the file and the command recorded
+//   --out          where to write (default src/core/lab/measured_prereg{N}.json)
+//   --command      the command recorded with the runs (default: that pre-registration's parts' command)
 import { readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
-export const DEFAULT_OUT = 'src/core/lab/measured_prereg4.json';
-const DEFAULT_COMMAND = 'spade lab compare --space climb --seeds 71-75 (and 76-80) --json, then --combine';
+/** Per pre-registration: the file the panel loads, and the command its held-out parts were run with. */
+export const PREREGS = {
+  4: {
+    out: 'src/core/lab/measured_prereg4.json',
+    command: 'spade lab compare --space climb --seeds 71-75 (and 76-80) --json, then --combine',
+  },
+  5: {
+    out: 'src/core/lab/measured_prereg5.json',
+    command: 'spade lab compare --space climb --prereg 5 --seeds 101-105 (and 106-110) --json, then --combine',
+  },
+};
 
 /**
  * The measured entry from a compare output's text: its last line must be the JSON object with `runs`
@@ -21,7 +31,7 @@ const DEFAULT_COMMAND = 'spade lab compare --space climb --seeds 71-75 (and 76-8
  * @param {string} text
  * @param {string} command
  */
-export function measuredEntry(text, command = DEFAULT_COMMAND) {
+export function measuredEntry(text, command = PREREGS[4].command) {
   const last = text.trim().split('\n').at(-1) ?? '';
   let out;
   try {
@@ -52,10 +62,14 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     const i = args.indexOf(name);
     return i < 0 ? undefined : args.splice(i, 2)[1];
   };
-  const out = opt('--out') ?? DEFAULT_OUT;
-  const command = opt('--command');
-  if (args.length !== 1) {
-    console.error('usage: node scripts/lab_measured.js COMBINED.json [--out PATH] [--command TEXT]');
+  const n = opt('--prereg') ?? '4';
+  const prereg = Object.hasOwn(PREREGS, n) ? PREREGS[n] : null;
+  const out = opt('--out') ?? prereg?.out;
+  const command = opt('--command') ?? prereg?.command;
+  if (args.length !== 1 || !prereg) {
+    console.error(
+      `usage: node scripts/lab_measured.js COMBINED.json [--prereg ${Object.keys(PREREGS).join('|')}] [--out PATH] [--command TEXT]`,
+    );
     process.exit(2);
   }
   try {

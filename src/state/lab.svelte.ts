@@ -121,15 +121,15 @@ export function compareResult(
 }
 
 /**
- * Pre-registration 4's held-out runs: src/core/lab/measured_prereg4.json, written from `spade lab
- * compare --combine … --json` by scripts/lab_measured.js. Loaded when the Lab panel opens, so a
- * first page load does not carry 70 runs of 400 cycles (~1.4 MB); null while that file does not exist
- * (the run not yet finished).
+ * A pre-registration's held-out runs from round 4 on: src/core/lab/measured_prereg{4,5}.json, written from
+ * `spade lab compare --combine … --json` by scripts/lab_measured.js. Loaded when the Lab panel opens, so a
+ * first page load does not carry tens of runs of 400 cycles (~1.4 MB each file); null while its file does
+ * not exist (that run not yet finished).
  */
 // (import.meta.glob is Vite's, typed by vite/client: the reference lets the tests' Node config check this file too)
-const PREREG4 = import.meta.glob<MeasuredComparison>('../core/lab/measured_prereg4.json', { import: 'default' });
-export async function loadPrereg4(): Promise<MeasuredComparison | null> {
-  const load = Object.values(PREREG4)[0];
+const PREREGS = import.meta.glob<MeasuredComparison>('../core/lab/measured_prereg*.json', { import: 'default' });
+export async function loadPrereg(n: 4 | 5): Promise<MeasuredComparison | null> {
+  const load = PREREGS[`../core/lab/measured_prereg${n}.json`];
   return load ? await load() : null;
 }
 

@@ -1,19 +1,20 @@
 // The climb in the Lab panel, in Chromium at 1280 and 360 px: pick the climb from the settings, run two tiny cycles
 // (K = 3 levels, N = 1 play, 1 probe play: seconds) and see the ladder — each agent's highest rung mastered and its
 // probe as a row of the climb's 15 rungs, lengths 2–16 — then compare every arm of round 4 on one seed (each arm's
-// rungs, the headline naming the arms that beat SPADE's designer on top-half success), see pre-registration 4's
-// held-out result with every arm (or, before its runs are in, the note that it is running) and read the glossary.
+// rungs, the headline naming the arms that beat SPADE's designer on top-half success), see the latest
+// pre-registration's held-out result with every arm (or, before its runs are in, the note that it is running) and read the glossary.
 // At 360 px nothing scrolls sideways and the controls are touch-sized. Cheap on purpose: the numbers are the CLI's
 // (lab.test.ts checks that on the chain); here only what the panel shows.
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ROUND4_SPEC } from '../../src/core/lab/compare.ts';
+import { ROUND4_SPEC, ROUND5_SPEC } from '../../src/core/lab/compare.ts';
 import { CLIMB_SPACE } from '../../src/core/lab/spaces.ts';
 import { appInBrowser, resultPath, watchErrors } from './browser.ts';
 
 const LONG = { timeout: 240_000, interval: 500 };
-/** Pre-registration 4's held-out runs, once measured (scripts/lab_measured.js writes them). */
+/** Pre-registrations 4 and 5's held-out runs, once measured (scripts/lab_measured.js writes them). */
 const PREREG4 = 'src/core/lab/measured_prereg4.json';
+const PREREG5 = 'src/core/lab/measured_prereg5.json';
 const LENGTHS = CLIMB_SPACE.stages.map((s) => s.replace('length ', ''));
 const TOP = /^(none yet|length (\d|1[0-6]))$/;
 
@@ -61,13 +62,26 @@ describe('the climb in the Lab panel', () => {
       }
       expect(await page.getByTestId('lab-compare-result').textContent()).toContain('gain in top-half success');
 
-      // pre-registration 4's held-out result with every arm once its runs are in the repository
-      // (src/core/lab/measured_prereg4.json, loaded when the panel opens); until then the note that it is running
-      if (existsSync(PREREG4)) {
-        const measured = page.getByTestId('lab-measured');
-        await expect.poll(() => measured.locator('tbody tr').count(), LONG).toBe(ROUND4_SPEC.arms.length);
-        const arms = (await measured.locator('tbody tr td:first-child').allTextContents()).map((t) => t.split(' ')[0]);
-        expect(arms).toEqual(ROUND4_SPEC.arms);
+      // the latest pre-registration's held-out result with every arm once its runs are in the repository
+      // (src/core/lab/measured_prereg{4,5}.json, loaded when the panel opens), the one before it among the earlier
+      // ones; before any, the note that round 4 is running
+      const armsOf = async (testid: string, n: number) => {
+        const table = page.getByTestId(testid);
+        await expect.poll(() => table.locator('tbody tr').count(), LONG).toBe(n);
+        return (await table.locator('tbody tr td:first-child').allTextContents()).map((t) => t.split(' ')[0]);
+      };
+      if (existsSync(PREREG5)) {
+        expect(await armsOf('lab-measured', ROUND5_SPEC.arms.length)).toEqual(ROUND5_SPEC.arms);
+        expect(await page.getByTestId('lab-measured-headline').textContent()).toMatch(
+          /beat SPADE’s designer \(learnability-steps:/,
+        );
+        expect(await page.getByTestId('lab-measured-pairs').textContent()).toContain(
+          'learnability-steps − untrained-steps',
+        );
+        if (existsSync(PREREG4))
+          expect(await armsOf('lab-measured-fourth', ROUND4_SPEC.arms.length)).toEqual(ROUND4_SPEC.arms);
+      } else if (existsSync(PREREG4)) {
+        expect(await armsOf('lab-measured', ROUND4_SPEC.arms.length)).toEqual(ROUND4_SPEC.arms);
         expect(await page.getByTestId('lab-measured-headline').textContent()).toMatch(/beat SPADE’s designer/);
         expect(await page.getByTestId('lab-measured-share').textContent()).toMatch(
           /gained .*× the gated ladder's gain/,
@@ -83,6 +97,7 @@ describe('the climb in the Lab panel', () => {
         'oracle',
         'headroom',
         'untrained',
+        'learnability-steps, untrained-steps',
         'scripted',
         'gated',
         'sfl',

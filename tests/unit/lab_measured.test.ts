@@ -1,5 +1,5 @@
-// scripts/lab_measured.js: pre-registration 4's combined output into the file the Lab panel loads
-// (src/core/lab/measured_prereg4.json, state/lab.svelte.ts loadPrereg4) — the runs exactly as printed,
+// scripts/lab_measured.js: a pre-registration's combined output into the file the Lab panel loads
+// (src/core/lab/measured_prereg{4,5}.json, state/lab.svelte.ts loadPrereg) — the runs exactly as printed,
 // the seeds as a range, the settings kept; a wrong input is refused with what to give instead.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compareRuns, ROUND4_ARMS, ROUND4_SPEC, type SeedRun } from '../../src/core/lab/compare.ts';
-import { DEFAULT_OUT, measuredEntry } from '../../scripts/lab_measured.js';
-import { loadPrereg4 } from '../../src/state/lab.svelte.ts';
+import { measuredEntry, PREREGS } from '../../scripts/lab_measured.js';
+import { loadPrereg } from '../../src/state/lab.svelte.ts';
 
 const run = (seed: number, designer: string, g: number): SeedRun => ({
   seed,
@@ -55,8 +55,10 @@ describe('scripts/lab_measured.js', () => {
     expect(() => measuredEntry(JSON.stringify({ space: 'climb', runs: [] }))).toThrow(/no runs/);
   });
 
-  it('writes the file the panel loads (run as a command)', () => {
-    expect(DEFAULT_OUT).toBe('src/core/lab/measured_prereg4.json');
+  it('writes the file the panel loads (run as a command), named and labelled by its pre-registration', () => {
+    expect(PREREGS[4].out).toBe('src/core/lab/measured_prereg4.json');
+    expect(PREREGS[5].out).toBe('src/core/lab/measured_prereg5.json');
+    expect(PREREGS[5].command).toMatch(/--prereg 5 --seeds 101-105/);
     const dir = mkdtempSync(join(tmpdir(), 'lab-measured-'));
     writeFileSync(join(dir, 'combined.txt'), output);
     const out = join(dir, 'm.json');
@@ -65,15 +67,25 @@ describe('scripts/lab_measured.js', () => {
     });
     expect(said).toMatch(/21 runs, seeds 71–73, 2 cycles/);
     expect((JSON.parse(readFileSync(out, 'utf8')) as { runs: SeedRun[] }).runs).toHaveLength(21);
+    const out5 = join(dir, 'm5.json');
+    execFileSync('node', ['scripts/lab_measured.js', join(dir, 'combined.txt'), '--prereg', '5', '--out', out5]);
+    expect((JSON.parse(readFileSync(out5, 'utf8')) as { command: string }).command).toBe(PREREGS[5].command);
+    expect(() =>
+      execFileSync('node', ['scripts/lab_measured.js', join(dir, 'combined.txt'), '--prereg', '3'], { stdio: 'pipe' }),
+    ).toThrow(/--prereg 4\|5/);
   });
 });
 
 describe("the Lab panel's loader", () => {
-  it('loads the file the script writes when it is there, and is null while it is not', async () => {
-    const m = await loadPrereg4();
-    if (existsSync(DEFAULT_OUT)) {
-      expect(m!.space).toBe('climb');
-      expect(m!.runs.length).toBeGreaterThan(0);
-    } else expect(m).toBeNull();
-  });
+  it.each([4, 5] as const)(
+    'loads pre-registration %i from the file the script writes when it is there, and is null while it is not',
+    async (n) => {
+      const m = await loadPrereg(n);
+      if (existsSync(PREREGS[n].out)) {
+        expect(m!.space).toBe('climb');
+        expect(m!.runs.length).toBeGreaterThan(0);
+        expect(m!.command).toMatch(/^spade lab compare --space climb/);
+      } else expect(m).toBeNull();
+    },
+  );
 });
