@@ -15,6 +15,7 @@ import {
   PRE_REGISTERED_SPEC,
   ROUND4_ARMS,
   ROUND4_SPEC,
+  ROUND5_SPEC,
   SPEC_1,
   tInterval,
   type CompareSpec,
@@ -286,7 +287,7 @@ describe('the measured third pre-registration (held-out seeds 41–50, run once)
     expect(r.headroom!.interval.lo).toBeLessThan(0);
     expect(r.success).toBe(false);
     expect(r.sentence).toMatch(
-      /^Even a scripted curriculum \(frontier\) did not clearly beat random levels \(\+0\.05 \[[^\]]+\]\)\. The learned designer helped a little more than random levels/,
+      /^Even a scripted curriculum \(frontier\) did not clearly beat random levels \(\+0\.05 \[[^\]]+\]\)\. The learned designer did better than random levels, not by the pre-registered rule/,
     );
   });
 });
@@ -637,5 +638,21 @@ describe('spade lab compare --markdown: the tables a write-up quotes', () => {
     );
     expect(md.find((l) => l.startsWith('| random |'))).toMatch(/\| 5 \| 0 of 2 \|$/);
     expect(md.at(-1)).toMatch(/^Success: no\. /);
+  });
+
+  it('names a pair by its two arms when the arms hold "-" (learnability-steps − untrained-steps, not learnability − steps-…)', () => {
+    const runs = [1, 2, 3].flatMap((seed) =>
+      ROUND5_SPEC.arms.map((a, i) => run(seed, a, [0, 0.5, 0.5], { hardCurve: [0, i / 10, seed / 10 + i / 10] })),
+    );
+    const r = compareRuns(runs, 0, ROUND5_SPEC);
+    const pair = r.comparisons['learnability-steps-untrained-steps']!;
+    expect([pair.arm, pair.other]).toEqual(['learnability-steps', 'untrained-steps']);
+    expect(r.headroom!.arm).toBe('gated');
+    const md = markdownReport(r, runs, SPACE.climb.stages);
+    expect(md).toMatch(/^\| learnability-steps − untrained-steps \| /m);
+    expect(md).toMatch(/^\| learnability-steps − random \| /m);
+    expect(md).toMatch(/^\| gated − random \(headroom\) \| /m);
+    expect(md).not.toContain('learnability − steps');
+    expect(r.verdict).toContain('learnability-steps − untrained-steps gain');
   });
 });

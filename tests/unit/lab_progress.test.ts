@@ -74,7 +74,7 @@ describe("lab compare's plain sentence", () => {
     const little = compareRuns(runs([0.1, 0.11, 0.12, 0.1, 0.11]), 0.02, SPEC);
     expect(little.comparisons['learnability-random']!.interval.lo).toBeGreaterThan(0);
     expect(little.sentence).toMatch(
-      /The learned designer helped a little more than random levels: .* — \+0\.06 \[0\.05, 0\.07\], short of the pre-registered margin of 0\.10 \(5 seeds\)\.$/,
+      /The learned designer did better than random levels, not by the pre-registered rule: .* — \+0\.06 \[0\.05, 0\.07\], short of the pre-registered margin of 0\.10 \(5 seeds\)\.$/,
     );
   });
 
