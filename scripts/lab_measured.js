@@ -27,7 +27,7 @@ export const PREREGS = {
 
 /**
  * The measured entry from a compare output's text: its last line must be the JSON object with `runs`
- * on the climb; seeds are written as a range when they are consecutive.
+ * on the climb; seeds (run or screened out) are written as a range when they are consecutive.
  * @param {string} text
  * @param {string} command
  */
@@ -41,7 +41,8 @@ export function measuredEntry(text, command = PREREGS[4].command) {
   }
   if (!Array.isArray(out.runs) || !out.runs.length) throw new Error('the output has no runs');
   if (out.space !== 'climb') throw new Error(`the runs are on ${String(out.space)}, not the climb`);
-  const seeds = [...new Set(out.runs.map((r) => r.seed))].sort((a, b) => a - b);
+  // the held-out seeds: those run and those the dead-seed screen left out
+  const seeds = [...new Set([...out.runs.map((r) => r.seed), ...(out.screenedOut ?? [])])].sort((a, b) => a - b);
   const range =
     seeds.length > 1 && seeds.at(-1) - seeds[0] === seeds.length - 1 ? `${seeds[0]}–${seeds.at(-1)}` : seeds.join(', ');
   return {

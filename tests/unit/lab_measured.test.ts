@@ -49,6 +49,14 @@ describe('scripts/lab_measured.js', () => {
     expect(a.gain.gated!.perSeed).toEqual(compareRuns(runs, 0, ROUND4_SPEC).gain.gated!.perSeed);
   });
 
+  it('counts a seed the screen left out among the held-out seeds', () => {
+    const kept = runs.filter((r) => r.seed !== 72);
+    const m = measuredEntry(JSON.stringify({ space: 'climb', cycles: 2, screenedOut: [72], runs: kept }));
+    expect(m.seeds).toBe('71–73');
+    expect(m.screenedOut).toEqual([72]);
+    expect(measuredEntry(JSON.stringify({ space: 'climb', cycles: 2, runs: kept })).seeds).toBe('71, 73');
+  });
+
   it('refuses output that is not a climb comparison, saying what to give', () => {
     expect(() => measuredEntry('seed 71 …\nnot json')).toThrow(/spade lab compare --combine … --json/);
     expect(() => measuredEntry(JSON.stringify({ space: 'chain', runs }))).toThrow(/not the climb/);
