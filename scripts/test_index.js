@@ -49,6 +49,8 @@ export const E2E = {
   'src/ui/ToyDemo.svelte': [['first_hour.test.ts'], 'the one-click Lucky Digit demo to its verdict'],
   'src/ui/download.ts': [['first_hour.test.ts'], 'an adapter exported as a download'],
   'src/ui/LabPanel.svelte': [['lab.test.ts', 'lab_climb.test.ts'], 'a cycle, its charts, the link replayed'],
+  'src/ui/LabResult.svelte': [['lab_climb.test.ts'], "a comparison's tables: the held-out result, every arm"],
+  'src/ui/Rungs.svelte': [['lab_climb.test.ts'], 'the probe as a row of 15 rungs, per arm'],
   'src/ui/Glossary.svelte': [['lab_climb.test.ts'], "the glossary's Lab terms"],
   'src/ui/HandRace.svelte': [['race.test.ts'], 'the race, its link replayed, the class board'],
   'src/state/offline.svelte.ts': [['static_host.test.ts'], 'a new build offered as "Reload"'],

@@ -66,6 +66,10 @@ const SKIP: { match: RegExp; why: string }[] = [
   },
   { match: /spade lab compare --seeds 1-3/, why: "minutes of CPU: the Lab's tests run compare at small budgets" },
   {
+    match: /spade lab compare --space climb --prereg 5 --seeds 101 /,
+    why: "a pre-registered comparison: 400 cycles for each of four arms, over ten minutes (lab_compare.test.ts checks --prereg 5's arms and settings)",
+  },
+  {
     match: /spade bench lab --json/,
     why: "about four minutes: the Lab's fast-path benchmark (docs/lab.md records its runs)",
   },
