@@ -12,6 +12,8 @@ import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import type { TokenSample } from '../../src/core/train/grpo.ts';
 import { engineLabDeps } from '../../src/lab/roles.ts';
 import { TinyKernels } from '../../src/engine/tiny/tiny_kernels.ts';
+import { TINY_KERNELS_WASM } from '../../src/engine/tiny/tiny_kernels_wasm.ts';
+import { createRng } from '../../src/core/rng.ts';
 import { TinyChat } from '../../src/engine/tiny/tiny_chat.ts';
 import { TinyLm } from '../../src/engine/tiny/tiny_lm.ts';
 import { TINY_TRAIN_DEFAULTS, tinyTrainer } from '../../src/engine/tiny/tiny_train.ts';
@@ -265,6 +267,88 @@ describe('the fast path gives the references’ numbers', () => {
         kernels.restore();
       }
     });
+
+  it('the module’s exponential is Math.exp bit for bit: random arguments, fdlibm’s branch edges and the special values', async () => {
+    const { instance } = await WebAssembly.instantiate(Buffer.from(TINY_KERNELS_WASM, 'base64'));
+    const x = instance.exports as unknown as {
+      memory: WebAssembly.Memory;
+      expsub2(ep: number, n: number, mp: number, store: number): void;
+    };
+    const edges = [
+      0,
+      -0,
+      Infinity,
+      -Infinity,
+      NaN,
+      5e-324,
+      -5e-324,
+      1e-300,
+      2 ** -27,
+      -(2 ** -27),
+      2 ** -28,
+      0.34657359027997264,
+      -0.34657359027997264,
+      0.3465735902799727,
+      -0.3465735902799727,
+      1.0397207708399179,
+      -1.0397207708399179,
+      1.039720770839918,
+      709.782712893384,
+      709.7827128933841,
+      710,
+      -745.1332191019411,
+      -745.1332191019412,
+      -707.7,
+      -708.4,
+      -709.1,
+      -720,
+      -744,
+      700,
+    ];
+    const rng = createRng(7);
+
+    const n = 60_000;
+    const xs = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const u = rng.next() - 0.5;
+      xs[i] =
+        i < edges.length
+          ? edges[i]!
+          : [u * 120, u * 1500, u * 1e-7, u * 3, -700 - 50 * rng.next(), u * 2 ** -20][i % 6]! *
+            (i % 12 < 6 ? 1 : 1 + 1e-12);
+    }
+    x.memory.grow(Math.ceil((16 * (n + 2)) / 65536));
+    const m = new Float64Array(x.memory.buffer);
+    // lane a the arguments as they are (m = 0: x − 0 is x), lane b the same reversed and shifted (m = −0.5)
+    for (let i = 0; i < n; i++) {
+      m[4 + 2 * i] = xs[i]!;
+      m[4 + 2 * i + 1] = xs[n - 1 - i]! - 0.5;
+    }
+    m[0] = 0;
+    m[1] = -0.5;
+    x.expsub2(32, n, 0, 1);
+    let bad = 0;
+    let sa = 0;
+    let sb = 0;
+    for (let i = 0; i < n; i++) {
+      const ea = Math.exp(xs[i]! - 0);
+      const eb = Math.exp(xs[n - 1 - i]! - 0.5 - -0.5);
+      if (!Object.is(m[4 + 2 * i], ea)) bad++;
+      if (!Object.is(m[4 + 2 * i + 1], eb)) bad++;
+      sa += ea;
+      sb += eb;
+    }
+    expect(bad).toBe(0);
+    // the sums, from +0 in order (NaN and Infinity among the arguments make them NaN: compare finite ones too)
+    expect([m[2], m[3]]).toEqual([sa, sb]);
+    // store = 0: the sums only, the values left as they are
+    const before = m.slice(4, 4 + 2000);
+    x.expsub2(32, 1000, 0, 0);
+    expect(m.slice(4, 4 + 2000)).toEqual(before);
+    let s0 = 0;
+    for (let j = 0; j < 1000; j++) s0 += Math.exp(before[2 * j]! - 0);
+    expect(m[2]).toBe(s0);
+  });
 
   it('the committed WebAssembly is the compile of tiny_kernels.wat', async () => {
     const { generate } = await import('../../scripts/build_tiny_kernels.js');

@@ -1,8 +1,9 @@
 /**
  * The Lab's fast path on WebAssembly SIMD (tiny_kernels.wat):
  *   - attention for a block of consecutive rows of one sequence — a turn's new tokens — two rows at
- *     a time, one per f64x2 lane, over heads of 16 channels (the row maxima too, in the module); the
- *     exponentials (the reference's Math.exp) and their sum stay here;
+ *     a time, one per f64x2 lane, over heads of 16 channels — the row maxima, and the exponentials
+ *     with their sums too (exp2 in the module is fdlibm's exp, V8's Math.exp, step for step, so the
+ *     same values bit for bit); the second row's last key and the maxima's log stay here;
  *   - the trainer's attention over packed segments (tiny_attention.ts segmentAttention and
  *     attentionBack, D = 16): the forward two rows of a segment at a time as above, the backward one
  *     (row, head) at a time wholly in the module (back16: no exponentials there);
@@ -21,6 +22,7 @@ interface Exports {
   scores2(qp: number, kp: number, kstride: number, n: number, ep: number, sc: number): void;
   wsum2(ep: number, vp: number, vstride: number, n: number, op: number): void;
   max2(ep: number, n: number, op: number): void;
+  expsub2(ep: number, n: number, mp: number, store: number): void;
   back16(
     fp: number,
     qp: number,
@@ -266,32 +268,20 @@ export class TinyKernels {
         }
         this.x.scores2(QP, K + kvh * 128, stride, nb, EP, sc);
         // each row's max (row b's last key after the others: max is exact in any order), then
-        // e = exp(s − max) and their sums in key order
+        // e = exp(s − max) and their sums in key order, both lanes on the module (row b's last key here)
         const o = OP / 8;
         this.x.max2(EP, na, OP);
-        const ma = m[o]!;
-        let sa = 0;
-        let sb = 0;
+        const last = e0 + 2 * na + 1;
+        const mb = pair ? Math.max(m[o + 1]!, m[last]!) : m[o + 1]!;
+        m[o + 1] = mb;
+        this.x.expsub2(EP, na, OP, 1);
+        const sa = m[o + 2]!;
+        let sb = m[o + 3]!;
         if (pair) {
-          const last = e0 + 2 * na + 1;
-          const mb = Math.max(m[o + 1]!, m[last]!);
-          for (let j = 0, at = e0; j < na; j++, at += 2) {
-            const xa = Math.exp(m[at]! - ma);
-            m[at] = xa;
-            sa += xa;
-            const xb = Math.exp(m[at + 1]! - mb);
-            m[at + 1] = xb;
-            sb += xb;
-          }
           const xb = Math.exp(m[last]! - mb);
           m[last] = xb;
           sb += xb;
-        } else
-          for (let j = 0, at = e0; j < na; j++, at += 2) {
-            const xa = Math.exp(m[at]! - ma);
-            m[at] = xa;
-            sa += xa;
-          }
+        }
         // both lanes over row a's keys; row b's own last key is added after them (its sum stays in order)
         this.x.wsum2(EP, V + kvh * 128, stride, na, OP);
         for (let d = 0; d < 16; d++) att[qa + d] = m[o + 2 * d]! / sa;
@@ -344,15 +334,22 @@ export class TinyKernels {
         }
         this.x.scores2(QP, K + kvo * 8, stride, nb, EP, sc);
         this.x.max2(EP, na, OP);
-        // row a over its na keys, row b (when paired) over na + 1: max, Σ exp(s − max), lse, then p
+        // row a over its na keys, row b (when paired) over na + 1: max, Σ exp(s − max), lse, then p —
+        // both lanes on the module, row b's last key here (after the others, so its sum stays in order)
+        const last = e0 + 2 * na + 1;
+        const mxb = pair ? Math.max(m[o + 1]!, m[last]!) : m[o + 1]!;
+        m[o + 1] = mxb;
+        this.x.expsub2(EP, na, OP, 0);
+        const lsea = m[o]! + Math.log(m[o + 2]!);
+        const lseb = pair ? mxb + Math.log(m[o + 3]! + Math.exp(m[last]! - mxb)) : lsea;
+        m[o] = lsea;
+        m[o + 1] = lseb;
+        this.x.expsub2(EP, na, OP, 1);
+        if (pair) m[last] = Math.exp(m[last]! - lseb);
         for (let lane = 0; lane < (pair ? 2 : 1); lane++) {
           const n = lane ? nb : na;
-          const mx = lane ? Math.max(m[o + 1]!, m[e0 + 2 * na + 1]!) : m[o]!;
-          let sum = 0;
-          for (let j = 0, at = e0 + lane; j < n; j++, at += 2) sum += Math.exp(m[at]! - mx);
-          const lse = mx + Math.log(sum);
           const po = pOff[t + lane]! + h * n;
-          for (let j = 0, at = e0 + lane; j < n; j++, at += 2) probs[po + j] = m[at] = Math.exp(m[at]! - lse);
+          for (let j = 0, at = e0 + lane; j < n; j++, at += 2) probs[po + j] = m[at]!;
         }
         this.x.wsum2(EP, V + kvo * 8, stride, na, OP);
         for (let d = 0; d < 16; d++) out[qa + d] = m[o + 2 * d]!;
