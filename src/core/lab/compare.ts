@@ -71,6 +71,13 @@ export const ARMS: Record<string, { designer: DesignerKind; estimator?: Estimato
     steps: true,
     about: 'learnability’s designer writing a step from the frontier rung (two below to two above), not a rung',
   },
+  'azr-steps': {
+    designer: 'learned',
+    estimator: 'azr_learnability',
+    steps: true,
+    about:
+      "the step-writing designer rewarded by Absolute Zero's proposer reward 1 − p when 0 < p < 1 (a pilot's reward)",
+  },
   'untrained-steps': {
     designer: 'untrained',
     estimator: 'learnability',
