@@ -119,8 +119,8 @@ describe('spade bench lab: progress on stderr, only JSON on stdout', () => {
     expect(r.reference).toMatchObject({ cycles: 6, secondsPerCycle: 1.5 });
     const starts = err.filter((l) => l.endsWith('…'));
     expect(starts).toEqual([
-      'bench lab: warm-up fast, 1 cycle (untimed)…',
-      'bench lab: warm-up reference, 1 cycle (untimed)…',
+      'bench lab: warm-up fast, 3 cycles (untimed)…', // a warm-up as long as a round by default
+      'bench lab: warm-up reference, 3 cycles (untimed)…',
       'bench lab: round 1/2 fast, 3 cycles…',
       'bench lab: round 1/2 reference, 3 cycles…',
       'bench lab: round 2/2 reference, 3 cycles…',
@@ -131,8 +131,21 @@ describe('spade bench lab: progress on stderr, only JSON on stdout', () => {
       'round 1/2 reference: 3/3 cycles · 0 s · the cycles 4.5 s (0.3 s CPU) · about 5 s left in all',
     );
     expect(err.filter((l) => l.startsWith('round 2/2 fast: ') && / cycles · /.test(l))).toHaveLength(3);
-    expect(err.find((l) => l.startsWith('warm-up fast: 1/1'))).not.toMatch(/left in all/); // the reference has not run
+    expect(err.find((l) => l.startsWith('warm-up fast: 3/3'))).not.toMatch(/left in all/); // the reference has not run
+    expect(r.warmupCycles).toBe(3);
     expect(err.at(-1)).toMatch(/^bench lab: done in /);
+  });
+
+  it('--warmup W: each path warms up W cycles before the rounds, untimed', async () => {
+    const { io, out, err } = captured();
+    const args = parseCommand(BENCH_LAB, ['--cycles', '4', '--rounds', '1', '--warmup', '1', '--json'], io)!;
+    expect(await benchLab(io, args, stub)).toBe(0);
+    expect(err.filter((l) => l.startsWith('bench lab: warm-up'))).toEqual([
+      'bench lab: warm-up fast, 1 cycle (untimed)…',
+      'bench lab: warm-up reference, 1 cycle (untimed)…',
+    ]);
+    const r = JSON.parse(out[0]!) as { warmupCycles: number; fast: { cycles: number } };
+    expect([r.warmupCycles, r.fast.cycles]).toEqual([1, 4]); // the warm-up's cycles are not timed
   });
 
   it('--space names the level space the runs use (the chain by default); an unknown one is a usage error', async () => {

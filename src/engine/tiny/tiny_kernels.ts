@@ -19,9 +19,8 @@ import { TINY_KERNELS_WASM } from './tiny_kernels_wasm.ts';
 
 interface Exports {
   memory: WebAssembly.Memory;
-  scores2(qp: number, kp: number, kstride: number, n: number, ep: number, sc: number): void;
+  scores2(qp: number, kp: number, kstride: number, n: number, ep: number, sc: number, nmax: number, op: number): void;
   wsum2(ep: number, vp: number, vstride: number, n: number, op: number): void;
-  max2(ep: number, n: number, op: number): void;
   expsub2(ep: number, n: number, mp: number, store: number): void;
   back16(
     fp: number,
@@ -266,11 +265,10 @@ export class TinyKernels {
           m[QP / 8 + 2 * d] = qr[qa + d]!;
           m[QP / 8 + 2 * d + 1] = qr[qb + d]!;
         }
-        this.x.scores2(QP, K + kvh * 128, stride, nb, EP, sc);
+        this.x.scores2(QP, K + kvh * 128, stride, nb, EP, sc, na, OP);
         // each row's max (row b's last key after the others: max is exact in any order), then
         // e = exp(s − max) and their sums in key order, both lanes on the module (row b's last key here)
         const o = OP / 8;
-        this.x.max2(EP, na, OP);
         const last = e0 + 2 * na + 1;
         const mb = pair ? Math.max(m[o + 1]!, m[last]!) : m[o + 1]!;
         m[o + 1] = mb;
@@ -332,8 +330,7 @@ export class TinyKernels {
           m[QP / 8 + 2 * d] = q[qa + d]!;
           m[QP / 8 + 2 * d + 1] = q[qb + d]!;
         }
-        this.x.scores2(QP, K + kvo * 8, stride, nb, EP, sc);
-        this.x.max2(EP, na, OP);
+        this.x.scores2(QP, K + kvo * 8, stride, nb, EP, sc, na, OP);
         // row a over its na keys, row b (when paired) over na + 1: max, Σ exp(s − max), lse, then p —
         // both lanes on the module, row b's last key here (after the others, so its sum stays in order)
         const last = e0 + 2 * na + 1;

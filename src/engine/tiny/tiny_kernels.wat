@@ -9,11 +9,12 @@
 (module
   (memory (export "memory") 1)
 
-  ;; scores2: for each key j < n, e[j] = (Σ_d qa[d]·k_j[d], Σ_d qb[d]·k_j[d]) · sc, d = 0..15 ascending.
-  ;; qp: 16 lane pairs (qa[d], qb[d]); kp: key 0's 16 f64 values, key j at kp + j·kstride bytes;
-  ;; ep: n lane pairs out.
-  (func (export "scores2") (param $qp i32) (param $kp i32) (param $kstride i32) (param $n i32) (param $ep i32) (param $sc f64)
-    (local $j i32) (local $k i32) (local $e i32) (local $acc v128) (local $scv v128)
+  ;; scores2: for each key j < n, e[j] = (Σ_d qa[d]·k_j[d], Σ_d qb[d]·k_j[d]) · sc, d = 0..15 ascending,
+  ;; and the lane pair at op = the maxima of the first nmax of them from −inf (f64x2.max: NaN wins, +0
+  ;; over −0, as Math.max). qp: 16 lane pairs (qa[d], qb[d]); kp: key 0's 16 f64 values, key j at
+  ;; kp + j·kstride bytes; ep: n lane pairs out.
+  (func (export "scores2") (param $qp i32) (param $kp i32) (param $kstride i32) (param $n i32) (param $ep i32) (param $sc f64) (param $nmax i32) (param $op i32)
+    (local $j i32) (local $k i32) (local $e i32) (local $acc v128) (local $scv v128) (local $mx v128)
     (local $q0 v128) (local $q1 v128) (local $q2 v128) (local $q3 v128) (local $q4 v128) (local $q5 v128) (local $q6 v128) (local $q7 v128) (local $q8 v128) (local $q9 v128) (local $q10 v128) (local $q11 v128) (local $q12 v128) (local $q13 v128) (local $q14 v128) (local $q15 v128)
     (local.set $scv (f64x2.splat (local.get $sc)))
     (local.set $q0 (v128.load offset=0 (local.get $qp)))
@@ -32,6 +33,7 @@
     (local.set $q13 (v128.load offset=208 (local.get $qp)))
     (local.set $q14 (v128.load offset=224 (local.get $qp)))
     (local.set $q15 (v128.load offset=240 (local.get $qp)))
+    (local.set $mx (f64x2.splat (f64.const -inf)))
     (local.set $k (local.get $kp))
     (local.set $e (local.get $ep))
     (block $done
@@ -54,11 +56,15 @@
         (local.set $acc (f64x2.add (local.get $acc) (f64x2.mul (local.get $q13) (v128.load64_splat offset=104 (local.get $k)))))
         (local.set $acc (f64x2.add (local.get $acc) (f64x2.mul (local.get $q14) (v128.load64_splat offset=112 (local.get $k)))))
         (local.set $acc (f64x2.add (local.get $acc) (f64x2.mul (local.get $q15) (v128.load64_splat offset=120 (local.get $k)))))
-        (v128.store (local.get $e) (f64x2.mul (local.get $acc) (local.get $scv)))
+        (local.set $acc (f64x2.mul (local.get $acc) (local.get $scv)))
+        (v128.store (local.get $e) (local.get $acc))
+        (if (i32.lt_u (local.get $j) (local.get $nmax))
+          (then (local.set $mx (f64x2.max (local.get $mx) (local.get $acc)))))
         (local.set $k (i32.add (local.get $k) (local.get $kstride)))
         (local.set $e (i32.add (local.get $e) (i32.const 16)))
         (local.set $j (i32.add (local.get $j) (i32.const 1)))
-        (br $next))))
+        (br $next)))
+    (v128.store (local.get $op) (local.get $mx)))
 
   ;; wsum2: out[d] = (Σ_j ea_j·v_j[d], Σ_j eb_j·v_j[d]), j = 0..n−1 ascending, d = 0..15.
   ;; ep: n lane pairs (ea_j, eb_j); vp: value 0's 16 f64 values, value j at vp + j·vstride bytes;
@@ -110,23 +116,7 @@
     (v128.store offset=240 (local.get $op) (local.get $a15))
   )
 
-  ;; max2: out = (max_j ea_j, max_j eb_j) over the n lane pairs at ep (f64x2.max: NaN wins, +0 over −0,
-  ;; as Math.max), from −inf.
-  (func (export "max2") (param $ep i32) (param $n i32) (param $op i32)
-    (local $j i32) (local $e i32) (local $m v128)
-    (local.set $m (f64x2.splat (f64.const -inf)))
-    (local.set $e (local.get $ep))
-    (block $done
-      (loop $next
-        (br_if $done (i32.ge_u (local.get $j) (local.get $n)))
-        (local.set $m (f64x2.max (local.get $m) (v128.load (local.get $e))))
-        (local.set $e (i32.add (local.get $e) (i32.const 16)))
-        (local.set $j (i32.add (local.get $j) (i32.const 1)))
-        (br $next)))
-    (v128.store (local.get $op) (local.get $m))
-  )
-
-;; exp2: e^x in each f64x2 lane, fdlibm's e_exp.c — V8's Math.exp — step for step, so each lane equals
+  ;; exp2: e^x in each f64x2 lane, fdlibm's e_exp.c — V8's Math.exp — step for step, so each lane equals
   ;; Math.exp(x) bit for bit (tests/unit/tiny_lm.test.ts compares them on random and special values).
   ;; fdlibm's branches become selects: |x| > ½ln2 reduces x to r = hi − lo with k = ±1 (|x| < 1.5 ln2)
   ;; or trunc(x/ln2 ± ½); below, k = 0 with hi = x, lo = 0 (the same formula, exactly: 0 − q is −q);
