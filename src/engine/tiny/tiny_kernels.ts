@@ -2,7 +2,7 @@
  * The Lab's fast path on WebAssembly SIMD (tiny_kernels.wat):
  *   - attention for a block of consecutive rows of one sequence — a turn's new tokens — two rows at
  *     a time, one per f64x2 lane, over heads of 16 channels — the row maxima, and the exponentials
- *     with their sums too (exp2 in the module is fdlibm's exp, V8's Math.exp, step for step, so the
+ *     with their sums too (expsub2 in the module is fdlibm's exp, V8's Math.exp, step for step, so the
  *     same values bit for bit); the second row's last key and the maxima's log stay here;
  *   - the trainer's attention over packed segments (tiny_attention.ts segmentAttention and
  *     attentionBack, D = 16): the forward two rows of a segment at a time as above, the backward one

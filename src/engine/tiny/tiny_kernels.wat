@@ -116,15 +116,17 @@
     (v128.store offset=240 (local.get $op) (local.get $a15))
   )
 
-  ;; exp2: e^x in each f64x2 lane, fdlibm's e_exp.c — V8's Math.exp — step for step, so each lane equals
+  ;; e^x in each f64x2 lane: fdlibm's e_exp.c — V8's Math.exp — step for step, so each lane equals
   ;; Math.exp(x) bit for bit (tests/unit/tiny_lm.test.ts compares them on random and special values).
   ;; fdlibm's branches become selects: |x| > ½ln2 reduces x to r = hi − lo with k = ±1 (|x| < 1.5 ln2)
   ;; or trunc(x/ln2 ± ½); below, k = 0 with hi = x, lo = 0 (the same formula, exactly: 0 − q is −q);
-  ;; |x| < 2⁻²⁷ gives 1 + x; the result is scaled by 2ᵏ in its exponent bits (for k < −1021 by
-  ;; 2^(k+1000) and then 2⁻¹⁰⁰⁰); beyond the thresholds +inf and +0, and NaN as x + x.
-  (func $exp2 (param $x v128) (result v128)
+  ;; the result is y scaled by 2ᵏ in its exponent bits. expcore gives y and k; expfix mends the lanes
+  ;; outside 2⁻²⁷ ≤ |x| < 704 (only there can a branch fdlibm takes differ from that path): 1 + x below
+  ;; 2⁻²⁷, for k < −1021 the scaling by 2^(k+1000) and then 2⁻¹⁰⁰⁰, +inf and +0 past the thresholds,
+  ;; and NaN as x + x. expsub2 calls expfix only when a lane needs it.
+  (func $expcore (param $x v128) (result v128 v128)
     (local $bits v128) (local $neg v128) (local $k v128) (local $hi v128) (local $lo v128) (local $r v128)
-    (local $t v128) (local $c v128) (local $y v128) (local $ki v128) (local $out v128)
+    (local $t v128) (local $c v128)
     (local.set $bits (v128.and (local.get $x) (v128.const i64x2 0x7fffffffffffffff 0x7fffffffffffffff)))
     (local.set $neg (f64x2.lt (local.get $x) (f64x2.splat (f64.const 0))))
     ;; k: ±1 below 1.5 ln2 (hx < 0x3ff0a2b2), else trunc(x·(1/ln2) ± ½); 0 at or below ½ln2 (hx ≤ 0x3fd62e42)
@@ -150,20 +152,28 @@
             (f64x2.add (f64x2.splat (f64.const 0x1.1566aaf25de2cp-14)) (f64x2.mul (local.get $t)
               (f64x2.add (f64x2.splat (f64.const -0x1.bbd41c5d26bf1p-20)) (f64x2.mul (local.get $t)
                 (f64x2.splat (f64.const 0x1.6376972bea4d0p-25)))))))))))))
-    (local.set $y
-      (f64x2.sub (f64x2.splat (f64.const 1))
-        (f64x2.sub
-          (f64x2.sub (local.get $lo)
-            (f64x2.div (f64x2.mul (local.get $r) (local.get $c)) (f64x2.sub (f64x2.splat (f64.const 2)) (local.get $c))))
-          (local.get $hi))))
-    ;; y·2ᵏ: k added to the exponent bits; below k = −1021, k + 1000 and then ·2⁻¹⁰⁰⁰
-    (local.set $ki (i64x2.extend_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero (local.get $k))))
+    (f64x2.sub (f64x2.splat (f64.const 1))
+      (f64x2.sub
+        (f64x2.sub (local.get $lo)
+          (f64x2.div (f64x2.mul (local.get $r) (local.get $c)) (f64x2.sub (f64x2.splat (f64.const 2)) (local.get $c))))
+        (local.get $hi)))
+    (local.get $k)
+  )
+
+  ;; expfix: e^x for lanes outside 2⁻²⁷ ≤ |x| < 704, from expcore's y and k and the common path's out.
+  (func $expfix (param $x v128) (param $y v128) (param $k v128) (param $out v128) (result v128)
+    (local $bits v128)
+    (local.set $bits (v128.and (local.get $x) (v128.const i64x2 0x7fffffffffffffff 0x7fffffffffffffff)))
+    ;; below k = −1021: y·2^(k+1000)·2⁻¹⁰⁰⁰
     (local.set $out
       (v128.bitselect
         (f64x2.mul
-          (i64x2.add (local.get $y) (i64x2.shl (i64x2.add (local.get $ki) (v128.const i64x2 1000 1000)) (i32.const 52)))
+          (i64x2.add (local.get $y)
+            (i64x2.shl
+              (i64x2.add (i64x2.extend_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero (local.get $k))) (v128.const i64x2 1000 1000))
+              (i32.const 52)))
           (f64x2.splat (f64.const 0x1p-1000)))
-        (i64x2.add (local.get $y) (i64x2.shl (local.get $ki) (i32.const 52)))
+        (local.get $out)
         (f64x2.lt (local.get $k) (f64x2.splat (f64.const -1021)))))
     ;; |x| < 2⁻²⁷ (hx < 0x3e300000): 1 + x
     (local.set $out
@@ -183,13 +193,26 @@
   ;; expsub2: for j < n, e_j = exp(s_j − m) in each lane (m: the lane pair at mp), written back over
   ;; s_j when `store` is not 0, and their sums from +0 in ascending j into the lane pair at mp + 16.
   (func (export "expsub2") (param $ep i32) (param $n i32) (param $mp i32) (param $store i32)
-    (local $j i32) (local $e i32) (local $m v128) (local $v v128) (local $acc v128)
+    (local $j i32) (local $e i32) (local $m v128) (local $x v128) (local $y v128) (local $k v128) (local $v v128)
+    (local $bits v128) (local $acc v128)
     (local.set $m (v128.load (local.get $mp)))
     (local.set $e (local.get $ep))
     (block $done
       (loop $next
         (br_if $done (i32.ge_u (local.get $j) (local.get $n)))
-        (local.set $v (call $exp2 (f64x2.sub (v128.load (local.get $e)) (local.get $m))))
+        (local.set $x (f64x2.sub (v128.load (local.get $e)) (local.get $m)))
+        (call $expcore (local.get $x))
+        (local.set $k)
+        (local.set $y)
+        ;; y·2ᵏ: k added to the exponent bits
+        (local.set $v
+          (i64x2.add (local.get $y)
+            (i64x2.shl (i64x2.extend_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero (local.get $k))) (i32.const 52))))
+        (local.set $bits (v128.and (local.get $x) (v128.const i64x2 0x7fffffffffffffff 0x7fffffffffffffff)))
+        (if (v128.any_true (v128.or
+              (i64x2.ge_s (local.get $bits) (v128.const i64x2 0x4086000000000000 0x4086000000000000))
+              (i64x2.lt_s (local.get $bits) (v128.const i64x2 0x3e30000000000000 0x3e30000000000000))))
+          (then (local.set $v (call $expfix (local.get $x) (local.get $y) (local.get $k) (local.get $v)))))
         (if (local.get $store) (then (v128.store (local.get $e) (local.get $v))))
         (local.set $acc (f64x2.add (local.get $acc) (local.get $v)))
         (local.set $e (i32.add (local.get $e) (i32.const 16)))
