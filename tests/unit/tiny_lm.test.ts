@@ -158,6 +158,7 @@ describe('the fast path gives the references’ numbers', () => {
       vi.spyOn(TinyKernels.prototype, 'linearBack'),
       vi.spyOn(TinyKernels.prototype, 'segmentAttention16'),
       vi.spyOn(TinyKernels.prototype, 'attentionBack16'),
+      vi.spyOn(TinyKernels.prototype, 'swiglu'),
     ];
     const count = () => spies.reduce((a, s) => a + s.mock.calls.length, 0);
     return {

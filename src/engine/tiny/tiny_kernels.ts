@@ -22,6 +22,7 @@ interface Exports {
   scores2(qp: number, kp: number, kstride: number, n: number, ep: number, sc: number, nmax: number, op: number): void;
   wsum2(ep: number, vp: number, vstride: number, n: number, op: number): void;
   expsub2(ep: number, n: number, mp: number, store: number): void;
+  swiglu2(gp: number, up: number, n: number): void;
   back16(
     fp: number,
     qp: number,
@@ -115,9 +116,20 @@ export class TinyKernels {
     return at + n * 8;
   }
 
-  /** Copy n values at byte offset `at` out into dst (f32: they are rounded to f32 already). */
+  /** Copy n values at byte offset `at` out into dst (a Float32Array: stored rounded, as the loops store). */
   private out(at: number, n: number, dst: Float32Array): void {
     dst.set(this.f64.subarray(at / 8, at / 8 + n));
+  }
+
+  /** s = f32(g·σ(g)·u) over the first n values (outputRows' SwiGLU loop, tiny_math.ts's sigmoid), two a lane pair. */
+  swiglu(g: Float32Array, u: Float32Array, s: Float32Array, n: number): void {
+    const G = this.scratch();
+    const U = G + Math.ceil(n / 2) * 16;
+    this.room(U + Math.ceil(n / 2) * 16);
+    this.in(g, n, G);
+    this.in(u, n, U);
+    this.x.swiglu2(G, U, Math.ceil(n / 2));
+    this.out(G, n, s);
   }
 
   /**

@@ -123,7 +123,7 @@
   ;; the result is y scaled by 2ᵏ in its exponent bits. expcore gives y and k; expfix mends the lanes
   ;; outside 2⁻²⁷ ≤ |x| < 704 (only there can a branch fdlibm takes differ from that path): 1 + x below
   ;; 2⁻²⁷, for k < −1021 the scaling by 2^(k+1000) and then 2⁻¹⁰⁰⁰, +inf and +0 past the thresholds,
-  ;; and NaN as x + x. expsub2 calls expfix only when a lane needs it.
+  ;; and NaN as x + x. exp2 calls expfix only when a lane needs it.
   (func $expcore (param $x v128) (result v128 v128)
     (local $bits v128) (local $neg v128) (local $k v128) (local $hi v128) (local $lo v128) (local $r v128)
     (local $t v128) (local $c v128)
@@ -190,35 +190,62 @@
       (f64x2.ne (local.get $x) (local.get $x)))
   )
 
+  ;; exp2: e^x in each lane — expcore scaled by 2ᵏ, and expfix for the lanes that need it.
+  (func $exp2 (param $x v128) (result v128)
+    (local $y v128) (local $k v128) (local $v v128) (local $bits v128)
+    (call $expcore (local.get $x))
+    (local.set $k)
+    (local.set $y)
+    ;; y·2ᵏ: k added to the exponent bits
+    (local.set $v
+      (i64x2.add (local.get $y)
+        (i64x2.shl (i64x2.extend_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero (local.get $k))) (i32.const 52))))
+    (local.set $bits (v128.and (local.get $x) (v128.const i64x2 0x7fffffffffffffff 0x7fffffffffffffff)))
+    (if (result v128) (v128.any_true (v128.or
+          (i64x2.ge_s (local.get $bits) (v128.const i64x2 0x4086000000000000 0x4086000000000000))
+          (i64x2.lt_s (local.get $bits) (v128.const i64x2 0x3e30000000000000 0x3e30000000000000))))
+      (then (call $expfix (local.get $x) (local.get $y) (local.get $k) (local.get $v)))
+      (else (local.get $v)))
+  )
+
   ;; expsub2: for j < n, e_j = exp(s_j − m) in each lane (m: the lane pair at mp), written back over
   ;; s_j when `store` is not 0, and their sums from +0 in ascending j into the lane pair at mp + 16.
   (func (export "expsub2") (param $ep i32) (param $n i32) (param $mp i32) (param $store i32)
-    (local $j i32) (local $e i32) (local $m v128) (local $x v128) (local $y v128) (local $k v128) (local $v v128)
-    (local $bits v128) (local $acc v128)
+    (local $j i32) (local $e i32) (local $m v128) (local $v v128) (local $acc v128)
     (local.set $m (v128.load (local.get $mp)))
     (local.set $e (local.get $ep))
     (block $done
       (loop $next
         (br_if $done (i32.ge_u (local.get $j) (local.get $n)))
-        (local.set $x (f64x2.sub (v128.load (local.get $e)) (local.get $m)))
-        (call $expcore (local.get $x))
-        (local.set $k)
-        (local.set $y)
-        ;; y·2ᵏ: k added to the exponent bits
-        (local.set $v
-          (i64x2.add (local.get $y)
-            (i64x2.shl (i64x2.extend_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero (local.get $k))) (i32.const 52))))
-        (local.set $bits (v128.and (local.get $x) (v128.const i64x2 0x7fffffffffffffff 0x7fffffffffffffff)))
-        (if (v128.any_true (v128.or
-              (i64x2.ge_s (local.get $bits) (v128.const i64x2 0x4086000000000000 0x4086000000000000))
-              (i64x2.lt_s (local.get $bits) (v128.const i64x2 0x3e30000000000000 0x3e30000000000000))))
-          (then (local.set $v (call $expfix (local.get $x) (local.get $y) (local.get $k) (local.get $v)))))
+        (local.set $v (call $exp2 (f64x2.sub (v128.load (local.get $e)) (local.get $m))))
         (if (local.get $store) (then (v128.store (local.get $e) (local.get $v))))
         (local.set $acc (f64x2.add (local.get $acc) (local.get $v)))
         (local.set $e (i32.add (local.get $e) (i32.const 16)))
         (local.set $j (i32.add (local.get $j) (i32.const 1)))
         (br $next)))
     (v128.store offset=16 (local.get $mp) (local.get $acc))
+  )
+
+  ;; swiglu2: for j < n lane pairs, g_j·σ(g_j)·u_j written over g_j (g at gp, u at up) — swiglu.ts's
+  ;; sigmoid as tiny_math.ts writes it: t = exp(−|g|), then 1/(1 + t) for g ≥ 0, else t/(1 + t).
+  (func (export "swiglu2") (param $gp i32) (param $up i32) (param $n i32)
+    (local $j i32) (local $g v128) (local $t v128)
+    (block $done
+      (loop $next
+        (br_if $done (i32.ge_u (local.get $j) (local.get $n)))
+        (local.set $g (v128.load (local.get $gp)))
+        (local.set $t (call $exp2 (f64x2.neg (f64x2.abs (local.get $g)))))
+        (v128.store (local.get $gp)
+          (f64x2.mul
+            (f64x2.mul (local.get $g)
+              (f64x2.div
+                (v128.bitselect (f64x2.splat (f64.const 1)) (local.get $t) (f64x2.ge (local.get $g) (f64x2.splat (f64.const 0))))
+                (f64x2.add (f64x2.splat (f64.const 1)) (local.get $t))))
+            (v128.load (local.get $up))))
+        (local.set $gp (i32.add (local.get $gp) (i32.const 16)))
+        (local.set $up (i32.add (local.get $up) (i32.const 16)))
+        (local.set $j (i32.add (local.get $j) (i32.const 1)))
+        (br $next)))
   )
 
   ;; mm: out (M, N) = f32(alpha·Σ_p a[i, p]·b[p, j] (+ out when acc)), b (K, N) row-major f64, N a

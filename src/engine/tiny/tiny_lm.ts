@@ -96,7 +96,7 @@ const KERNEL_ROWS = 4;
 /** Rows a sequence starts with (it doubles as needed). */
 const SEQ_ROWS = 256;
 /** Sequences kept for reuse after release (TinyChat's prefix cache gives back what it drops). */
-const SPARE_SEQS = 16;
+const SPARE_SEQS = 80;
 
 /** step()'s scratch (grown, never shrunk; every value is written before it is read). */
 interface StepScratch {
@@ -608,7 +608,8 @@ export class TinyLm {
     rmsnorm(h, this.layers[li]!.postNorm, a, M, C, eps);
     this.linear(a, M, li, 'gate_proj', g, false, lora, xa);
     this.linear(a, M, li, 'up_proj', u, false, lora, xa);
-    for (let i = 0; i < M * F; i++) s[i] = g[i]! * sigmoid(g[i]!) * u[i]!;
+    if (this.kernel) this.kernel.swiglu(g, u, s, M * F);
+    else for (let i = 0; i < M * F; i++) s[i] = g[i]! * sigmoid(g[i]!) * u[i]!;
     this.linear(s, M, li, 'down_proj', h, true, lora, xa);
   }
 
