@@ -399,7 +399,7 @@ export class TinyLm {
   ) {
     const [nOut, nIn] = this.shape(m);
     const wk = this.layers[li]!.wk;
-    if (wk && M >= 2 && nOut % 8 === 0 && (!lora || lora.k)) {
+    if (wk && nOut % 8 === 0 && (!lora || lora.k)) {
       this.kernel!.linear(x, M, nIn, nOut, out, acc, wk[m].t, lora ? lora.k![li]![m] : null);
       return;
     }
