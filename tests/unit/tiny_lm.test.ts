@@ -159,6 +159,7 @@ describe('the fast path gives the references’ numbers', () => {
       vi.spyOn(TinyKernels.prototype, 'segmentAttention16'),
       vi.spyOn(TinyKernels.prototype, 'attentionBack16'),
       vi.spyOn(TinyKernels.prototype, 'swiglu'),
+      vi.spyOn(TinyKernels.prototype, 'expRow'),
     ];
     const count = () => spies.reduce((a, s) => a + s.mock.calls.length, 0);
     return {

@@ -109,6 +109,11 @@ export function attendRow(
   }
 }
 
+/** e[j] = exp(e[j] − m) for j < n, each Math.exp's value (tiny_kernels.ts on WebAssembly). */
+export interface ExpRow {
+  expRow(e: Float64Array, n: number, m: number): void;
+}
+
 /**
  * attendRow for D = 16 (the Lab's models: hidden 16 with one head, or 32 with two): the same sums
  * in the same order, with the row's q and the sixteen weighted sums held in locals.
@@ -124,6 +129,7 @@ export function attendRow16(
   Hkv: number,
   sc: number,
   e: Float64Array,
+  exps: ExpRow | null = null,
 ) {
   const stride = Hkv * 16;
   for (let hh = 0; hh < Hq; hh++) {
@@ -169,11 +175,15 @@ export function attendRow16(
       m = Math.max(m, x);
     }
     let sum = 0;
-    for (let j = 0; j < nKeys; j++) {
-      const x = Math.exp(e[j]! - m);
-      e[j] = x;
-      sum += x;
-    }
+    if (exps) {
+      exps.expRow(e, nKeys, m);
+      for (let j = 0; j < nKeys; j++) sum += e[j]!;
+    } else
+      for (let j = 0; j < nKeys; j++) {
+        const x = Math.exp(e[j]! - m);
+        e[j] = x;
+        sum += x;
+      }
     let a0 = 0;
     let a1 = 0;
     let a2 = 0;

@@ -14,7 +14,7 @@
  * the JavaScript loops (tiny_lm.ts and its tiny_*.ts) bit for bit — tests/unit/tiny_lm.test.ts
  * runs both. Null where WebAssembly SIMD is not there: the loops run instead.
  */
-import { probOffsets } from './tiny_attention.ts';
+import { probOffsets, type ExpRow } from './tiny_attention.ts';
 import { TINY_KERNELS_WASM } from './tiny_kernels_wasm.ts';
 
 interface Exports {
@@ -66,7 +66,7 @@ export interface KernelLora {
 
 const PAGE = 65536;
 
-export class TinyKernels {
+export class TinyKernels implements ExpRow {
   private readonly x: Exports;
   private f64: Float64Array;
   /** Stored arrays (weights) by key: byte offset and length; they fill the memory from 0, the scratch follows. */
@@ -119,6 +119,20 @@ export class TinyKernels {
   /** Copy n values at byte offset `at` out into dst (a Float32Array: stored rounded, as the loops store). */
   private out(at: number, n: number, dst: Float32Array): void {
     dst.set(this.f64.subarray(at / 8, at / 8 + n));
+  }
+
+  /** e[j] = exp(e[j] − m) for j < n (attendRow16's exponentials), two a lane pair. */
+  expRow(e: Float64Array, n: number, m: number): void {
+    const MP = this.scratch();
+    const EP = MP + 32;
+    const pairs = Math.ceil(n / 2);
+    this.room(EP + pairs * 16);
+    const f = this.f64;
+    f[MP / 8] = m;
+    f[MP / 8 + 1] = m;
+    f.set(e.subarray(0, n), EP / 8);
+    this.x.expsub2(EP, pairs, MP, 1);
+    e.set(f.subarray(EP / 8, EP / 8 + n));
   }
 
   /** s = f32(g·σ(g)·u) over the first n values (outputRows' SwiGLU loop, tiny_math.ts's sigmoid), two a lane pair. */

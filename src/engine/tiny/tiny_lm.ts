@@ -595,7 +595,7 @@ export class TinyLm {
       const nKeys = rowPos[row]! + 1;
       const seq = rowSeq[row]!;
       if (e.length < nKeys) e = w.e = new Float64Array(2 * nKeys);
-      if (D === 16) attendRow16(qr, seq.k[li]!, seq.v[li]!, att, row, nKeys, Hq, Hkv, sc, e);
+      if (D === 16) attendRow16(qr, seq.k[li]!, seq.v[li]!, att, row, nKeys, Hq, Hkv, sc, e, this.kernel);
       else attendRow(qr, seq.k[li]!, seq.v[li]!, att, row, nKeys, Hq, Hkv, D, sc, e);
     }
   }
