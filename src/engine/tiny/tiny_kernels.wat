@@ -3,8 +3,8 @@
 ;; trainer's forward — the trainer's attention backward of one row (back16), and the matmul, two
 ;; outputs a lane pair. Every lane is the scalar loop's own sum in its order (f64 products of f32
 ;; values, added from +0 in ascending order, no fused multiply-add), so the values equal tiny_lm.ts's
-;; JavaScript loops bit for bit; the exponentials (expsub2) are fdlibm's exp, which is V8's Math.exp,
-;; step for step, so they too equal the reference's.
+;; JavaScript loops bit for bit. The exponentials (expsub2: attention's; swiglu2: SwiGLU's sigmoid)
+;; are fdlibm's exp, which is V8's Math.exp, step for step, so they too equal the reference's.
 ;; Built into tiny_kernels_wasm.ts by scripts/build_tiny_kernels.js.
 (module
   (memory (export "memory") 1)
