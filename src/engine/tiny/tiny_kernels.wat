@@ -120,13 +120,13 @@
   ;; Math.exp(x) bit for bit (tests/unit/tiny_lm.test.ts compares them on random and special values).
   ;; fdlibm's branches become selects: |x| > ½ln2 reduces x to r = hi − lo with k = ±1 (|x| < 1.5 ln2)
   ;; or trunc(x/ln2 ± ½); below, k = 0 with hi = x, lo = 0 (the same formula, exactly: 0 − q is −q);
-  ;; the result is y scaled by 2ᵏ in its exponent bits. expcore gives y and k; expfix mends the lanes
+  ;; the result is y scaled by 2ᵏ in its exponent bits (exp2); expfix mends the lanes
   ;; outside 2⁻²⁷ ≤ |x| < 704 (only there can a branch fdlibm takes differ from that path): 1 + x below
   ;; 2⁻²⁷, for k < −1021 the scaling by 2^(k+1000) and then 2⁻¹⁰⁰⁰, +inf and +0 past the thresholds,
   ;; and NaN as x + x. exp2 calls expfix only when a lane needs it.
-  (func $expcore (param $x v128) (result v128 v128)
+  (func $exp2 (param $x v128) (result v128)
     (local $bits v128) (local $neg v128) (local $k v128) (local $hi v128) (local $lo v128) (local $r v128)
-    (local $t v128) (local $c v128)
+    (local $t v128) (local $c v128) (local $y v128) (local $v v128)
     (local.set $bits (v128.and (local.get $x) (v128.const i64x2 0x7fffffffffffffff 0x7fffffffffffffff)))
     (local.set $neg (f64x2.lt (local.get $x) (f64x2.splat (f64.const 0))))
     ;; k: ±1 below 1.5 ln2 (hx < 0x3ff0a2b2), else trunc(x·(1/ln2) ± ½); 0 at or below ½ln2 (hx ≤ 0x3fd62e42)
@@ -152,15 +152,25 @@
             (f64x2.add (f64x2.splat (f64.const 0x1.1566aaf25de2cp-14)) (f64x2.mul (local.get $t)
               (f64x2.add (f64x2.splat (f64.const -0x1.bbd41c5d26bf1p-20)) (f64x2.mul (local.get $t)
                 (f64x2.splat (f64.const 0x1.6376972bea4d0p-25)))))))))))))
-    (f64x2.sub (f64x2.splat (f64.const 1))
-      (f64x2.sub
-        (f64x2.sub (local.get $lo)
-          (f64x2.div (f64x2.mul (local.get $r) (local.get $c)) (f64x2.sub (f64x2.splat (f64.const 2)) (local.get $c))))
-        (local.get $hi)))
-    (local.get $k)
+    (local.set $y
+      (f64x2.sub (f64x2.splat (f64.const 1))
+        (f64x2.sub
+          (f64x2.sub (local.get $lo)
+            (f64x2.div (f64x2.mul (local.get $r) (local.get $c)) (f64x2.sub (f64x2.splat (f64.const 2)) (local.get $c))))
+          (local.get $hi))))
+    ;; y·2ᵏ: k added to the exponent bits
+    (local.set $v
+      (i64x2.add (local.get $y)
+        (i64x2.shl (i64x2.extend_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero (local.get $k))) (i32.const 52))))
+    ;; the lanes outside 2⁻²⁷ ≤ |x| < 704 (and NaN) mended by expfix
+    (if (result v128) (v128.any_true (v128.or
+          (i64x2.ge_s (local.get $bits) (v128.const i64x2 0x4086000000000000 0x4086000000000000))
+          (i64x2.lt_s (local.get $bits) (v128.const i64x2 0x3e30000000000000 0x3e30000000000000))))
+      (then (call $expfix (local.get $x) (local.get $y) (local.get $k) (local.get $v)))
+      (else (local.get $v)))
   )
 
-  ;; expfix: e^x for lanes outside 2⁻²⁷ ≤ |x| < 704, from expcore's y and k and the common path's out.
+  ;; expfix: e^x for lanes outside 2⁻²⁷ ≤ |x| < 704, from exp2's y and k and its common path's out.
   (func $expfix (param $x v128) (param $y v128) (param $k v128) (param $out v128) (result v128)
     (local $bits v128)
     (local.set $bits (v128.and (local.get $x) (v128.const i64x2 0x7fffffffffffffff 0x7fffffffffffffff)))
@@ -188,24 +198,6 @@
         (f64x2.lt (local.get $x) (f64x2.splat (f64.const -0x1.74910d52d3051p+9)))))
     (v128.bitselect (f64x2.add (local.get $x) (local.get $x)) (local.get $out)
       (f64x2.ne (local.get $x) (local.get $x)))
-  )
-
-  ;; exp2: e^x in each lane — expcore scaled by 2ᵏ, and expfix for the lanes that need it.
-  (func $exp2 (param $x v128) (result v128)
-    (local $y v128) (local $k v128) (local $v v128) (local $bits v128)
-    (call $expcore (local.get $x))
-    (local.set $k)
-    (local.set $y)
-    ;; y·2ᵏ: k added to the exponent bits
-    (local.set $v
-      (i64x2.add (local.get $y)
-        (i64x2.shl (i64x2.extend_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero (local.get $k))) (i32.const 52))))
-    (local.set $bits (v128.and (local.get $x) (v128.const i64x2 0x7fffffffffffffff 0x7fffffffffffffff)))
-    (if (result v128) (v128.any_true (v128.or
-          (i64x2.ge_s (local.get $bits) (v128.const i64x2 0x4086000000000000 0x4086000000000000))
-          (i64x2.lt_s (local.get $bits) (v128.const i64x2 0x3e30000000000000 0x3e30000000000000))))
-      (then (call $expfix (local.get $x) (local.get $y) (local.get $k) (local.get $v)))
-      (else (local.get $v)))
   )
 
   ;; expsub2: for j < n, e_j = exp(s_j − m) in each lane (m: the lane pair at mp), written back over
