@@ -95,7 +95,11 @@ const KERNEL_ROWS = 4;
 
 /** Rows a sequence starts with (it doubles as needed). */
 const SEQ_ROWS = 256;
-/** Sequences kept for reuse after release (TinyChat's prefix cache gives back what it drops). */
+/**
+ * Sequences kept for reuse after release (TinyChat's prefix cache gives back what it drops): more
+ * than its 64, since an adapter change drops them all at once (at 16, fresh zeroed arrays were 3.7%
+ * of a fast Lab cycle; docs/benchmarks.md).
+ */
 const SPARE_SEQS = 80;
 
 /** step()'s scratch (grown, never shrunk; every value is written before it is read). */
