@@ -1,6 +1,6 @@
 // The QuickJS sandbox host, in-process: the contract, determinism, hostile programs contained
 // with typed, actionable errors, and the next environment unaffected.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/core/env/limits.ts';
 import { SandboxHost } from '../../src/core/sandbox/host.ts';
 import { envClassNames } from '../../src/core/sandbox/screen.ts';
@@ -16,6 +16,20 @@ beforeAll(async () => {
 afterAll(() => expect(host.liveCount()).toBe(0));
 
 describe('sandbox host', () => {
+  it('a new host has run one environment through every call (so its first load compiles nothing) and holds none', async () => {
+    const calls = (['load', 'reset', 'step', 'dispose'] as const).map((m) => vi.spyOn(SandboxHost.prototype, m));
+    try {
+      const h = await SandboxHost.create();
+      expect(calls.map((c) => c.mock.calls.length)).toEqual([1, 1, 1, 1]);
+      expect([h.liveCount(), h.reservedBytes()]).toEqual([0, 0]);
+      const env = await h.load(FAKE_ENV, 12);
+      expect(h.reset(env.id, 4)[0]).toContain('Find my number');
+      h.dispose(env.id);
+    } finally {
+      for (const c of calls) c.mockRestore();
+    }
+  });
+
   it('loads, resets, steps and solves the fake env', async () => {
     const env = await host.load(FAKE_ENV, 12);
     expect(env).toMatchObject({ className: 'FakeHuntEnv', setting: 'games', tools: [] });

@@ -73,6 +73,16 @@ import {
 const RAW_SAFE = /^[^\0\ud800-\udfff]*$/;
 /** Time to read a thrown value (its getters, Proxy traps, toString) once the call itself has ended. */
 const READ_ERROR_MS = 100;
+/**
+ * A trivial environment loaded, reset, stepped and closed once on each new module (warm()), so the
+ * first real load does not pay for compiling QuickJS's WASM, which engines compile lazily, function
+ * by function, on first use. Here a first load took 391 ms against 3-4 ms for the next ones (Node,
+ * --no-liftoff); on a loaded CI machine, Chromium's first prelude ran past its 1,000 ms limit.
+ */
+const WARM_CODE =
+  "class WarmEnv { reset() { return ['w', {}]; } step(a) { return [String(a), 0, true, false, {}]; } solution() { return []; } }";
+/** The warm-up's limits: its code is ours and tiny, so only a broken module could take this long. */
+const WARM_LIMITS: SandboxLimits = { ...DEFAULT_LIMITS, loadMs: 30_000, resetMs: 30_000, stepMs: 30_000 };
 
 export class SandboxHost {
   private module: QuickJSWASMModule;
@@ -101,7 +111,16 @@ export class SandboxHost {
   static async create(): Promise<SandboxHost> {
     const host = new SandboxHost();
     host.use(await host.newModule());
+    await host.warm();
     return host;
+  }
+
+  /** Run WARM_CODE once on the current module (see WARM_CODE). */
+  private async warm(): Promise<void> {
+    const { id } = await this.load(WARM_CODE, 1, WARM_LIMITS);
+    this.reset(id, 0);
+    this.step(id, 'w');
+    this.dispose(id);
   }
 
   private newModule(): Promise<WatchedModule> {
@@ -136,8 +155,11 @@ export class SandboxHost {
 
   /** Evaluate environment code and construct its class. Returns its id, class name, setting and tools. */
   async load(code: string, maxTurns = DEFAULTS.maxTurns, limits: SandboxLimits = DEFAULT_LIMITS): Promise<LoadedEnv> {
-    if (this.restarting) this.use(await this.restarting);
-    this.restarting = null;
+    if (this.restarting) {
+      this.use(await this.restarting);
+      this.restarting = null;
+      await this.warm();
+    }
     const names = checkSource(code, limits);
     this.checkRoom(limits);
     const partial = newLiveEnv(this.module, this.memory, `env${this.nextId++}`, this.generation, limits, () => {
