@@ -99,6 +99,11 @@ const LAB_FLAGS: Flags = {
     help: `the agent's learning rate, ${LAB_RUN_SCHEMA.agentLr.min} to ${LAB_RUN_SCHEMA.agentLr.max}; 0: the space's own (the climb's 1e-3, else 3e-3)`,
     default: LAB_RUN_SCHEMA.agentLr.default,
   },
+  'skip-spikes': {
+    value: 'S',
+    help: "skip an agent step whose gradient norm is over S times the median of its last 64 steps' (0: off; at least 1)",
+    default: LAB_RUN_SCHEMA.skipSpikes.default,
+  },
   traps: { help: 'add the trap family (the vault) to the grid space' },
   path: {
     value: MODEL_PATHS.join('|'),
@@ -228,7 +233,10 @@ function pathOf(args: Args): ModelPath {
 /** The models' options the flags give: the path, and the agent's learning rate when one is named. */
 function engineOf(args: Args): LabEngineOptions {
   const agentLr = labFlag(args, 'agent-lr', 'agentLr');
-  return { path: pathOf(args), ...(agentLr > 0 ? { agentLr } : {}) };
+  const skipSpikes = labFlag(args, 'skip-spikes', 'skipSpikes');
+  if (skipSpikes > 0 && skipSpikes < 1)
+    throw new UsageError(`--skip-spikes must be 0 (off) or at least 1, got ${skipSpikes}`);
+  return { path: pathOf(args), ...(agentLr > 0 ? { agentLr } : {}), ...(skipSpikes > 0 ? { skipSpikes } : {}) };
 }
 
 /** "3-7" or "5" → [3, …, 7]. */
@@ -384,6 +392,7 @@ export function compareSettingsOf(args: Args) {
     temperature: settings.temperature,
     estimator: settings.estimator,
     agentLr: engine.agentLr ?? 0,
+    ...(engine.skipSpikes ? { skipSpikes: engine.skipSpikes } : {}),
     traps: settings.families !== null,
   };
   return { settings, spec, cycles, engine, record };

@@ -49,6 +49,11 @@ export interface LabEngineOptions {
    * space's agentModel's for the agent, else 0).
    */
   klCoef?: number;
+  /**
+   * The agent's spike guard: skip an agent step whose gradient norm is over this many times the
+   * median of its last 64 steps' (the engine's SpikeGuard; default 0: off). The designer has none.
+   */
+  skipSpikes?: number;
   /** Designer learning rate (default 5e-3: slow enough that a few lucky batches do not collapse it onto one level). */
   designerLr?: number;
   /**
@@ -86,6 +91,7 @@ function enginePolicy(allowed: string, seed: number, lr: number, o: LabEngineOpt
     lr,
     weightDecay: o.weightDecay ?? 0,
     klCoef: o.klCoef ?? 0,
+    skipSpikes: o.skipSpikes ?? 0,
     temperature: o.temperature ?? 1,
     layers: o.layers ?? 2,
     hidden: o.hidden ?? 16,
@@ -107,7 +113,10 @@ export async function engineLabDeps(
   if (MODEL_DESIGNERS.includes(designerNamed(designer) ?? designer)) {
     // a step-writing designer (designerSteps) writes only the steps; else the space's rungs
     const digits = o.designerSteps ? DESIGNER_STEPS : SPACE[o.space ?? LAB_LOOP_DEFAULTS.space].designerDigits;
-    deps.designer = await enginePolicy(digits, hashSeed(`micro-designer:${seed}`), o.designerLr ?? DESIGNER_LR, o);
+    deps.designer = await enginePolicy(digits, hashSeed(`micro-designer:${seed}`), o.designerLr ?? DESIGNER_LR, {
+      ...o,
+      skipSpikes: 0,
+    });
   }
   return deps;
 }
@@ -127,6 +136,7 @@ async function freshAgent(seed: number, o: LabEngineOptions & { space?: SpaceNam
     ...((o.rank ?? space.agentModel?.rank) ? { rank: o.rank ?? space.agentModel?.rank } : {}),
     weightDecay: o.weightDecay ?? space.agentModel?.weightDecay ?? 0,
     klCoef: o.klCoef ?? space.agentModel?.klCoef ?? 0,
+    skipSpikes: o.skipSpikes ?? 0,
   });
 }
 

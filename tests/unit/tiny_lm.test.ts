@@ -113,6 +113,42 @@ describe('the fast path gives the references’ numbers', () => {
     },
   );
 
+  it('the spike guard on each path: the same step skipped (only the spike), the same adapter after', async () => {
+    const { ref, fast, lm, ids } = await twin(6);
+    const r = await ref.chat.chat([{ role: 'user', content: 'Lock 2 digits, 0-1. Digit 1?' }], {
+      temperature: 1,
+      max_tokens: 3,
+      seed: 1,
+    });
+    const t = r.tokens!;
+    const sample = (advantage: number): TokenSample => ({
+      role: 'agent',
+      ids: [...t.prompt, ...t.completion],
+      spans: [[t.prompt.length, t.prompt.length + t.completion.length]],
+      logprobs: t.logprobs,
+      advantage,
+      key: 'a',
+    });
+    const o = { lr: 1e-3, temperature: 1, skipSpikes: 10 };
+    const reference = new LoraTrainer(ref.llm, { ...o, allowedTokens: ref.allowed, minibatchTokens: 1e9 });
+    const tiny = tinyTrainer(lm, { ...TINY_TRAIN_DEFAULTS, ...o, allowed: ids });
+    const skipped: [boolean, boolean][] = [];
+    for (let step = 0; step < 24; step++) {
+      // step 20's advantage is 1,000 times the others': its gradient norm too (no clip, no KL)
+      const adv = (step % 2 ? -1 : 1) * (step === 20 ? 1000 : 1);
+      const a = await reference.trainStep([
+        { ids: sample(adv).ids, spans: sample(adv).spans, oldLogprobs: t.logprobs, advantage: adv },
+      ]);
+      const b = await tiny.step([sample(adv)]);
+      expect(b.gradNorm).toBe(a.gradNorm);
+      skipped.push([a.skipped === true, b.skipped === true]);
+      expect(adapter(fast)).toEqual(adapter(ref));
+    }
+    expect(skipped.flatMap(([a, b], i) => (a || b ? [i] : []))).toEqual([20]);
+    expect(skipped[20]).toEqual([true, true]);
+    expect((await reference.exportState()).step).toBe(23); // the skipped step is not counted
+  });
+
   it('one Lab cycle on each path: the same report', async () => {
     const runner = createSandboxWorkerApi();
     const settings = {

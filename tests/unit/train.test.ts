@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SPIKE_WARMUP, SPIKE_WINDOW, SpikeGuard } from '../../src/engine/kernels/adamw.ts';
 import type { ChatMessage } from '../../src/core/llm/chat_model.ts';
 import { initCheckpointFiles, initConfig } from '../../src/engine/io/init_checkpoint.ts';
 import { loadCheckpoint } from '../../src/engine/io/load.ts';
@@ -210,6 +211,22 @@ describe('GRPO trainer', () => {
     const tc = new LoraTrainer(c, { lr: 1e-2 });
     await tc.trainStep(batch);
     expect([...c.lora!.w.get('1.up_proj.B')!.data]).not.toEqual([...a.lora!.w.get('1.up_proj.B')!.data]);
+  });
+
+  it('skips a gradient spike against the median of the recent norms, and follows a lasting change of scale', () => {
+    const g = new SpikeGuard();
+    // the first SPIKE_WARMUP norms are never judged, however large
+    for (let i = 0; i < SPIKE_WARMUP; i++) expect(g.admit(i === 3 ? 1e6 : 1 + (i % 3) * 0.1, 10)).toBe(true);
+    expect(g.admit(12, 10)).toBe(false); // over 10 × the median (1.1)
+    expect(g.admit(10.5, 0)).toBe(true); // ratio 0: off
+    expect(g.admit(9, 10)).toBe(true);
+    // a new scale: skipped until it holds half the window, then admitted
+    const admitted: boolean[] = [];
+    for (let i = 0; i < SPIKE_WINDOW; i++) admitted.push(g.admit(50, 10));
+    expect(admitted.slice(0, 10).every((x) => !x)).toBe(true);
+    expect(admitted.at(-1)).toBe(true);
+    expect(admitted.indexOf(true)).toBeLessThanOrEqual(SPIKE_WINDOW / 2);
+    expect(() => g.admit(1, 0.5)).toThrow(RangeError);
   });
 
   it('clips the global gradient norm', async () => {

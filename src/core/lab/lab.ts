@@ -327,9 +327,9 @@ export interface CycleReport {
   meanDesignerReward: number;
   /** Mean unhinted return over this cycle's designed levels. */
   meanReturn: number;
-  /** The optimiser steps of this cycle, each. */
+  /** The optimiser steps of this cycle, each (a step the spike guard skipped among them, marked). */
   updates: UpdateStats[];
-  /** Optimiser steps per role (the updates, counted). */
+  /** Optimiser steps per role (the updates made, counted: a skipped step is not one). */
   steps: { agent: number; designer: number };
   samples: { agent: number; designer: number };
   /** The probe after this cycle's update (null: not probed this cycle, LabLoopSettings.probeEvery). */
@@ -860,8 +860,8 @@ export class LabLoop {
       meanReturn: mean(valid.flatMap((d) => d.noHint)),
       updates,
       steps: {
-        agent: updates.filter((u) => u.role === 'agent').length,
-        designer: updates.filter((u) => u.role === 'designer').length,
+        agent: updates.filter((u) => u.role === 'agent' && !u.skipped).length,
+        designer: updates.filter((u) => u.role === 'designer' && !u.skipped).length,
       },
       samples: { agent: batch.agent.length, designer: batch.designer.length },
       probe:

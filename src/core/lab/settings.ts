@@ -107,6 +107,10 @@ export const LAB_RUN_SCHEMA = {
     default: LAB_LOOP_DEFAULTS.probeEvery,
     why: 'the probe after every 5th cycle and the last two (the gain reads cycle 0 and the last two); at most the longest run',
   }),
+  skipSpikes: field(num(0, 1000), {
+    default: 0,
+    why: "0: off. Else the agent skips a step whose gradient norm is over this many times the median of its last 64 steps' (the engine's SpikeGuard; from 1). A lead from round 4's collapses: one outlier step came before each (docs/lab.md)",
+  }),
   agentLr: field(num(0, 0.1), {
     default: 0,
     why: "0: the space's own agent learning rate (the climb's 1e-3, else 3e-3; src/lab/roles.ts). Round 4's pilots: at 2e-3 the climb's gated agents collapsed and relearned; at 1e-3 they held (docs/lab.md)",

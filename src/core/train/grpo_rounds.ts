@@ -158,6 +158,8 @@ export interface UpdateStats {
   /** k3 estimate of KL to the base policy (adapter off), only when klCoef > 0. */
   klToBase?: number;
   gradNorm: number;
+  /** The trainer's spike guard skipped the step: no update was made (absent: it was made). */
+  skipped?: boolean;
   tokens: number;
   ms: number;
 }

@@ -43,6 +43,38 @@ export function gradClipScale(sumSq: number, maxNorm: number): number {
   return norm > maxNorm ? maxNorm / norm : 1;
 }
 
+/** The steps whose gradient norms SpikeGuard's median reads, and how many it waits for before it judges. */
+export const SPIKE_WINDOW = 64;
+export const SPIKE_WARMUP = 16;
+
+/**
+ * Skips gradient spikes: a step whose global norm (before the clip) is more than `ratio` times the
+ * median of the last SPIKE_WINDOW steps' norms, once SPIKE_WARMUP norms have been seen, does not
+ * go ahead (no AdamW update, no step count). Every norm, skipped or not, joins the window, so a
+ * lasting change of scale is followed. ratio 0: off (every step goes ahead; the window still fills,
+ * so a ratio set mid-run judges at once). The clip alone does not contain a spike: after it, AdamW
+ * scales each coordinate by its own second moment, so a spike in coordinates that are usually quiet
+ * still moves them by several learning rates over the next steps.
+ */
+export class SpikeGuard {
+  private readonly norms: number[] = [];
+
+  /** Whether a step of gradient norm `norm` goes ahead under `ratio` (see the class). */
+  admit(norm: number, ratio: number): boolean {
+    if (!(ratio === 0 || ratio >= 1)) throw new RangeError(`skipSpikes must be 0 (off) or at least 1, got ${ratio}`);
+    const seen = this.norms.length;
+    let ok = true;
+    if (ratio > 0 && seen >= SPIKE_WARMUP) {
+      const sorted = [...this.norms].sort((a, b) => a - b);
+      const med = seen % 2 ? sorted[(seen - 1) / 2]! : (sorted[seen / 2 - 1]! + sorted[seen / 2]!) / 2;
+      ok = !(norm > ratio * med);
+    }
+    this.norms.push(norm);
+    if (this.norms.length > SPIKE_WINDOW) this.norms.shift();
+    return ok;
+  }
+}
+
 function resolve(o: AdamWOptions) {
   // an option passed as undefined keeps its default
   const given = Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as AdamWOptions;

@@ -30,6 +30,8 @@ export interface TinyPolicyOptions {
   weightDecay: number;
   /** β of the k3 KL to the base model (the adapter off); 0: no term. */
   klCoef: number;
+  /** Skip a step whose gradient norm is over this many times the recent median (SpikeGuard; 0 or absent: off). */
+  skipSpikes?: number;
   /** The temperature the policy samples at: the trainer's π is the sampler's π. */
   temperature: number;
   /** The model's size and init std (tiny_model.ts's TinyModelOptions). */
@@ -51,6 +53,7 @@ export interface TinyPolicy {
 /** A policy on a fresh tiny model: see the file header. */
 export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy> {
   const { lr, temperature, weightDecay, klCoef } = o;
+  const skipSpikes = o.skipSpikes ?? 0;
   const rank = o.rank ?? 8;
   const m = await tinyModel(o.allowed, {
     seed: o.seed,
@@ -66,7 +69,15 @@ export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy
     const chat = new TinyChat('toy', lm, m.tokenizer, ids);
     return {
       chat,
-      trainer: tinyTrainer(lm, { ...TINY_TRAIN_DEFAULTS, lr, temperature, allowed: ids, weightDecay, klCoef }),
+      trainer: tinyTrainer(lm, {
+        ...TINY_TRAIN_DEFAULTS,
+        lr,
+        temperature,
+        allowed: ids,
+        weightDecay,
+        klCoef,
+        skipSpikes,
+      }),
       score: async (messages, reply) => chat.score(messages, reply, temperature),
     };
   }
@@ -74,6 +85,7 @@ export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy
     lr,
     weightDecay,
     klCoef,
+    skipSpikes,
     temperature,
     allowedTokens: m.allowed,
     minibatchTokens: Number.MAX_SAFE_INTEGER, // the lab's trainRound already cut the minibatches
@@ -89,6 +101,7 @@ export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy
         approxKl: s.approxKl,
         ...(s.klToBase !== undefined ? { klToBase: s.klToBase } : {}),
         gradNorm: s.gradNorm,
+        ...(s.skipped ? { skipped: true } : {}),
         tokens: s.tokens,
         ms: s.ms,
       };

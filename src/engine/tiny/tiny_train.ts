@@ -9,7 +9,7 @@
 import type { TokenSample } from '../../core/train/grpo.ts';
 import type { PolicyTrainer, UpdateStats } from '../../core/train/grpo_rounds.ts';
 import { loraKey, type LoraModule } from '../io/peft.ts';
-import { gradClipScale } from '../kernels/adamw.ts';
+import { gradClipScale, SpikeGuard } from '../kernels/adamw.ts';
 import { attentionBack, probOffsets, segmentAttention } from './tiny_attention.ts';
 import type { Lora, TinyLm } from './tiny_lm.ts';
 import { f32, mmNN, mmTNacc, rmsnorm, rmsnormBack, sigmoid } from './tiny_math.ts';
@@ -39,6 +39,8 @@ export interface TinyTrainOptions {
    * adds β·(e^δ − δ − 1), δ = log π_base − log π_θ, base = the adapter off.
    */
   klCoef: number;
+  /** LoraTrainer's skipSpikes (SpikeGuard's ratio; default 0, off). */
+  skipSpikes: number;
 }
 
 /** LoraTrainer's defaults for what the Lab does not set (train.ts DEFAULTS). */
@@ -50,18 +52,20 @@ export const TINY_TRAIN_DEFAULTS = {
   beta2: 0.999,
   weightDecay: 0,
   klCoef: 0,
+  skipSpikes: 0,
 } as const;
 
-/** AdamW's moments per adapter key and the step count. */
+/** AdamW's moments per adapter key, the step count and the spike guard. */
 interface AdamState {
   step: number;
+  spikes: SpikeGuard;
   m: Map<string, Float32Array>;
   v: Map<string, Float32Array>;
 }
 
 /** The fast path's PolicyTrainer: trainStep with its own AdamW state. */
 export function tinyTrainer(lm: TinyLm, o: TinyTrainOptions): PolicyTrainer {
-  const state: AdamState = { step: 0, m: new Map(), v: new Map() };
+  const state: AdamState = { step: 0, spikes: new SpikeGuard(), m: new Map(), v: new Map() };
   return { step: async (mb) => trainStep(lm, mb, o, state) };
 }
 
@@ -96,14 +100,15 @@ function trainStep(
     kl += stats[i + 2]!;
     k3sum += stats[i + 3]!;
   }
-  const sumSq = adamw(lm, grads, o, state);
-  lm.llm.adapterChanged();
+  const { sumSq, skipped } = adamw(lm, grads, o, state);
+  if (!skipped) lm.llm.adapterChanged();
   return {
     loss: N ? loss / N : 0,
     clipFraction: N ? clipped / N : 0,
     approxKl: N ? kl / N : 0,
     ...(o.klCoef > 0 ? { klToBase: N ? k3sum / N : 0 } : {}),
     gradNorm: Math.sqrt(sumSq),
+    ...(skipped ? { skipped } : {}),
     tokens,
     ms: performance.now() - t0,
   };
@@ -165,15 +170,22 @@ function groupGradients(
 
 /**
  * The global-norm clip and AdamW, in the adapter's key order (sumSquaresCpu, adamwCpu), on the
- * adapter's arrays in place; returns the gradients' sum of squares (before the clip).
+ * adapter's arrays in place, unless the spike guard skips the step; returns the gradients' sum of
+ * squares (before the clip) and whether the step was skipped.
  */
-function adamw(lm: TinyLm, grads: Map<string, Float32Array>, o: TinyTrainOptions, state: AdamState): number {
+function adamw(
+  lm: TinyLm,
+  grads: Map<string, Float32Array>,
+  o: TinyTrainOptions,
+  state: AdamState,
+): { sumSq: number; skipped: boolean } {
   const keys = [...lm.llm.lora!.w.keys()];
   let sumSq = 0;
   for (const key of keys) {
     const gk = grads.get(key)!;
     for (let i = 0; i < gk.length; i++) sumSq += gk[i]! * gk[i]!;
   }
+  if (!state.spikes.admit(Math.sqrt(sumSq), o.skipSpikes)) return { sumSq, skipped: true };
   const gradScale = gradClipScale(sumSq, o.maxGradNorm);
   state.step++;
   const b1 = o.beta1;
@@ -199,7 +211,7 @@ function adamw(lm: TinyLm, grads: Map<string, Float32Array>, o: TinyTrainOptions
       p[i] = decayed - (o.lr * (m[i]! / bc1)) / (Math.sqrt(v[i]! / bc2) + ADAM_EPS);
     }
   }
-  return sumSq;
+  return { sumSq, skipped: false };
 }
 
 /**

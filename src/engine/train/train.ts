@@ -46,7 +46,7 @@
 import type { LlamaModel } from '../model/model.ts';
 import type { GrpoWeightOptions } from '../kernels/grpo_weights.ts';
 import { tisRatios, tisStats, tisWeight, type TisStats } from '../../core/train/grpo.ts';
-import { gradClipScale } from '../kernels/adamw.ts';
+import { gradClipScale, SpikeGuard } from '../kernels/adamw.ts';
 import { allowedTokenBias, policyTemperature } from '../model/policy.ts';
 import { parseSafetensors, tensorF32, writeSafetensors, type TensorToWrite } from '../io/safetensors.ts';
 
@@ -85,6 +85,11 @@ export interface TrainOptions {
   beta2?: number;
   /** Clip the global gradient norm to this (default 1, as verl and TRL). */
   maxGradNorm?: number;
+  /**
+   * Skip a step whose gradient norm is more than this many times the median of the last 64 steps'
+   * (kernels/adamw.ts SpikeGuard; default 0: off). Its window is not part of the saved state.
+   */
+  skipSpikes?: number;
   /** Lower clip ε of the ratio (default 0.2, PPO/the paper). */
   clipLow?: number;
   /** Upper clip ε (default 0.28, the paper's "clip higher": lets rare good tokens grow faster). */
@@ -148,6 +153,8 @@ export interface StepStats extends Partial<TisStats> {
   klToBase?: number;
   /** Global gradient norm before clipping. */
   gradNorm: number;
+  /** The spike guard skipped this step (TrainOptions.skipSpikes): no update was made. */
+  skipped?: boolean;
   /** Tokens run through the model (every position of every sequence). */
   tokens: number;
   /** Sequences (of those with trained tokens) whose backward recomputed each layer: checkpointed. */
@@ -191,6 +198,7 @@ const DEFAULTS = {
   beta1: 0.9,
   beta2: 0.999,
   maxGradNorm: 1,
+  skipSpikes: 0,
   clipLow: 0.2,
   clipHigh: 0.28,
   klCoef: 0,
@@ -243,6 +251,7 @@ export class LoraTrainer<X> {
   private readonly v = new Map<string, X>();
   private biasKey = '';
   private bias: X | undefined;
+  private readonly spikes = new SpikeGuard();
 
   constructor(
     readonly model: LlamaModel<X>,
@@ -650,6 +659,11 @@ export class LoraTrainer<X> {
     const ops = this.model.ops;
     const g = await this.gradientsOf(batch);
     const sumSq = await ops.sumSquares([...g.grads.values()]);
+    const { grads: _grads, ...stats } = g;
+    if (!this.spikes.admit(Math.sqrt(sumSq), this.o('skipSpikes'))) {
+      ops.free(...g.grads.values());
+      return { ...stats, gradNorm: Math.sqrt(sumSq), skipped: true, samples: batch.length, ms: performance.now() - t0 };
+    }
     const gradScale = gradClipScale(sumSq, this.o('maxGradNorm'));
     this.step++;
     for (const [k, p] of this.model.lora!.w) {
@@ -665,7 +679,6 @@ export class LoraTrainer<X> {
     ops.free(...g.grads.values());
     ops.flush();
     this.model.adapterChanged(); // cached k/v (the scheduler's prefix cache) were computed with the old adapter
-    const { grads: _grads, ...stats } = g;
     return { ...stats, gradNorm: Math.sqrt(sumSq), samples: batch.length, ms: performance.now() - t0 };
   }
 
