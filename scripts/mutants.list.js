@@ -878,6 +878,39 @@ export const MUTANTS = [
     test: 'tests/unit/tiny_lm.test.ts',
     why: "the fast path's AdamW decays the adapter as adamwCpu does (it was hard-coded 0 before round 4's climb agent)",
   },
+  // --- the agent's spike guard and the sandbox's warm-up (2026-12-07, second session) ---
+  {
+    id: 'engine-spike-guard-ignored-by-the-reference',
+    file: 'src/engine/train/train.ts',
+    find: "if (!this.spikes.admit(Math.sqrt(sumSq), this.o('skipSpikes'))) {",
+    replace: "if (!this.spikes.admit(Math.sqrt(sumSq), this.o('skipSpikes')) && false) {",
+    test: 'tests/unit/tiny_lm.test.ts',
+    why: 'LoraTrainer skips the spike the fast path skips: the same step, and the same adapter after it',
+  },
+  {
+    id: 'lab-tiny-train-spike-still-updates',
+    file: 'src/engine/tiny/tiny_train.ts',
+    find: 'if (!state.spikes.admit(Math.sqrt(sumSq), o.skipSpikes)) return { sumSq, skipped: true };',
+    replace: 'state.spikes.admit(Math.sqrt(sumSq), o.skipSpikes);',
+    test: 'tests/unit/tiny_lm.test.ts',
+    why: "the fast path's skipped step makes no AdamW update (the reference's adapter stays where it was)",
+  },
+  {
+    id: 'engine-spike-guard-judges-by-the-minimum',
+    file: 'src/engine/kernels/adamw.ts',
+    find: 'ok = !(norm > ratio * med);',
+    replace: 'ok = !(norm > ratio * sorted[0]!);',
+    test: 'tests/unit/train.test.ts',
+    why: 'a spike is judged against the median of the recent norms, so a lasting change of scale is followed within half a window',
+  },
+  {
+    id: 'sandbox-host-not-warmed',
+    file: 'src/core/sandbox/host.ts',
+    find: '    await host.warm();',
+    replace: '',
+    test: 'tests/unit/sandbox.test.ts',
+    why: "a new module runs a trivial environment first, so the first real load does not pay for compiling QuickJS's WASM",
+  },
   // --- the step-writing designer and a pilot's comparison (#39 item 4) ---
   {
     id: 'lab-steps-count-from-rung-0',
