@@ -898,8 +898,8 @@ export const MUTANTS = [
   {
     id: 'engine-spike-guard-judges-by-the-minimum',
     file: 'src/engine/kernels/adamw.ts',
-    find: 'ok = !(norm > ratio * med);',
-    replace: 'ok = !(norm > ratio * sorted[0]!);',
+    find: 'ok = !(med > 0 && norm > ratio * med);',
+    replace: 'ok = !(med > 0 && norm > ratio * sorted[0]!);',
     test: 'tests/unit/train.test.ts',
     why: 'a spike is judged against the median of the recent norms, so a lasting change of scale is followed within half a window',
   },

@@ -30,6 +30,7 @@ import {
 import { SPACE, type SpaceName } from '../core/lab/spaces.ts';
 import { mean } from '../core/spade/estimators.ts';
 import { hashSeed } from '../core/rng.ts';
+import { ConfigError } from '../core/errors.ts';
 import { createTinyPolicy, type ModelPath } from '../engine/engine_api.ts';
 
 export interface LabEngineOptions {
@@ -108,6 +109,9 @@ export async function engineLabDeps(
   runner: EnvRunner,
   o: LabEngineOptions & { space?: SpaceName; designerSteps?: boolean } = {},
 ): Promise<LabLoopDeps> {
+  const s = o.skipSpikes ?? 0;
+  if (!(s === 0 || (s >= 1 && s <= 1000)))
+    throw new ConfigError(`skipSpikes must be 0 (off) or from 1 to 1000, got ${s}`, { key: 'skipSpikes' });
   const agent = await freshAgent(seed, o);
   const deps: LabLoopDeps = { runner, agent };
   if (MODEL_DESIGNERS.includes(designerNamed(designer) ?? designer)) {
@@ -192,11 +196,18 @@ function seedRun(lab: LabLoop, arm: string, seconds: number): SeedRun {
     medianRegret: h.map((c) => c.medianRegret),
     distinctLevels: h.map((c) => c.distinctLevels),
     steps: { agent: h.reduce((a, c) => a + c.steps.agent, 0), designer: h.reduce((a, c) => a + c.steps.designer, 0) },
+    ...skipped(h),
     stepsCurve: h.reduce((acc, c) => [...acc, acc.at(-1)! + c.steps.agent], [0]),
     plays: h.reduce((a, c) => a + c.designs.reduce((b, d) => b + d.noHint.length, 0), 0),
     topRung: [lab.initialProbe!.topRung, ...h.map((c) => c.probe?.topRung ?? null)],
     seconds,
   };
+}
+
+/** The agent's steps its spike guard skipped over a run, as SeedRun carries them (only when some were). */
+function skipped(h: readonly CycleReport[]): { skippedSteps?: number } {
+  const n = h.reduce((a, c) => a + c.updates.filter((u) => u.role === 'agent' && u.skipped).length, 0);
+  return n ? { skippedSteps: n } : {};
 }
 
 /** A family's learning-curve check: the fixed designer on its easiest level, every play of every cycle on it. */

@@ -5,7 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { extendTrace } from '../../src/core/train/grpo.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
-import { CHECK_PLAYS, engineLabDeps, learningCheck } from '../../src/lab/roles.ts';
+import { ConfigError } from '../../src/core/errors.ts';
+import { CHECK_PLAYS, engineLabDeps, learningCheck, runLabSeed } from '../../src/lab/roles.ts';
 
 const runner = createSandboxWorkerApi();
 
@@ -69,4 +70,29 @@ describe("the climb's agent", () => {
     expect(rank16.logprobs).toEqual(byDefault.logprobs); // a fresh adapter (B = 0) changes nothing...
     expect(rank16.gradNorm).not.toBe(byDefault.gradNorm); // ...a rank-16 one learns differently
   }, 60_000);
+});
+
+describe("the agent's spike guard (--skip-spikes)", () => {
+  it('guards the agent only; a run counts the steps it skipped apart from the steps taken', async () => {
+    const settings = { seed: 4, designer: 'learned' as const, space: 'chain' as const, levels: 4, plays: 8 };
+    const o = { probePlays: 1, probeEvery: 100 };
+    // ratio 1: a step whose norm is over the median of the recent ones is skipped (about half, after 16)
+    const guarded = await runLabSeed({ ...settings, ...o }, 24, runner, { skipSpikes: 1 });
+    const plain = await runLabSeed({ ...settings, ...o }, 24, runner);
+    const updates = guarded.lab.history.flatMap((c) => c.updates);
+    const skipped = updates.filter((u) => u.skipped);
+    expect(plain.run.skippedSteps).toBeUndefined();
+    expect(skipped.length).toBeGreaterThan(0);
+    expect(skipped.every((u) => u.role === 'agent')).toBe(true);
+    expect(updates.filter((u) => u.role === 'designer').length).toBeGreaterThan(16); // the designer's could have been
+    expect(guarded.run.skippedSteps).toBe(skipped.length);
+    expect(guarded.run.steps!.agent).toBe(updates.filter((u) => u.role === 'agent').length - skipped.length);
+    // the first 16 agent steps are never judged, so the runs agree until the guard first skips
+    expect(updates.filter((u) => u.role === 'agent').findIndex((u) => u.skipped)).toBeGreaterThanOrEqual(16);
+  }, 120_000);
+
+  it('refuses a ratio between 0 and 1 before it builds anything', async () => {
+    await expect(engineLabDeps(1, 'fixed', runner, { skipSpikes: 0.5 })).rejects.toThrow(ConfigError);
+    await expect(engineLabDeps(1, 'fixed', runner, { skipSpikes: 0.5 })).rejects.toThrow(/0 \(off\) or from 1/);
+  });
 });

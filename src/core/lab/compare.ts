@@ -39,6 +39,8 @@ export interface SeedRun {
   distinctLevels: number[];
   /** Optimiser steps over the run, per role. */
   steps?: { agent: number; designer: number };
+  /** The agent's steps its spike guard skipped (`--skip-spikes`; absent with the guard off or none skipped). */
+  skippedSteps?: number;
   /** The agent's optimiser steps so far, cycle 0 (0) then after each cycle (for the comparison at equal steps). */
   stepsCurve?: number[];
   /** The agent's unhinted plays over the run (the sample budget; every arm of a comparison has the same). */

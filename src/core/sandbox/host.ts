@@ -74,10 +74,12 @@ const RAW_SAFE = /^[^\0\ud800-\udfff]*$/;
 /** Time to read a thrown value (its getters, Proxy traps, toString) once the call itself has ended. */
 const READ_ERROR_MS = 100;
 /**
- * A trivial environment loaded, reset, stepped and closed once on each new module (warm()), so the
- * first real load does not pay for compiling QuickJS's WASM, which engines compile lazily, function
- * by function, on first use. Here a first load took 391 ms against 3-4 ms for the next ones (Node,
- * --no-liftoff); on a loaded CI machine, Chromium's first prelude ran past its 1,000 ms limit.
+ * A trivial environment loaded, reset, stepped and closed once by create() (warm()), so the first
+ * real load does not pay for compiling QuickJS's WASM, which engines compile lazily, function by
+ * function, on first use. Here a first load took 391 ms against 3-4 ms for the next ones (Node,
+ * --no-liftoff); on a loaded CI machine, Chromium's first prelude ran past its 1,000 ms limit. A
+ * module started after a fault needs none: the engine shares compiled code between instances of the
+ * same bytes (a second host's create(), warm-up included, took 47 ms against the first's 1,244).
  */
 const WARM_CODE =
   "class WarmEnv { reset() { return ['w', {}]; } step(a) { return [String(a), 0, true, false, {}]; } solution() { return []; } }";
@@ -155,11 +157,8 @@ export class SandboxHost {
 
   /** Evaluate environment code and construct its class. Returns its id, class name, setting and tools. */
   async load(code: string, maxTurns = DEFAULTS.maxTurns, limits: SandboxLimits = DEFAULT_LIMITS): Promise<LoadedEnv> {
-    if (this.restarting) {
-      this.use(await this.restarting);
-      this.restarting = null;
-      await this.warm();
-    }
+    if (this.restarting) this.use(await this.restarting);
+    this.restarting = null;
     const names = checkSource(code, limits);
     this.checkRoom(limits);
     const partial = newLiveEnv(this.module, this.memory, `env${this.nextId++}`, this.generation, limits, () => {

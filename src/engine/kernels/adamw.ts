@@ -67,7 +67,7 @@ export class SpikeGuard {
     if (ratio > 0 && seen >= SPIKE_WARMUP) {
       const sorted = [...this.norms].sort((a, b) => a - b);
       const med = seen % 2 ? sorted[(seen - 1) / 2]! : (sorted[seen / 2 - 1]! + sorted[seen / 2]!) / 2;
-      ok = !(norm > ratio * med);
+      ok = !(med > 0 && norm > ratio * med); // a median of 0 (most steps without a gradient) judges nothing
     }
     this.norms.push(norm);
     if (this.norms.length > SPIKE_WINDOW) this.norms.shift();
