@@ -109,7 +109,7 @@ export const LAB_RUN_SCHEMA = {
   }),
   skipSpikes: field(num(0, 1000), {
     default: 0,
-    why: "0: off. Else the agent skips a step whose gradient norm is over this many times the median of its last 64 steps' (the engine's SpikeGuard; from 1). A lead from round 4's collapses: one outlier step came before each (docs/lab.md)",
+    why: "0: off. Else the agent skips a step whose gradient norm is over this many times the median of its last 64 steps' (the engine's SpikeGuard; from 1). Off by default: at 10 it made the pilot's gated and azr-steps agents worse (top half −0.27 and −0.23) and did not stop their collapses (docs/lab.md)",
   }),
   agentLr: field(num(0, 0.1), {
     default: 0,
