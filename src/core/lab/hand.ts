@@ -14,7 +14,7 @@ import { ConfigError } from '../errors.ts';
 import type { Level } from './families.ts';
 import type { LevelSpace } from './spaces.ts';
 
-/** The most cycles a curriculum holds (the Lab's longest run). */
+/** The most cycles a hand-written curriculum holds (the pre-registered runs' 400; a run may go to 1,000 without one). */
 const MAX_CURRICULUM_CYCLES = 400;
 /** The longest curriculum text: MAX_CURRICULUM_CYCLES groups of at most 8 levels and their separators. */
 export const MAX_CURRICULUM_CHARS = MAX_CURRICULUM_CYCLES * 9;
