@@ -99,6 +99,11 @@ const LAB_FLAGS: Flags = {
     help: `the agent's learning rate, ${LAB_RUN_SCHEMA.agentLr.min} to ${LAB_RUN_SCHEMA.agentLr.max}; 0: the space's own (the climb's 1e-3, else 3e-3)`,
     default: LAB_RUN_SCHEMA.agentLr.default,
   },
+  'agent-lr-end': {
+    value: 'F',
+    help: "the agent's learning rate at the last cycle, as a fraction of its first (it falls linearly; 1: constant)",
+    default: LAB_RUN_SCHEMA.agentLrEnd.default,
+  },
   'skip-spikes': {
     value: 'S',
     help: "skip an agent step whose gradient norm is over S times the median of its last 64 steps' (0: off; at least 1)",
@@ -236,7 +241,13 @@ function engineOf(args: Args): LabEngineOptions {
   const skipSpikes = labFlag(args, 'skip-spikes', 'skipSpikes');
   if (skipSpikes > 0 && skipSpikes < 1)
     throw new UsageError(`--skip-spikes must be 0 (off) or at least 1, got ${skipSpikes}`);
-  return { path: pathOf(args), ...(agentLr > 0 ? { agentLr } : {}), ...(skipSpikes > 0 ? { skipSpikes } : {}) };
+  const agentLrEnd = labFlag(args, 'agent-lr-end', 'agentLrEnd');
+  return {
+    path: pathOf(args),
+    ...(agentLr > 0 ? { agentLr } : {}),
+    ...(skipSpikes > 0 ? { skipSpikes } : {}),
+    ...(agentLrEnd !== 1 ? { agentLrEnd } : {}),
+  };
 }
 
 /** "3-7" or "5" → [3, …, 7]. */
@@ -393,6 +404,7 @@ export function compareSettingsOf(args: Args) {
     estimator: settings.estimator,
     agentLr: engine.agentLr ?? 0,
     ...(engine.skipSpikes ? { skipSpikes: engine.skipSpikes } : {}),
+    ...(engine.agentLrEnd !== undefined ? { agentLrEnd: engine.agentLrEnd } : {}),
     traps: settings.families !== null,
   };
   return { settings, spec, cycles, engine, record };

@@ -55,6 +55,11 @@ export interface LabEngineOptions {
    * median of its last 64 steps' (the engine's SpikeGuard; default 0: off). The designer has none.
    */
   skipSpikes?: number;
+  /**
+   * The agent's learning rate at the last planned cycle, as a fraction of its first (default 1:
+   * constant): runLabSeed sets cycle c's to lr·(1 − (1 − f)·(c − 1)/(cycles − 1)), a linear fall.
+   */
+  agentLrEnd?: number;
   /** Designer learning rate (default 5e-3: slow enough that a few lucky batches do not collapse it onto one level). */
   designerLr?: number;
   /**
@@ -112,6 +117,9 @@ export async function engineLabDeps(
   const s = o.skipSpikes ?? 0;
   if (!(s === 0 || (s >= 1 && s <= 1000)))
     throw new ConfigError(`skipSpikes must be 0 (off) or from 1 to 1000, got ${s}`, { key: 'skipSpikes' });
+  const end = o.agentLrEnd ?? 1;
+  if (!(end >= 0.01 && end <= 1))
+    throw new ConfigError(`agentLrEnd must be from 0.01 to 1, got ${end}`, { key: 'agentLrEnd' });
   const agent = await freshAgent(seed, o);
   const deps: LabLoopDeps = { runner, agent };
   if (MODEL_DESIGNERS.includes(designerNamed(designer) ?? designer)) {
@@ -155,6 +163,11 @@ export async function screenLabSeed(
   return screenSeed(seed, SPACE[space], runner, agent.chat, o.temperature ?? LAB_LOOP_DEFAULTS.temperature);
 }
 
+/** The agent's learning-rate factor in cycle c of `cycles` (LabEngineOptions.agentLrEnd): 1 at the first, `end` at the last. */
+export function agentLrFactor(c: number, cycles: number, end: number): number {
+  return cycles > 1 ? 1 - ((1 - end) * (c - 1)) / (cycles - 1) : 1;
+}
+
 /** Run one designer on one seed for `cycles` cycles (the lab built as `spade lab` builds it); onCycle sees each cycle. */
 export async function runLabSeed(
   settings: Partial<LabLoopSettings> & { seed: number; designer: DesignerKind },
@@ -176,7 +189,11 @@ export async function runLabSeed(
   const lab = new LabLoop({ ...settings, temperature, plannedCycles: cycles }, deps);
   try {
     await lab.start();
-    for (let c = 1; c <= cycles; c++) onCycle(await lab.cycle(), lab);
+    const end = o.agentLrEnd ?? 1;
+    for (let c = 1; c <= cycles; c++) {
+      if (end !== 1) deps.agent.trainer!.scaleLr!(agentLrFactor(c, cycles, end));
+      onCycle(await lab.cycle(), lab);
+    }
   } finally {
     await lab.close();
   }

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { extendTrace } from '../../src/core/train/grpo.ts';
 import { createSandboxWorkerApi } from '../../src/core/sandbox/worker_api.ts';
 import { ConfigError } from '../../src/core/errors.ts';
-import { CHECK_PLAYS, engineLabDeps, learningCheck, runLabSeed } from '../../src/lab/roles.ts';
+import { agentLrFactor, CHECK_PLAYS, engineLabDeps, learningCheck, runLabSeed } from '../../src/lab/roles.ts';
 
 const runner = createSandboxWorkerApi();
 
@@ -89,6 +89,22 @@ describe("the agent's spike guard (--skip-spikes)", () => {
     expect(guarded.run.steps!.agent).toBe(updates.filter((u) => u.role === 'agent').length - skipped.length);
     // the first 16 agent steps are never judged, so the runs agree until the guard first skips
     expect(updates.filter((u) => u.role === 'agent').findIndex((u) => u.skipped)).toBeGreaterThanOrEqual(16);
+  }, 120_000);
+
+  it("--agent-lr-end: the agent's rate falls linearly over the run's cycles to that fraction", async () => {
+    expect([1, 2, 3, 4, 5].map((c) => agentLrFactor(c, 5, 0.5))).toEqual([1, 0.875, 0.75, 0.625, 0.5]);
+    expect(agentLrFactor(1, 1, 0.25)).toBe(1);
+    const settings = { seed: 4, designer: 'gated' as const, space: 'chain' as const, levels: 4, plays: 8 };
+    const o = { probePlays: 1, probeEvery: 100 };
+    const agentSteps = (r: Awaited<ReturnType<typeof runLabSeed>>) =>
+      r.lab.history.map((c) => c.updates.filter((u) => u.role === 'agent').map((u) => u.loss));
+    const falling = agentSteps(await runLabSeed({ ...settings, ...o }, 4, runner, { agentLrEnd: 0.1 }));
+    const constant = agentSteps(await runLabSeed({ ...settings, ...o }, 4, runner));
+    expect(falling[0]!.length).toBeGreaterThan(1);
+    // cycle 1 trains at the full rate: the same steps; from the second step on, a smaller rate moves less
+    expect(falling[0]).toEqual(constant[0]);
+    expect(falling.slice(1)).not.toEqual(constant.slice(1));
+    await expect(engineLabDeps(1, 'fixed', runner, { agentLrEnd: 0 })).rejects.toThrow(ConfigError);
   }, 120_000);
 
   it('refuses a ratio between 0 and 1 before it builds anything', async () => {

@@ -18,6 +18,8 @@ import { TinyChat } from '../../src/engine/tiny/tiny_chat.ts';
 import { TinyLm } from '../../src/engine/tiny/tiny_lm.ts';
 import { TINY_TRAIN_DEFAULTS, tinyTrainer } from '../../src/engine/tiny/tiny_train.ts';
 import { tinyModel } from '../../src/engine/tiny/tiny_model.ts';
+import { createTinyPolicy } from '../../src/engine/tiny/tiny_policy.ts';
+import { extendTrace } from '../../src/core/train/grpo.ts';
 import { LoraTrainer } from '../../src/engine/train/train.ts';
 
 /**
@@ -147,6 +149,34 @@ describe('the fast path gives the references’ numbers', () => {
     expect(skipped.flatMap(([a, b], i) => (a || b ? [i] : []))).toEqual([20]);
     expect(skipped[20]).toEqual([true, true]);
     expect((await reference.exportState()).step).toBe(23); // the skipped step is not counted
+  });
+
+  it('a scaled learning rate on each path (the policies the Lab builds): the same log-probs after each step, not the unscaled ones', async () => {
+    const policy = (path: 'fast' | 'reference') =>
+      createTinyPolicy({
+        allowed: '01234',
+        seed: 7,
+        lr: 3e-3,
+        weightDecay: 0,
+        klCoef: 0,
+        temperature: 1,
+        layers: 2,
+        hidden: 16,
+        std: 0.4,
+        path,
+      });
+    const [fast, reference, unscaled] = [await policy('fast'), await policy('reference'), await policy('fast')];
+    const messages: ChatMessage[] = [{ role: 'user', content: 'Lock 2 digits, 0-1. Digit 1?' }];
+    const reply = await fast.chat.chat(messages, { temperature: 1, max_tokens: 3, seed: 2 });
+    const sample: TokenSample = { role: 'agent', ...extendTrace(null, reply.tokens!)!, advantage: 1, key: 'a' };
+    for (const [i, factor] of [1, 0.25, 0.25].entries()) {
+      fast.trainer.scaleLr!(factor);
+      reference.trainer.scaleLr!(factor);
+      for (const p of [fast, reference, unscaled]) await p.trainer.step([sample]);
+      const [a, b, c] = await Promise.all([fast, reference, unscaled].map((p) => p.score(messages, reply.text)));
+      expect(a.logprobs).toEqual(b.logprobs);
+      if (i > 0) expect(a.logprobs).not.toEqual(c.logprobs);
+    }
   });
 
   it('one Lab cycle on each path: the same report', async () => {

@@ -111,6 +111,10 @@ export const LAB_RUN_SCHEMA = {
     default: 0,
     why: "0: off. Else the agent skips a step whose gradient norm is over this many times the median of its last 64 steps' (the engine's SpikeGuard; from 1). Off by default: at 10 it made the pilot's gated and azr-steps agents worse (top half −0.27 and −0.23) and did not stop their collapses (docs/lab.md)",
   }),
+  agentLrEnd: field(num(0.01, 1), {
+    default: 1,
+    why: "1: the agent's learning rate is constant. Else it falls linearly over the run to this fraction of itself at the last cycle; round 4 tried it against the climb's late collapses (docs/lab.md)",
+  }),
   agentLr: field(num(0, 0.1), {
     default: 0,
     why: "0: the space's own agent learning rate (the climb's 1e-3, else 3e-3; src/lab/roles.ts). Round 4's pilots: at 2e-3 the climb's gated agents collapsed and relearned; at 1e-3 they held (docs/lab.md)",

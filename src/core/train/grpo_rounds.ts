@@ -167,6 +167,8 @@ export interface UpdateStats {
 /** The engine side of an update: one clipped-objective step on a minibatch. */
 export interface PolicyTrainer {
   step(minibatch: TokenSample[]): Promise<Omit<UpdateStats, 'role'>>;
+  /** Set the learning rate to `factor` times the one the trainer was made with, from the next step on. */
+  scaleLr?(factor: number): void;
 }
 
 /** One training round after a cycle: both roles' minibatches (or one step each under `trainSteps: batch`), agent first. */

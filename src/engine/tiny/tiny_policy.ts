@@ -91,6 +91,9 @@ export async function createTinyPolicy(o: TinyPolicyOptions): Promise<TinyPolicy
     minibatchTokens: Number.MAX_SAFE_INTEGER, // the lab's trainRound already cut the minibatches
   });
   const trainer: PolicyTrainer = {
+    scaleLr(factor) {
+      lora.opts.lr = lr * factor; // read at each step (LoraTrainer's o('lr'))
+    },
     async step(mb) {
       const s = await lora.trainStep(
         mb.map((x) => ({ ids: x.ids, spans: x.spans, oldLogprobs: x.logprobs, advantage: x.advantage })),

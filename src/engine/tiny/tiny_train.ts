@@ -66,7 +66,13 @@ interface AdamState {
 /** The fast path's PolicyTrainer: trainStep with its own AdamW state. */
 export function tinyTrainer(lm: TinyLm, o: TinyTrainOptions): PolicyTrainer {
   const state: AdamState = { step: 0, spikes: new SpikeGuard(), m: new Map(), v: new Map() };
-  return { step: async (mb) => trainStep(lm, mb, o, state) };
+  const opts = { ...o };
+  return {
+    step: async (mb) => trainStep(lm, mb, opts, state),
+    scaleLr: (factor) => {
+      opts.lr = o.lr * factor;
+    },
+  };
 }
 
 /**
