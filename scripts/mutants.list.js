@@ -911,6 +911,22 @@ export const MUTANTS = [
     test: 'tests/unit/sandbox.test.ts',
     why: "a new module runs a trivial environment first, so the first real load does not pay for compiling QuickJS's WASM",
   },
+  {
+    id: 'lab-agent-lr-end-never-applied',
+    file: 'src/lab/roles.ts',
+    find: 'if (end !== 1) deps.agent.trainer!.scaleLr!(agentLrFactor(c, cycles, end));',
+    replace: '',
+    test: 'tests/unit/lab_roles.test.ts',
+    why: "--agent-lr-end lowers the agent's rate over the run (the runs differ after the first cycle)",
+  },
+  {
+    id: 'lab-tiny-train-scale-lr-ignored',
+    file: 'src/engine/tiny/tiny_train.ts',
+    find: 'opts.lr = o.lr * factor;',
+    replace: 'opts.lr = o.lr;',
+    test: 'tests/unit/tiny_lm.test.ts',
+    why: "the fast path's scaled rate is the reference's: the same log-probs after each step",
+  },
   // --- the step-writing designer and a pilot's comparison (#39 item 4) ---
   {
     id: 'lab-steps-count-from-rung-0',
