@@ -41,7 +41,7 @@ export const LAB_SCHEMA = {
   }),
   cycles: field(int(1, 1000), {
     default: PRE_REGISTERED_CYCLES,
-    why: 'pre-registration 3 (docs/lab.md): at 40 cycles a scripted curriculum beat random levels on seeds 1–10 (frontier − random +0.08 [0.03, 0.14]); at 80 random levels caught up. Up to 1,000: round 4 asks for 600-cycle runs of the climb (about 4 minutes each here)',
+    why: 'pre-registration 3 (docs/lab.md): at 40 cycles a scripted curriculum beat random levels on seeds 1–10 (frontier − random +0.08 [0.03, 0.14]); at 80 random levels caught up. Up to 1,000: round 4 asks for 600-cycle runs of the climb (about 7 minutes each here)',
     url: 'lab.cycles',
   }),
   designer: field(oneOf(DESIGNERS), {
