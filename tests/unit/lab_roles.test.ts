@@ -88,7 +88,11 @@ describe("the agent's spike guard (--skip-spikes)", () => {
     expect(guarded.run.skippedSteps).toBe(skipped.length);
     expect(guarded.run.steps!.agent).toBe(updates.filter((u) => u.role === 'agent').length - skipped.length);
     // the first 16 agent steps are never judged, so the runs agree until the guard first skips
-    expect(updates.filter((u) => u.role === 'agent').findIndex((u) => u.skipped)).toBeGreaterThanOrEqual(16);
+    const first = updates.filter((u) => u.role === 'agent').findIndex((u) => u.skipped);
+    expect(first).toBeGreaterThanOrEqual(16);
+    const agentLoss = (r: typeof guarded) =>
+      r.lab.history.flatMap((c) => c.updates.filter((u) => u.role === 'agent').map((u) => [u.loss, u.gradNorm]));
+    expect(agentLoss(guarded).slice(0, first + 1)).toEqual(agentLoss(plain).slice(0, first + 1));
   }, 120_000);
 
   it("--agent-lr-end: the agent's rate falls linearly over the run's cycles to that fraction", async () => {
