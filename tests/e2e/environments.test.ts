@@ -63,6 +63,8 @@ describe('Environments panel in Chromium', () => {
   it('plays a seed environment to the win, with the hint toggle', async () => {
     const page = await app.browser.newPage({ viewport: { width: 1200, height: 900 } });
     const errors = watchErrors(page);
+    const requested: string[] = [];
+    page.on('request', (r) => requested.push(r.url()));
     await page.goto(`${app.url}#panel=environments`);
     await select(page, game.title);
     await expect.poll(() => page.getByTestId('transcript').textContent(), { timeout: 30_000 }).not.toBe('');
@@ -83,6 +85,14 @@ describe('Environments panel in Chromium', () => {
     }
     await expect.poll(() => page.getByTestId('outcome').textContent(), { timeout: 30_000 }).toBe('Solved!');
     expect(await page.getByTestId('reward').textContent()).toBe('reward 1');
+    // the code editor is loaded when the code is first shown, not with the app
+    expect(requested.filter((u) => u.includes('code_editor'))).toEqual([]);
+    await page.locator('summary').getByText('Code', { exact: true }).click();
+    const code = page.getByTestId('code-view');
+    await expect.poll(() => code.locator('.cm-content[aria-label="Environment code"]').count()).toBe(1);
+    expect(await code.locator('pre').count()).toBe(0); // the plain text it showed until then is gone
+    expect(await code.locator('.cm-content').textContent()).toContain(game.code.split('\n')[0]!.trim());
+    expect(requested.filter((u) => u.includes('code_editor'))).toHaveLength(1);
     await page.screenshot({ path: resultPath('environments-play.png'), fullPage: true });
     expect(errors).toEqual([]);
     await page.close();
