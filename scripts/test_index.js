@@ -47,6 +47,7 @@ export const E2E = {
   'src/ui/TrainingPanel.svelte': [['training.test.ts'], 'closed-loop training, rounds and charts'],
   'workers/engine.worker.ts': [['training.test.ts'], 'our engine loading files, chatting, exporting'],
   'src/ui/ToyDemo.svelte': [['first_hour.test.ts'], 'the one-click Lucky Digit demo to its verdict'],
+  'src/ui/code_editor.ts': [['environments.test.ts'], 'the Code fold: loaded when opened, the code shown'],
   'src/ui/download.ts': [['first_hour.test.ts'], 'an adapter exported as a download'],
   'src/ui/LabPanel.svelte': [['lab.test.ts', 'lab_climb.test.ts'], 'a cycle, its charts, the link replayed'],
   'src/ui/LabResult.svelte': [['lab_climb.test.ts'], "a comparison's tables: the held-out result, every arm"],
