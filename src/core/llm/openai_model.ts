@@ -27,8 +27,11 @@
  * other templates ignore it); a server that rejects the field gets requests without it from then on.
  * Think blocks are stripped from every reply (thinking.ts). The reply is read off the wire by
  * openai_wire.ts (bounded lines, type-checked fields).
+ *
+ * The SDK itself is imported on the first request (client()), not with this module: the app's first
+ * screen does not carry it, and a run without this backend never loads it.
  */
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type OpenAI from 'openai';
 import { abortError, ModelCallError } from '../errors.ts';
 import { Limiter } from '../limiter.ts';
 import type {
@@ -121,7 +124,10 @@ export class OpenAIChatModel implements ChatModel {
   readonly model: string;
   readonly capabilities: ModelCapabilities;
   readonly limits: ModelLimits;
-  private readonly client: OpenAI;
+  /** The SDK's client, made on the first request (the SDK's module is loaded then). */
+  private clientMade: Promise<OpenAI> | null = null;
+  /** The SDK's module once loaded: its error classes name what failed. */
+  private sdk: typeof import('openai') | null = null;
   /** The client's own cap (config.maxConcurrency), or null: the caller's budget bounds the calls. */
   private readonly limiter: Limiter | null;
 
@@ -150,15 +156,24 @@ export class OpenAIChatModel implements ChatModel {
       idleTimeoutMs: config.idleTimeoutMs ?? d.idleTimeoutMs,
       maxReplyChars: config.maxReplyChars ?? d.maxReplyChars,
     };
-    this.client = new OpenAI({
-      baseURL: config.baseURL.replace(/\/+$/, ''),
-      apiKey: config.apiKey || 'not-needed',
-      maxRetries: config.maxRetries ?? 3,
-      timeout: config.timeoutMs ?? 120_000,
-      dangerouslyAllowBrowser: true,
-      ...(config.fetch ? { fetch: config.fetch } : {}),
-    });
     this.limiter = config.maxConcurrency === undefined ? null : new Limiter(Math.max(1, config.maxConcurrency));
+  }
+
+  /** The SDK's client for this server (its module imported the first time). */
+  private client(): Promise<OpenAI> {
+    this.clientMade ??= import('openai').then((sdk) => {
+      this.sdk = sdk;
+      const config = this.config;
+      return new sdk.default({
+        baseURL: config.baseURL.replace(/\/+$/, ''),
+        apiKey: config.apiKey || 'not-needed',
+        maxRetries: config.maxRetries ?? 3,
+        timeout: config.timeoutMs ?? 120_000,
+        dangerouslyAllowBrowser: true,
+        ...(config.fetch ? { fetch: config.fetch } : {}),
+      });
+    });
+    return this.clientMade;
   }
 
   /** Where capabilities.contextWindow came from (after probe(): 'server' when the server reported it). */
@@ -178,7 +193,7 @@ export class OpenAIChatModel implements ChatModel {
       const declared = this.config.contextWindow;
       let served: number | null = null;
       try {
-        const page = await this.client.models.list({ timeout: PROBE_TIMEOUT_MS, maxRetries: 0 });
+        const page = await (await this.client()).models.list({ timeout: PROBE_TIMEOUT_MS, maxRetries: 0 });
         served = windowFromModelList({ data: page.data }, this.model);
       } catch {
         // no /models (or not reachable yet): keep the declared window; the chat call will say what is wrong
@@ -268,7 +283,8 @@ export class OpenAIChatModel implements ChatModel {
     };
     try {
       // The wait for headers is the SDK's (timeoutMs per attempt, with retries); idle counts from them.
-      const response = await this.client.chat.completions.create(body, { signal: ac.signal }).asResponse();
+      const client = await this.client();
+      const response = await client.chat.completions.create(body, { signal: ac.signal }).asResponse();
       touch();
       const reader = new ReplyReader(response, ac.signal, this.limits.maxReplyChars, this.config.baseURL, () => cause);
       const isJson = (response.headers.get('content-type') ?? '').includes('application/json');
@@ -457,20 +473,22 @@ export class OpenAIChatModel implements ChatModel {
         { kind: 'timeout', timeout: 'idle' },
       );
     }
-    if (err instanceof APIUserAbortError || signal?.aborted) return abortError(signal, 'The model call was cancelled.');
-    if (err instanceof APIConnectionTimeoutError) {
+    const sdk = this.sdk; // loaded: the SDK's errors come only from calls it made
+    if ((sdk && err instanceof sdk.APIUserAbortError) || signal?.aborted)
+      return abortError(signal, 'The model call was cancelled.');
+    if (sdk && err instanceof sdk.APIConnectionTimeoutError) {
       return new ModelCallError(
         `The server at ${where} did not answer within ${(this.config.timeoutMs ?? 120_000) / 1000} s (after retries). Is it overloaded? Try a smaller max_tokens or a longer timeout.`,
         { kind: 'timeout', timeout: 'headers' },
       );
     }
-    if (err instanceof APIConnectionError) {
+    if (sdk && err instanceof sdk.APIConnectionError) {
       return new ModelCallError(
         `Could not reach ${where} (${err.message}). Check that the server is running and the URL ends in /v1; in the browser the server must allow CORS.`,
         { kind: 'connection' },
       );
     }
-    if (err instanceof APIError) {
+    if (sdk && err instanceof sdk.APIError) {
       const status = err.status ?? 0;
       const hint =
         status === 401 || status === 403
