@@ -71,7 +71,7 @@ const SKIP: { match: RegExp; why: string }[] = [
   },
   {
     match: /spade bench lab --json/,
-    why: "about four minutes: the Lab's fast-path benchmark (docs/lab.md records its runs)",
+    why: "about 90 s idle, minutes under load: the Lab's fast-path benchmark, four rounds of both paths (docs/benchmarks.md records its runs)",
   },
   {
     match: /spade serve\b/,
