@@ -368,6 +368,14 @@ export const MUTANTS = [
     test: 'tests/unit/concurrency_budget.test.ts',
     why: "the app's client has no cap of its own below the run's budget: a budget of 6 must reach the server as 6 in flight, not 4",
   },
+  {
+    id: 'openai-sdk-errors-unnamed',
+    file: 'src/core/llm/openai_model.ts',
+    find: 'this.sdk = sdk;',
+    replace: '',
+    test: 'tests/unit/llm.test.ts',
+    why: 'the SDK is imported on the first request: unless its module is kept, its errors (a 401, an unreachable server) lose their status and their advice',
+  },
   // --- the seed library's ids and the checker (src/core/env) ---
   {
     id: 'envset-renames-the-seed-itself',
