@@ -376,6 +376,14 @@ export const MUTANTS = [
     test: 'tests/unit/llm.test.ts',
     why: 'the SDK is imported on the first request: unless its module is kept, its errors (a 401, an unreachable server) lose their status and their advice',
   },
+  {
+    id: 'openai-sdk-load-failure-kept',
+    file: 'src/core/llm/openai_model.ts',
+    find: 'this.clientMade.catch(() => (this.clientMade = null));',
+    replace: 'this.clientMade.catch(() => undefined);',
+    test: 'tests/unit/llm.test.ts',
+    why: 'an SDK module that failed to load once (offline, a replaced chunk) must be tried again, not fail every call of the run',
+  },
   // --- the seed library's ids and the checker (src/core/env) ---
   {
     id: 'envset-renames-the-seed-itself',

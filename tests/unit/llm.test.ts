@@ -60,6 +60,27 @@ describe('openai backend', () => {
     expect(r.logprobs?.map((l) => l.logprob)).toEqual([-0.1, -0.2, -0.30000000000000004, -0.4]);
   });
 
+  it('says when the SDK itself failed to load (not the server), and loads it again on the next call', async () => {
+    server.behaviour = {};
+    const n0 = server.requests.length;
+    vi.doMock('openai', () => {
+      throw new Error('Failed to fetch dynamically imported module');
+    });
+    const m = new OpenAIChatModel({ baseURL: server.url, model: 'tiny' });
+    try {
+      const err = await m.chat(user('first')).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ModelCallError);
+      expect((err as ModelCallError).message).toMatch(
+        /^Could not load the OpenAI client itself \(.+\), so http:\/\/127\.0\.0\.1:\d+\/v1 was not called/,
+      );
+      expect((err as ModelCallError).message).toContain('Reload the page');
+      expect(server.requests.length).toBe(n0); // the server was never called
+    } finally {
+      vi.doUnmock('openai');
+    }
+    expect((await m.chat(user('second'))).text).toBe('echo: second');
+  });
+
   it('retries 429s and 5xx with backoff, then succeeds', async () => {
     server.behaviour = { failFirst: { count: 2, status: 429 } };
     const n0 = server.requests.length;

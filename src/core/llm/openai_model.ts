@@ -173,6 +173,8 @@ export class OpenAIChatModel implements ChatModel {
         ...(config.fetch ? { fetch: config.fetch } : {}),
       });
     });
+    // a module that failed to load (offline, or a newer build replaced its chunk) is tried again next call
+    this.clientMade.catch(() => (this.clientMade = null));
     return this.clientMade;
   }
 
@@ -506,6 +508,11 @@ export class OpenAIChatModel implements ChatModel {
       });
     }
     if (err instanceof ModelCallError) return err;
+    if (!sdk)
+      return new ModelCallError(
+        `Could not load the OpenAI client itself (${(err as Error)?.message ?? String(err)}), so ${where} was not called. Reload the page (a newer version may have replaced this one), or check this site's connection.`,
+        { kind: 'connection' },
+      );
     return new ModelCallError(`The call to ${where} failed: ${(err as Error)?.message ?? String(err)}`, {
       kind: 'connection',
     });
