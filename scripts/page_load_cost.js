@@ -8,11 +8,13 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import { preview } from 'vite';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const ARGS = [
+/** Chromium's flags for WebGPU on a machine without a GPU, in a closed network (docs/testing.md); the e2e tests' too. */
+export const CHROMIUM_ARGS = [
   '--enable-unsafe-webgpu',
   '--no-sandbox',
   '--disable-quic',
@@ -54,32 +56,38 @@ async function loadCost(browser, url, serviceWorkers, ready) {
   return sum;
 }
 
-const i = process.argv.indexOf('--loads');
-const loads = i > 0 ? Number(process.argv[i + 1]) : 3;
-if (!(loads >= 1)) throw new Error('--loads must be a number ≥ 1');
-if (!existsSync('dist/index.html')) throw new Error('dist/ is missing: run `npm run build` first');
-const blank = mkdtempSync(join(tmpdir(), 'spade-blank-'));
-writeFileSync(join(blank, 'index.html'), '<!doctype html><title>blank</title><button role="tab">Run</button>');
-const app = await preview({ preview: { host: '127.0.0.1', port: 0 }, logLevel: 'warn' });
-const blankServer = await preview({
-  root: blank,
-  build: { outDir: blank },
-  preview: { host: '127.0.0.1', port: 0 },
-  logLevel: 'silent',
-});
-const at = (s) => `http://127.0.0.1:${s.httpServer.address().port}/`;
-const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
-const runTab = (page) => page.getByRole('tab', { name: 'Run' }).waitFor();
-const kinds = [
-  ['blank page', at(blankServer), 'block'],
-  ['app, service workers allowed', at(app), 'allow'],
-  ['app, service workers blocked', at(app), 'block'],
-];
-for (const [name, url, sw] of kinds) {
-  const costs = [];
-  for (let n = 0; n < loads; n++) costs.push(await loadCost(browser, url, sw, runTab));
-  console.log(`${name}: ${costs.map((c) => c.toFixed(2)).join(', ')} CPU-s a first load`);
+/** Measure and print, `loads` first loads of each kind. */
+async function main(loads) {
+  if (!(loads >= 1)) throw new Error('--loads must be a number ≥ 1');
+  if (!existsSync('dist/index.html')) throw new Error('dist/ is missing: run `npm run build` first');
+  const blank = mkdtempSync(join(tmpdir(), 'spade-blank-'));
+  writeFileSync(join(blank, 'index.html'), '<!doctype html><title>blank</title><button role="tab">Run</button>');
+  const app = await preview({ preview: { host: '127.0.0.1', port: 0 }, logLevel: 'warn' });
+  const blankServer = await preview({
+    root: blank,
+    build: { outDir: blank },
+    preview: { host: '127.0.0.1', port: 0 },
+    logLevel: 'silent',
+  });
+  const at = (s) => `http://127.0.0.1:${s.httpServer.address().port}/`;
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  const runTab = (page) => page.getByRole('tab', { name: 'Run' }).waitFor();
+  const kinds = [
+    ['blank page', at(blankServer), 'block'],
+    ['app, service workers allowed', at(app), 'allow'],
+    ['app, service workers blocked', at(app), 'block'],
+  ];
+  for (const [name, url, sw] of kinds) {
+    const costs = [];
+    for (let n = 0; n < loads; n++) costs.push(await loadCost(browser, url, sw, runTab));
+    console.log(`${name}: ${costs.map((c) => c.toFixed(2)).join(', ')} CPU-s a first load`);
+  }
+  await browser.close();
+  await app.close();
+  await blankServer.close();
 }
-await browser.close();
-await app.close();
-await blankServer.close();
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const i = process.argv.indexOf('--loads');
+  await main(i > 0 ? Number(process.argv[i + 1]) : 3);
+}
