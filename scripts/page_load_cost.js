@@ -5,6 +5,7 @@
 // offline worker precaches every built file) and blocked (what the e2e tests' appInBrowser() opens),
 // beside a blank page's. Used for docs/testing.md's figures on the e2e tier; Linux only (/proc).
 //   node scripts/page_load_cost.js [--loads N]     after `npm run build`; N loads of each kind (default 3)
+// Each load takes about 9 s; which one is under way is said on stderr, the figures go to stdout.
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -79,7 +80,11 @@ async function main(loads) {
   ];
   for (const [name, url, sw] of kinds) {
     const costs = [];
-    for (let n = 0; n < loads; n++) costs.push(await loadCost(browser, url, sw, runTab));
+    for (let n = 0; n < loads; n++) {
+      // each load takes about 9 s (2 s of the context's start-up, the load, 5 s after it)
+      process.stderr.write(`page_load_cost: ${name}, load ${n + 1} of ${loads}…\n`);
+      costs.push(await loadCost(browser, url, sw, runTab));
+    }
     console.log(`${name}: ${costs.map((c) => c.toFixed(2)).join(', ')} CPU-s a first load`);
   }
   await browser.close();
