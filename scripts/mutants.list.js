@@ -384,6 +384,14 @@ export const MUTANTS = [
     test: 'tests/unit/llm.test.ts',
     why: 'an SDK module that failed to load once (offline, a replaced chunk) must be tried again, not fail every call of the run',
   },
+  {
+    id: 'sandbox-worker-compiles-its-own-quickjs',
+    file: 'workers/sandbox.worker.ts',
+    find: 'const compiled = quickjs instanceof WebAssembly.Module ? quickjs : undefined;',
+    replace: 'const compiled = undefined;',
+    test: 'tests/unit/sandbox_pool.test.ts',
+    why: 'a Node sandbox worker must run the QuickJS its pool compiled once, not compile its own (about 360 CPU-ms a worker when no live worker shares it)',
+  },
   // --- the seed library's ids and the checker (src/core/env) ---
   {
     id: 'envset-renames-the-seed-itself',

@@ -8,7 +8,10 @@
  *   - the same environment's steps/s natively in V8 (benchmark only; never done with generated code);
  *   - steps/s through a one-worker pool: POOL_SESSIONS sessions stepping at once (the pool batches
  *     their calls), and one session alone (a message round trip per step);
- *   - checker time per seed environment (median and max).
+ *   - checker time per seed environment (median and max);
+ *   - a sandbox worker's start: one-worker pools started one after another (start, load, reset,
+ *     end), wall and CPU ms each, measured first, for this tree only (V8 shares compiled QuickJS
+ *     between everything in the process that holds it, so nothing measured after it starts cold).
  * --compare REF extracts the commit REF (git archive) into a temporary directory and measures its
  * sandbox (host, pool, checker) and this tree's in the same process, alternating round by round,
  * and prints each figure for both and their ratio (this tree over REF): a change's cost as a ratio.
@@ -65,6 +68,8 @@ const PAIRS = 16;
 /** Warm-up before the first round: lets V8 tier the WASM and JS up before anything is timed. */
 const WARM_MS = 600;
 const POOL_MS = 500;
+/** One-worker pools started one after another for the worker-start figure. */
+const WORKER_STARTS = 6;
 const PROFILE_MS = 1500;
 
 interface HostLike {
@@ -129,6 +134,26 @@ async function extractRef(ref: string): Promise<string> {
   execFileSync('sh', ['-c', 'git archive --format=tar "$1" | tar -x -C "$2"', 'sh', ref, dir], { cwd: root });
   await symlink(join(root, 'node_modules'), join(dir, 'node_modules'), 'dir');
   return dir;
+}
+
+/**
+ * Wall and CPU milliseconds (every thread of the process) per one-worker pool started, given an
+ * environment to load and reset, and ended: what each worker started for a run or a replaced one costs.
+ */
+async function workerStarts(build: Build, n: number): Promise<{ ms: number; cpuMs: number }> {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    const pool = build.createPool({ size: 1 });
+    try {
+      const env = await pool.load(TRIVIAL_ENV);
+      await pool.reset(env.id, 0);
+    } finally {
+      await pool.terminate();
+    }
+  }
+  const c = process.cpuUsage(c0);
+  return { ms: Math.round((performance.now() - t0) / n), cpuMs: Math.round((c.user + c.system) / 1000 / n) };
 }
 
 /** Calls of `fn` per second over about `ms` (it is called in bursts of 100). */
@@ -392,6 +417,7 @@ export async function benchSandbox(io: Io, args: Args): Promise<number> {
   const wantProfile = args.flags.has('profile');
   const load0 = loadavg()[0]!;
   const here = await importBuild(join(import.meta.dirname, '../..'), 'this tree');
+  const starts = await workerStarts(here, WORKER_STARTS);
   const refDir = ref ? await extractRef(ref) : null;
   const floor = await floorCall();
   const benches: Bench[] = [];
@@ -417,6 +443,8 @@ export async function benchSandbox(io: Io, args: Args): Promise<number> {
         ...head,
         nativeStepsPerSec: native,
         nativeOverSandbox: +(native / head.sandboxStepsPerSec).toFixed(1),
+        workerStartMs: starts.ms,
+        workerStartCpuMs: starts.cpuMs,
         poolSessions: POOL_SESSIONS,
         rounds,
         loadAverage,
@@ -428,6 +456,9 @@ export async function benchSandbox(io: Io, args: Args): Promise<number> {
         printFigures(io, head);
         io.out(
           `native V8 steps/s (same env)              ${native.toLocaleString('en')}  (${result.nativeOverSandbox}× the sandbox)`,
+        );
+        io.out(
+          `sandbox worker start (load, reset, end)   ${starts.ms} ms, ${starts.cpuMs} CPU-ms (${WORKER_STARTS} one after another)`,
         );
         io.out(
           `(${rounds} rounds; 1-minute load average ${loadAverage[0]} at the start, ${loadAverage[1]} at the end)`,
@@ -448,6 +479,8 @@ export async function benchSandbox(io: Io, args: Args): Promise<number> {
       base,
       head,
       ratio,
+      workerStartMs: starts.ms,
+      workerStartCpuMs: starts.cpuMs,
       rounds,
       poolSessions: POOL_SESSIONS,
       loadAverage,
@@ -461,6 +494,9 @@ export async function benchSandbox(io: Io, args: Args): Promise<number> {
         `this tree / ${ref}: ${Object.entries(ratio)
           .map(([k, v]) => `${k} ${v}`)
           .join(', ')}`,
+      );
+      io.out(
+        `this tree: sandbox worker start (load, reset, end) ${starts.ms} ms, ${starts.cpuMs} CPU-ms (${WORKER_STARTS} one after another)`,
       );
       io.out(
         `(${rounds} rounds, alternating; 1-minute load average ${loadAverage[0]} at the start, ${loadAverage[1]} at the end)`,

@@ -11,7 +11,9 @@ import { SandboxPool, type WorkerHandle } from '../../src/core/sandbox/pool.ts';
 import type { SandboxCall, SandboxReply } from '../../src/core/sandbox/worker_api.ts';
 import { CHECK_NAMES, type CheckReport } from '../../src/core/env/checker.ts';
 import { validate } from '../../src/cli/cmd_env.ts';
-import { createNodeSandboxPool } from '../../src/platform/node/sandbox_pool.ts';
+import { createNodeSandboxPool, quickjsWasm } from '../../src/platform/node/sandbox_pool.ts';
+import { spawnNodeWorker } from '../../src/platform/node/workers.ts';
+import { SandboxHost } from '../../src/core/sandbox/host.ts';
 import { FAKE_ENV, HOSTILE } from '../../src/core/env/hostile.ts';
 
 describe('sandbox pool (Node workers)', () => {
@@ -108,6 +110,39 @@ function fakeWorkers(opts: { ping?: 'hang'; hang?: string[]; takes?: Record<stri
   };
   return { factory, made };
 }
+
+describe("QuickJS's WASM, compiled once per process", () => {
+  // a valid WASM module that is not QuickJS: whoever runs it instead of compiling their own fails
+  const notQuickjs = new WebAssembly.Module(new Uint8Array([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]));
+
+  it('is one Module for the whole process, and a host runs the module it is given', async () => {
+    expect(quickjsWasm()).toBe(quickjsWasm());
+    expect(WebAssembly.Module.imports(quickjsWasm()).some((i) => i.kind === 'memory')).toBe(true);
+    await expect(SandboxHost.create({ compiled: notQuickjs })).rejects.toThrow();
+    // the same environment on a host that compiled QuickJS itself answers the same
+    const [shared, own] = [await SandboxHost.create({ compiled: quickjsWasm() }), await SandboxHost.create()];
+    const [a, b] = [await shared.load(FAKE_ENV), await own.load(FAKE_ENV)];
+    expect(shared.reset(a.id, 3)).toEqual(own.reset(b.id, 3));
+    expect(shared.step(a.id, 'x')).toEqual(own.step(b.id, 'x'));
+  });
+
+  it('a sandbox worker runs the module in its workerData', async () => {
+    const entry = new URL('../../workers/sandbox.worker.ts', import.meta.url);
+    const call = async (quickjs: WebAssembly.Module) => {
+      const worker = spawnNodeWorker(entry, { quickjs });
+      try {
+        return await new Promise<SandboxReply>((ok) => {
+          worker.once('message', ok);
+          worker.postMessage([{ seq: 1, op: 'load', code: FAKE_ENV }] satisfies SandboxCall[]);
+        });
+      } finally {
+        await worker.terminate();
+      }
+    };
+    expect((await call(quickjsWasm()))[1]).toBe(true);
+    expect((await call(notQuickjs))[1]).toBe(false); // it did not compile QuickJS on its own
+  });
+});
 
 describe('sandbox pool timers and lost environments', () => {
   afterEach(() => {

@@ -105,13 +105,17 @@ export class SandboxHost {
    */
   guestRunsWithoutDeadline = 0;
 
-  private constructor() {
+  private constructor(private readonly compiled: WebAssembly.Module | undefined) {
     this.module = null as unknown as QuickJSWASMModule; // set by create() before any use
     this.memory = null as unknown as WebAssembly.Memory;
   }
 
-  static async create(): Promise<SandboxHost> {
-    const host = new SandboxHost();
+  /**
+   * A host on a fresh QuickJS module. `opts.compiled`: QuickJS's WASM compiled once by whoever
+   * starts the host's worker (see newWatchedModule); this host's module and every restart of it use it.
+   */
+  static async create(opts: { compiled?: WebAssembly.Module } = {}): Promise<SandboxHost> {
+    const host = new SandboxHost(opts.compiled);
     host.use(await host.newModule());
     await host.warm();
     return host;
@@ -126,7 +130,7 @@ export class SandboxHost {
   }
 
   private newModule(): Promise<WatchedModule> {
-    return newWatchedModule((from, to) => this.allowGrowth(from, to));
+    return newWatchedModule((from, to) => this.allowGrowth(from, to), this.compiled);
   }
 
   private use(m: WatchedModule): void {

@@ -11,6 +11,7 @@ import { Worker } from 'node:worker_threads';
  */
 const loaderArgs = (): string[] => (process.env.SPADE_TS_LOADER ? ['--import', process.env.SPADE_TS_LOADER] : []);
 
-export function spawnNodeWorker(entry: URL): Worker {
-  return new Worker(entry, { execArgv: loaderArgs() });
+/** `workerData` is cloned into the worker (a WebAssembly.Module is shared, not copied). */
+export function spawnNodeWorker(entry: URL, workerData?: unknown): Worker {
+  return new Worker(entry, { execArgv: loaderArgs(), workerData });
 }
