@@ -34,7 +34,7 @@ export const BENCH_SANDBOX: CommandSpec = {
   usage: '[flags]',
   summary:
     'Sandbox speed in one run: QuickJS steps/s against the bare call floor and native V8, through the\n' +
-    'worker pool (many sessions, and one), and the checker time per seed environment.',
+    "worker pool (many sessions, and one), the checker time per seed environment, and a worker's start.",
   flags: {
     rounds: { value: 'N', help: 'rounds to take medians over', default: 3 },
     compare: { value: 'REF', help: "also measure the commit REF's sandbox, alternating, and print the ratios" },
