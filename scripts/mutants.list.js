@@ -385,6 +385,23 @@ export const MUTANTS = [
     why: 'an SDK module that failed to load once (offline, a replaced chunk) must be tried again, not fail every call of the run',
   },
   {
+    id: 'sandbox-pool-starts-every-worker-at-once',
+    file: 'src/core/sandbox/pool.ts',
+    find: 'this.slots = Array.from({ length: n }, coldSlot);',
+    replace:
+      'this.slots = Array.from({ length: n }, coldSlot);\n    this.slots.forEach((_, i) => this.startSlot(i, 0));',
+    test: 'tests/unit/sandbox_pool.test.ts',
+    why: 'a pool starts a worker when a load first needs it: a run of one environment on a pool of 4 starts one thread, not four',
+  },
+  {
+    id: 'sandbox-pool-starting-worker-looks-idle',
+    file: 'src/core/sandbox/pool.ts',
+    find: 's.queue.length + s.inflight.length + s.waiting - (s.isReady ? 0 : 1)',
+    replace: 's.queue.length + s.inflight.length - (s.isReady ? 0 : 1)',
+    test: 'tests/unit/sandbox_pool.test.ts',
+    why: 'loads sent together to a starting pool must spread over its slots, not all wait on the first worker to start',
+  },
+  {
     id: 'sandbox-worker-compiles-its-own-quickjs',
     file: 'workers/sandbox.worker.ts',
     find: 'const compiled = quickjs instanceof WebAssembly.Module ? quickjs : undefined;',

@@ -183,9 +183,28 @@ describe('sandbox pool timers and lost environments', () => {
   it('terminate() clears the start-up timer of a worker that never answered', async () => {
     vi.useFakeTimers();
     const pool = new SandboxPool(fakeWorkers({ ping: 'hang' }).factory, { startMs: 60_000 });
+    const call = pool.load('class AEnv {}').catch((e: unknown) => e);
     expect(vi.getTimerCount()).toBe(1);
     await pool.terminate();
     expect(vi.getTimerCount()).toBe(0); // nothing keeps the CLI alive for a minute
+    expect(await call).toBeInstanceOf(WorkerCrashedError);
+  });
+
+  it('starts a worker when a load is first routed to its slot, never before', async () => {
+    const { factory, made } = fakeWorkers();
+    const pool = new SandboxPool(factory, { size: 4 });
+    expect(made).toHaveLength(0);
+    expect(pool.idle).toBe(true);
+    const a = await pool.load('class AEnv {}');
+    expect(made).toHaveLength(1); // a run of one environment on a pool of 4 starts one worker
+    await pool.reset(a.id, 1);
+    await pool.dispose(a.id);
+    await pool.load('class BEnv {}'); // the started worker, now empty, takes it
+    expect(made).toHaveLength(1);
+    await Promise.all([pool.load('class CEnv {}'), pool.load('class DEnv {}'), pool.load('class EEnv {}')]);
+    expect(made).toHaveLength(4); // loads at once spread over the slots, as before
+    await pool.terminate();
+    expect(made.every((w) => w.terminated)).toBe(true);
   });
 
   it('a worker that dies at start-up fails the waiting call at once, with the cause', async () => {

@@ -10,7 +10,8 @@
  * allocation, a long native loop, a crashed worker) is terminated and replaced, and the caller gets
  * a typed error. Environments on other workers are untouched; those on the replaced worker fail
  * with an error that names the cause. The checker runs here, call by call, so every one of its
- * calls has that watchdog too. Pure: the factory that makes workers comes from the platform.
+ * calls has that watchdog too. A worker starts when the first load is routed to its slot, not
+ * with the pool. Pure: the factory that makes workers comes from the platform.
  */
 import {
   SandboxMemoryError,
@@ -57,6 +58,8 @@ interface Pending {
 }
 
 interface Slot {
+  /** No worker yet: it starts when the first load is routed to this slot (startSlot). */
+  cold: boolean;
   handle: WorkerHandle;
   /** Resolves once the worker answers a ping (its QuickJS module is compiled); rejects if it never does. */
   ready: Promise<void>;
@@ -70,6 +73,8 @@ interface Slot {
   /** Calls not yet sent, and calls sent in order (the first is the one the worker is running). */
   queue: Pending[];
   inflight: Pending[];
+  /** Calls routed here while the worker starts, waiting for it before they queue. */
+  waiting: number;
   /** When (performance.now()) the worker started inflight[0]. */
   startedAt: number;
   /** The watchdog: one timer per worker, for the call it is running (it re-arms when it fires early). */
@@ -91,6 +96,7 @@ interface PoolEnv {
 }
 
 export interface PoolOptions {
+  /** Workers at most; each starts when the first load is routed to its slot (a slot never used starts none). */
   size?: number;
   /** Extra time beyond a call's own limit before the worker is killed. */
   graceMs?: number;
@@ -130,11 +136,9 @@ export class SandboxPool implements EnvRunner {
     this.startMs = opts.startMs ?? 60_000;
     const n = Math.max(1, opts.size ?? 1);
     this.causes = Array.from({ length: n }, () => []);
-    this.slots = [];
-    for (let i = 0; i < n; i++) {
-      this.slots.push({} as Slot);
-      this.startSlot(i, 0);
-    }
+    // cold slots: a worker costs a thread, a QuickJS instance and its warm-up, so none starts before
+    // a load needs it (a run of one environment on a pool of 4 starts one)
+    this.slots = Array.from({ length: n }, coldSlot);
   }
 
   get size(): number {
@@ -156,6 +160,7 @@ export class SandboxPool implements EnvRunner {
     for (;;) {
       const slot = this.leastBusy(limits.memoryBytes, tried);
       const s = this.slots[slot]!;
+      if (s.cold) this.startSlot(slot, 0);
       const generation = s.generation;
       // reserved from the moment the load is queued, so loads sent together spread out
       s.reserved += limits.memoryBytes;
@@ -280,6 +285,7 @@ export class SandboxPool implements EnvRunner {
     const stopped = new WorkerCrashedError('The sandbox pool was shut down.');
     const waits: unknown[] = [];
     for (const slot of this.slots) {
+      if (slot.cold) continue; // never started: no worker, no timer
       clearTimeout(slot.startTimer);
       clearTimeout(slot.watchdog);
       slot.end(stopped);
@@ -300,11 +306,13 @@ export class SandboxPool implements EnvRunner {
   private startSlot(index: number, generation: number): void {
     const handle = this.factory();
     const slot = this.slots[index]!;
+    slot.cold = false;
     slot.handle = handle;
     slot.generation = generation;
     slot.isReady = false;
     slot.queue = [];
     slot.inflight = [];
+    slot.waiting = 0;
     slot.startedAt = 0;
     slot.watchdog = undefined;
     slot.watchdogAt = Infinity;
@@ -397,12 +405,15 @@ export class SandboxPool implements EnvRunner {
     const slot = this.slots[slotIndex]!;
     if (!slot.isReady) {
       const generation = slot.generation;
+      slot.waiting++;
       try {
         await slot.ready;
       } catch (err) {
         // a worker that never started is replaced, so later calls do not keep landing on it
         this.replace(slotIndex, generation, 'it did not start');
         throw err;
+      } finally {
+        if (slot.generation === generation) slot.waiting--;
       }
       if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');
       if (slot.generation !== generation)
@@ -533,8 +544,18 @@ export class SandboxPool implements EnvRunner {
   }
 }
 
-/** Calls queued or in flight on a worker (its start-up ping not counted). */
-const busy = (s: Slot): number => s.queue.length + s.inflight.length - (s.isReady ? 0 : 1);
+/** A slot whose worker has not started: nothing queued, nothing live (startSlot sets the rest). */
+function coldSlot(): Slot {
+  const s = {} as Slot;
+  Object.assign(s, { cold: true, generation: 0, queue: [], inflight: [], waiting: 0, live: 0, reserved: 0 });
+  return s;
+}
+
+/**
+ * Calls queued, in flight or waiting for the worker to start (its start-up ping not counted), so
+ * loads sent together to a starting pool spread out; 0 for a slot not started.
+ */
+const busy = (s: Slot): number => (s.cold ? 0 : s.queue.length + s.inflight.length + s.waiting - (s.isReady ? 0 : 1));
 
 /** Fail every call queued or in flight on a worker that has ended. */
 function failAll(slot: Slot, err: Error): void {
