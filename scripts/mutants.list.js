@@ -882,10 +882,18 @@ export const MUTANTS = [
   {
     id: 'lab-kernel-pair-row-misses-last-key',
     file: 'src/engine/tiny/tiny_kernels.ts',
-    find: 'const nb = pair ? na + 1 : na;',
-    replace: 'const nb = na;',
+    find: 'const na = pos0 + i + 1;\n        const nb = pair ? na + 1 : na;',
+    replace: 'const na = pos0 + i + 1;\n        const nb = na;',
     test: 'tests/unit/tiny_lm.test.ts',
     why: "the second row of a lane pair also scores its own key (one past the first row's), else its attention differs from the loops'",
+  },
+  {
+    id: 'lab-kernel-segment-pair-row-misses-last-key',
+    file: 'src/engine/tiny/tiny_kernels.ts',
+    find: 'const na = t + 1 - lo;\n      const nb = pair ? na + 1 : na;',
+    replace: 'const na = t + 1 - lo;\n      const nb = na;',
+    test: 'tests/unit/tiny_lm.test.ts',
+    why: "in segment attention (training's packed sequences) too, the second row of a pair scores one key more than the first, else its attention differs from the loops'",
   },
   {
     id: 'lab-tiny-chat-logprob-ignores-temperature',
