@@ -417,6 +417,8 @@ export async function benchSandbox(io: Io, args: Args): Promise<number> {
   const wantProfile = args.flags.has('profile');
   const load0 = loadavg()[0]!;
   const here = await importBuild(join(import.meta.dirname, '../..'), 'this tree');
+  // progress on stderr (stdout stays the figures, or the JSON): a run takes 10–20 s
+  io.err(`bench sandbox: ${WORKER_STARTS} sandbox workers started one after another…`);
   const starts = await workerStarts(here, WORKER_STARTS);
   const refDir = ref ? await extractRef(ref) : null;
   const floor = await floorCall();
@@ -427,6 +429,7 @@ export async function benchSandbox(io: Io, args: Args): Promise<number> {
     rate(floor.call, WARM_MS);
     const done: Round[][] = benches.map(() => []);
     for (let r = 0; r < rounds; r++) {
+      io.err(`bench sandbox: round ${r + 1} of ${rounds}…`);
       // alternate the order round by round, so a drift in the machine's load falls on both alike
       const order = r % 2 === 0 ? benches.map((_, i) => i) : benches.map((_, i) => benches.length - 1 - i);
       for (const i of order) done[i]!.push(await benches[i]!.round(floor.call));
