@@ -394,6 +394,14 @@ export const MUTANTS = [
     why: 'a pool starts a worker when a load first needs it: a run of one environment on a pool of 4 starts one thread, not four',
   },
   {
+    id: 'sandbox-pool-closed-starts-a-worker',
+    file: 'src/core/sandbox/pool.ts',
+    find: "    if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');\n    const tried = new Set<number>();",
+    replace: '    const tried = new Set<number>();',
+    test: 'tests/unit/sandbox_pool.test.ts',
+    why: 'a load on a pool that was shut down must start no worker: a thread left running keeps the CLI from exiting',
+  },
+  {
     id: 'sandbox-pool-starting-worker-looks-idle',
     file: 'src/core/sandbox/pool.ts',
     find: 's.queue.length + s.inflight.length + s.waiting - (s.isReady ? 0 : 1)',

@@ -205,6 +205,12 @@ describe('sandbox pool timers and lost environments', () => {
     expect(made).toHaveLength(4); // loads at once spread over the slots, as before
     await pool.terminate();
     expect(made.every((w) => w.terminated)).toBe(true);
+    // a pool never used ends with nothing to stop; a load after that is refused and starts no worker
+    // (one left running would keep Node alive)
+    const unused = new SandboxPool(factory, { size: 2 });
+    await unused.terminate();
+    await expect(unused.load('class FEnv {}')).rejects.toThrow(/shut down/);
+    expect(made).toHaveLength(4);
   });
 
   it('a worker that dies at start-up fails the waiting call at once, with the cause', async () => {

@@ -156,6 +156,8 @@ export class SandboxPool implements EnvRunner {
    * worker has room, the error says so.
    */
   async load(code: string, maxTurns?: number, limits: SandboxLimits = DEFAULT_LIMITS): Promise<LoadedEnv> {
+    // before a cold slot is started: a pool that was shut down starts no worker
+    if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');
     const tried = new Set<number>();
     for (;;) {
       const slot = this.leastBusy(limits.memoryBytes, tried);
