@@ -396,8 +396,8 @@ export const MUTANTS = [
   {
     id: 'sandbox-pool-closed-starts-a-worker',
     file: 'src/core/sandbox/pool.ts',
-    find: "    if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');\n    const tried = new Set<number>();",
-    replace: '    const tried = new Set<number>();',
+    find: "      if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');\n      const slot = this.leastBusy(",
+    replace: '      const slot = this.leastBusy(',
     test: 'tests/unit/sandbox_pool.test.ts',
     why: 'a load on a pool that was shut down must start no worker: a thread left running keeps the CLI from exiting',
   },

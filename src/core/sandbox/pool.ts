@@ -156,10 +156,11 @@ export class SandboxPool implements EnvRunner {
    * worker has room, the error says so.
    */
   async load(code: string, maxTurns?: number, limits: SandboxLimits = DEFAULT_LIMITS): Promise<LoadedEnv> {
-    // before a cold slot is started: a pool that was shut down starts no worker
-    if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');
     const tried = new Set<number>();
     for (;;) {
+      // before a cold slot is started, on every pass (a full worker's refusal was awaited): a pool
+      // that was shut down starts no worker
+      if (this.closed) throw new WorkerCrashedError('The sandbox pool was shut down.');
       const slot = this.leastBusy(limits.memoryBytes, tried);
       const s = this.slots[slot]!;
       if (s.cold) this.startSlot(slot, 0);
