@@ -1001,4 +1001,28 @@ export const MUTANTS = [
     test: 'tests/unit/lab_compare.test.ts',
     why: 'a comparison with no baseline (a pilot of two designers) beat nothing, so it cannot succeed',
   },
+  {
+    id: 'cpu-matmul-sums-in-f32',
+    file: 'src/engine/kernels/matmul.ts',
+    find: 'const row = new Float64Array(n);',
+    replace: 'const row = new Float32Array(n);',
+    test: 'tests/unit/engine_kernels.test.ts',
+    why: "the CPU reference's sums are f64 in the textbook order: every GPU kernel is judged against it",
+  },
+  {
+    id: 'cpu-attention-sums-in-f32',
+    file: 'src/engine/kernels/attention.ts',
+    find: 'const acc = new Float64Array(D);',
+    replace: 'const acc = new Float32Array(D);',
+    test: 'tests/unit/engine_kernels.test.ts',
+    why: "the attention reference's weighted sums of values are f64, as the textbook definition's",
+  },
+  {
+    id: 'bf16-pack-drops-nan-quieting',
+    file: 'src/engine/io/float16.ts',
+    find: 'return ((x >>> 16) | 0x40) & 0xffff;',
+    replace: 'return (x >>> 16) & 0xffff;',
+    test: 'tests/unit/packed_weights.test.ts',
+    why: 'a NaN whose payload sits in the low 16 bits would pack as an infinity without the quiet bit',
+  },
 ];

@@ -3,7 +3,10 @@
 import { describe, expect, it } from 'vitest';
 import { GpuError } from '../../src/core/errors.ts';
 import { grid1d, gridChecked, MAX_GROUPS_PER_DIM } from '../../src/engine/kernels/dispatch_grid.ts';
-import { matmulVariantCode } from '../../src/engine/kernels/matmul.ts';
+import { createRng } from '../../src/core/rng.ts';
+import { attentionCpu } from '../../src/engine/kernels/attention.ts';
+import { attentionPagedCpu } from '../../src/engine/kernels/attention_paged.ts';
+import { matmulCpu, matmulVariantCode } from '../../src/engine/kernels/matmul.ts';
 import { preprocessWgsl } from '../../src/engine/kernels/wgsl_preprocess.ts';
 import { CpuOps } from '../../src/engine/ops/ops.ts';
 
@@ -111,5 +114,168 @@ describe('CpuOps.appendRows (the KV cache on the CPU backend)', () => {
     // len shorter than the store: rows past len are overwritten (a rolled-back cache)
     const c = ops.appendRows(b, 1, ops.upload([1, 1, 2], Float32Array.from([7, 8])));
     expect(Array.from(c.data)).toEqual([1, 2, 7, 8]);
+  });
+});
+
+// The CPU references run their loops in a cache-friendly order; each output is still the same f64 sum
+// in the same order as the textbook definition, so the two agree bit for bit.
+describe('the CPU references equal their textbook definitions bit for bit', () => {
+  const rand = (n: number, seed: number) => {
+    const r = createRng(seed);
+    return Float32Array.from({ length: n }, () => r.next() * 2 - 1);
+  };
+  const bits = (x: Float32Array) => Array.from(new Uint32Array(x.buffer, x.byteOffset, x.length));
+
+  /** out[z, i, j] = alpha · Σ_p op(A)[i, p] · op(B)[p, j] + C, the sum in f64 over p in order. */
+  function textbookMatmul(
+    a: Float32Array,
+    b: Float32Array,
+    d: { batch: number; m: number; n: number; k: number },
+    o: { transA: boolean; transB: boolean; alpha: number; batchA: number; batchB: number; acc?: Float32Array },
+  ) {
+    const out = new Float32Array(d.batch * d.m * d.n);
+    for (let z = 0; z < d.batch; z++)
+      for (let i = 0; i < d.m; i++)
+        for (let j = 0; j < d.n; j++) {
+          const oa = o.batchA > 1 ? z * d.m * d.k : 0;
+          const ob = o.batchB > 1 ? z * d.k * d.n : 0;
+          let s = 0;
+          for (let p = 0; p < d.k; p++)
+            s +=
+              (o.transA ? a[oa + p * d.m + i]! : a[oa + i * d.k + p]!) *
+              (o.transB ? b[ob + j * d.k + p]! : b[ob + p * d.n + j]!);
+          const idx = (z * d.m + i) * d.n + j;
+          out[idx] = o.alpha * s + (o.acc ? o.acc[idx]! : 0);
+        }
+    return out;
+  }
+
+  it('matmulCpu: every transpose, a broadcast batch, alpha and an accumulated C', () => {
+    let seed = 1;
+    for (const [m, n, k] of [
+      [1, 1, 1],
+      [3, 5, 7],
+      [17, 9, 33],
+      [8, 40, 0],
+    ] as const)
+      for (const transA of [false, true])
+        for (const transB of [false, true])
+          for (const [batchA, batchB] of [
+            [1, 1],
+            [3, 1],
+            [1, 3],
+            [3, 3],
+          ] as const) {
+            const batch = Math.max(batchA, batchB);
+            const nd = batchA > 1 || batchB > 1;
+            const aShape = [...(nd ? [batchA] : []), ...(transA ? [k, m] : [m, k])];
+            const bShape = [...(nd ? [batchB] : []), ...(transB ? [n, k] : [k, n])];
+            const a = rand(batchA * m * k, seed++);
+            const b = rand(batchB * k * n, seed++);
+            const acc = seed % 2 ? rand(batch * m * n, seed++) : undefined;
+            const alpha = seed % 3 ? 1 : 0.37;
+            const got = matmulCpu(a, aShape, b, bShape, { transA, transB, alpha, accumulate: acc });
+            const want = textbookMatmul(a, b, { batch, m, n, k }, { transA, transB, alpha, batchA, batchB, acc });
+            expect(bits(got), JSON.stringify({ aShape, bShape, transA, transB })).toEqual(bits(want));
+          }
+  });
+
+  /** Causal softmax(q·kᵀ/√D)·v of one (t, h), every sum in f64 in key order; `lo` the segment's first key. */
+  function textbookAttention(
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    dims: { T: number; S: number; Hq: number; Hkv: number; D: number },
+    lo: (t: number) => number,
+  ) {
+    const { T, S, Hq, Hkv, D } = dims;
+    const out = new Float32Array(T * Hq * D);
+    const lse = new Float32Array(Hq * T);
+    for (let t = 0; t < T; t++)
+      for (let h = 0; h < Hq; h++) {
+        const kvh = Math.floor(h / (Hq / Hkv));
+        const keys = Array.from({ length: S - T + t + 1 - lo(t) }, (_, j) => lo(t) + j);
+        const s = keys.map((key) => {
+          let dot = 0;
+          for (let d = 0; d < D; d++) dot += q[(t * Hq + h) * D + d]! * k[(key * Hkv + kvh) * D + d]!;
+          return dot * (1 / Math.sqrt(D));
+        });
+        const m = Math.max(...s);
+        let sum = 0;
+        for (const x of s) sum += Math.exp(x - m);
+        const l = m + Math.log(sum);
+        lse[h * T + t] = l;
+        for (let d = 0; d < D; d++) {
+          let acc = 0;
+          keys.forEach((key, j) => (acc += Math.exp(s[j]! - l) * v[(key * Hkv + kvh) * D + d]!));
+          out[(t * Hq + h) * D + d] = acc;
+        }
+      }
+    return { out, lse };
+  }
+
+  it('attentionCpu: grouped heads, a KV prefix, and a packed sequence of two segments', () => {
+    let seed = 100;
+    for (const dims of [
+      { T: 1, S: 1, Hq: 1, Hkv: 1, D: 1 },
+      { T: 5, S: 9, Hq: 4, Hkv: 2, D: 8 },
+      { T: 7, S: 7, Hq: 3, Hkv: 1, D: 13 },
+    ]) {
+      const q = rand(dims.T * dims.Hq * dims.D, seed++);
+      const k = rand(dims.S * dims.Hkv * dims.D, seed++);
+      const v = rand(dims.S * dims.Hkv * dims.D, seed++);
+      const got = attentionCpu(q, k, v, dims);
+      const want = textbookAttention(q, k, v, dims, () => 0);
+      expect(bits(got.out)).toEqual(bits(want.out));
+      expect(bits(got.lse)).toEqual(bits(want.lse));
+      if (dims.S === dims.T) {
+        const cut = 3; // rows 0..2 one sequence, 3.. another
+        const seg = Array.from({ length: dims.T }, (_, t) => (t < cut ? [0, cut] : [cut, dims.T])).flat();
+        const packed = attentionCpu(q, k, v, dims, seg);
+        const wantPacked = textbookAttention(q, k, v, dims, (t) => (t < cut ? 0 : cut));
+        expect(bits(packed.out)).toEqual(bits(wantPacked.out));
+      }
+    }
+  });
+
+  it('attentionPagedCpu: each row over its own sequence’s pages, as one contiguous attention', () => {
+    const [Hq, Hkv, D, pageSize] = [4, 2, 6, 3];
+    const pos = [7, 2, 4]; // rows of sequences 1, 0, 1
+    const seq = [1, 0, 1];
+    const pages = [5, 2, 0, /* seq 1: */ 1, 4, 3];
+    const rows = 6 * pageSize;
+    const kStore = rand(rows * Hkv * D, 7);
+    const vStore = rand(rows * Hkv * D, 8);
+    const q = rand(pos.length * Hq * D, 9);
+    const got = attentionPagedCpu(
+      q,
+      kStore,
+      vStore,
+      {
+        pageSize,
+        maxPages: 3,
+        pos: Uint32Array.from(pos),
+        dest: new Uint32Array(3),
+        seq: Uint32Array.from(seq),
+        pages: Uint32Array.from(pages),
+      },
+      { N: 3, Hq, Hkv, D },
+    );
+    pos.forEach((p, n) => {
+      // the row's keys gathered in order, then attention of its one query over them (the last row of T = S = p + 1)
+      const gather = (store: Float32Array) => {
+        const out = new Float32Array((p + 1) * Hkv * D);
+        for (let j = 0; j <= p; j++) {
+          const row = pages[seq[n]! * 3 + Math.floor(j / pageSize)]! * pageSize + (j % pageSize);
+          out.set(store.subarray(row * Hkv * D, (row + 1) * Hkv * D), j * Hkv * D);
+        }
+        return out;
+      };
+      const qRow = q.subarray(n * Hq * D, (n + 1) * Hq * D);
+      const want = textbookAttention(qRow, gather(kStore), gather(vStore), { T: 1, S: p + 1, Hq, Hkv, D }, () => 0);
+      const row = got.subarray(n * Hq * D, (n + 1) * Hq * D);
+      // paged divides by the sum instead of subtracting the log-sum-exp: equal to a few ulps, not bit for bit
+      row.forEach((x, i) => expect(Math.abs(x - want.out[i]!)).toBeLessThan(1e-6));
+    });
   });
 });

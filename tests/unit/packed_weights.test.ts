@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.ts';
 import { ModelLoadError } from '../../src/core/errors.ts';
-import { halfToFloat } from '../../src/engine/io/float16.ts';
+import { f32ToBf16, halfToFloat } from '../../src/engine/io/float16.ts';
 import { loadCheckpoint } from '../../src/engine/io/load.ts';
 import { MemoryModelFiles } from '../../src/engine/io/model_files.ts';
 import {
@@ -31,6 +31,23 @@ describe('bf16 and f16 packing', () => {
   it('puts element 2i in the low half and 2i + 1 in the high half of word i', () => {
     expect(packWeight(Float32Array.of(1, -2), 1, 2, 'bf16').words[0]).toBe(0xc0003f80);
     expect(packWeight(Float32Array.of(1, -2), 1, 2, 'f16').words[0]).toBe(0xc0003c00);
+  });
+
+  it('bf16 words hold f32ToBf16 of each pair: NaN stays NaN, the sign bit and infinities kept', () => {
+    const w = rand(64, 5, 1e3);
+    w.set([NaN, Infinity, -Infinity, -0, 3.4e38, -3.4e38, 1e-45, -1e-45]);
+    const u = new Uint32Array(w.buffer);
+    u[8] = 0xffc00001; // a NaN with the sign bit set and a payload
+    u[9] = 0x7f800001; // a signalling NaN whose payload is all in the low 16 bits
+    const half = f32ToBf16(w);
+    const words = packWeight(w, 2, 32, 'bf16').words;
+    expect(Array.from(words)).toEqual(
+      Array.from({ length: 32 }, (_, i) => (half[2 * i]! | (half[2 * i + 1]! << 16)) >>> 0),
+    );
+    expect(half[0]! & 0x7f80).toBe(0x7f80);
+    expect(half[0]! & 0x7f).not.toBe(0); // not rounded into an infinity
+    expect([half[1], half[2], half[3], half[8]]).toEqual([0x7f80, 0xff80, 0x8000, 0xffc0]);
+    expect(half[9]).toBe(0x7fc0); // still a NaN: the quiet bit set, not cut to an infinity
   });
 
   it('bf16 rounds to nearest even and is exact for bf16 values', () => {

@@ -62,14 +62,20 @@ export function bf16ToF32(src: Uint16Array): Float32Array {
   return new Float32Array(out.buffer);
 }
 
+/**
+ * The bfloat16 bits of the f32 whose bits are `x` (read through an Int32Array: V8 keeps int32 loads
+ * in registers, where uint32 loads past 2^31 become doubles), rounded to nearest even; a NaN stays a
+ * (quiet) NaN.
+ */
+export function bf16Bits(x: number): number {
+  if ((x & 0x7f800000) === 0x7f800000 && x & 0x7fffff) return ((x >>> 16) | 0x40) & 0xffff;
+  return ((x + 0x7fff + ((x >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
 /** f32 → bfloat16, round to nearest even. */
 export function f32ToBf16(src: Float32Array): Uint16Array {
-  const u = new Uint32Array(src.buffer, src.byteOffset, src.length);
+  const u = new Int32Array(src.buffer, src.byteOffset, src.length);
   const out = new Uint16Array(src.length);
-  for (let i = 0; i < src.length; i++) {
-    const x = u[i]!;
-    if ((x & 0x7f800000) === 0x7f800000 && x & 0x7fffff) out[i] = (x >>> 16) | 0x40;
-    else out[i] = (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
-  }
+  for (let i = 0; i < src.length; i++) out[i] = bf16Bits(u[i]!);
   return out;
 }

@@ -23,7 +23,7 @@
  */
 import { ModelLoadError } from '../../core/errors.ts';
 import { hfTensorSpecs, type ModelConfig, type TensorRole } from './config.ts';
-import { f32ToBf16, f32ToF16, halfToFloat, floatToHalf } from './float16.ts';
+import { bf16Bits, f32ToF16, halfToFloat, floatToHalf } from './float16.ts';
 
 export type WeightFormat = 'f32' | 'bf16' | 'f16' | 'q4';
 export const WEIGHT_FORMATS: readonly WeightFormat[] = ['f32', 'bf16', 'f16', 'q4'];
@@ -109,8 +109,14 @@ export function packWeight(
 ): PackedWeight {
   if (w.length !== rows * cols) throw new RangeError(`packWeight: ${w.length} values for (${rows}, ${cols})`);
   const words = new Uint32Array(packedWords(rows, cols, format));
-  if (format === 'bf16' || format === 'f16') {
-    const h = format === 'bf16' ? f32ToBf16(w) : f32ToF16(w);
+  if (format === 'bf16') {
+    // two values a word, element 2i in the low half; straight from the f32 bits (no 16-bit copy)
+    const u = new Int32Array(w.buffer, w.byteOffset, w.length);
+    for (let i = 0; i < words.length; i++) words[i] = bf16Bits(u[2 * i]!) | (bf16Bits(u[2 * i + 1]!) << 16); // stored mod 2^32
+    return { format, rows, cols, words, scaleOffset: words.length };
+  }
+  if (format === 'f16') {
+    const h = f32ToF16(w);
     for (let i = 0; i < words.length; i++) words[i] = (h[2 * i]! | (h[2 * i + 1]! << 16)) >>> 0;
     return { format, rows, cols, words, scaleOffset: words.length };
   }

@@ -77,9 +77,11 @@ function scoreRow(q: Float32Array, k: Float32Array, dims: AttentionDims, t: numb
   const nKeys = S - T + t + 1 - lo;
   const scale = 1 / Math.sqrt(D);
   const s = new Float64Array(nKeys);
+  const qRow = (t * Hq + h) * D;
   for (let j = 0; j < nKeys; j++) {
+    const kRow = ((lo + j) * Hkv + kvh) * D;
     let dot = 0;
-    for (let d = 0; d < D; d++) dot += q[(t * Hq + h) * D + d]! * k[((lo + j) * Hkv + kvh) * D + d]!;
+    for (let d = 0; d < D; d++) dot += q[qRow + d]! * k[kRow + d]!;
     s[j] = dot * scale;
   }
   let m = -Infinity;
@@ -108,17 +110,20 @@ export function attentionCpu(
   checkLen('v', v.length, S * Hkv * D);
   const out = new Float32Array(T * Hq * D);
   const lse = new Float32Array(Hq * T);
+  // out[d] = Σ_j p_j v_j[d], each sum over j in order in f64; p_j is computed once per key, not per d
+  const acc = new Float64Array(D);
   for (let t = 0; t < T; t++) {
     for (let h = 0; h < Hq; h++) {
       const lo = seg ? seg[2 * t]! : 0;
       const row = scoreRow(q, k, dims, t, h, lo);
       lse[h * T + t] = row.lse;
-      for (let d = 0; d < D; d++) {
-        let acc = 0;
-        for (let j = 0; j < row.s.length; j++)
-          acc += Math.exp(row.s[j]! - row.lse) * v[((lo + j) * Hkv + row.kvh) * D + d]!;
-        out[(t * Hq + h) * D + d] = acc;
+      acc.fill(0);
+      for (let j = 0; j < row.s.length; j++) {
+        const p = Math.exp(row.s[j]! - row.lse);
+        const vRow = ((lo + j) * Hkv + row.kvh) * D;
+        for (let d = 0; d < D; d++) acc[d]! += p * v[vRow + d]!;
       }
+      out.set(acc, (t * Hq + h) * D);
     }
   }
   return { out, lse };

@@ -187,6 +187,7 @@ export function attentionPagedCpu(
   checkArgs(dims, { q: q.length, kStore: kStore.length, vStore: vStore.length }, b);
   const scale = 1 / Math.sqrt(D);
   const out = new Float32Array(N * Hq * D);
+  const acc = new Float64Array(D);
   for (let n = 0; n < N; n++) {
     const nKeys = b.pos[n]! + 1;
     const keyRow = Array.from({ length: nKeys }, (_, j) => pagedRow(b, b.seq[n]!, j));
@@ -204,11 +205,14 @@ export function attentionPagedCpu(
       for (const x of s) m = Math.max(m, x);
       let sum = 0;
       for (let j = 0; j < nKeys; j++) sum += Math.exp(s[j]! - m);
-      for (let d = 0; d < D; d++) {
-        let acc = 0;
-        for (let j = 0; j < nKeys; j++) acc += Math.exp(s[j]! - m) * vStore[(keyRow[j]! * Hkv + kvh) * D + d]!;
-        out[qOff + d] = acc / sum;
+      // out[d] = Σ_j e_j v_j[d] / sum, each sum over j in order in f64; e_j computed once per key, not per d
+      acc.fill(0);
+      for (let j = 0; j < nKeys; j++) {
+        const e = Math.exp(s[j]! - m);
+        const vOff = (keyRow[j]! * Hkv + kvh) * D;
+        for (let d = 0; d < D; d++) acc[d]! += e * vStore[vOff + d]!;
       }
+      for (let d = 0; d < D; d++) out[qOff + d] = acc[d]! / sum;
     }
   }
   return out;

@@ -151,20 +151,34 @@ export function matmulCpu(
   if (a.length !== numel(aShape) || b.length !== numel(bShape))
     throw new RangeError('matmul: data length does not match shape');
   const out = new Float32Array(batch * m * n);
+  // Row i's sums, each over p = 0 .. k-1 in order, in f64: the same additions whichever loop runs
+  // innermost, so the two orders below give bit-identical results. With B transposed, both operands
+  // of a dot are contiguous (j outside p); otherwise B's rows are, and row i's n sums advance together
+  // (p outside j) instead of reading B a column at a time.
+  const row = new Float64Array(n);
+  const acc = opts.accumulate;
   for (let z = 0; z < batch; z++) {
     const oa = z * d.strideA;
     const ob = z * d.strideB;
     for (let i = 0; i < m; i++) {
-      for (let j = 0; j < n; j++) {
-        let s = 0;
+      if (transB) {
+        for (let j = 0; j < n; j++) {
+          const bj = ob + j * k;
+          let s = 0;
+          if (transA) for (let p = 0; p < k; p++) s += a[oa + p * m + i]! * b[bj + p]!;
+          else for (let p = 0, ai = oa + i * k; p < k; p++) s += a[ai + p]! * b[bj + p]!;
+          row[j] = s;
+        }
+      } else {
+        row.fill(0);
         for (let p = 0; p < k; p++) {
           const av = transA ? a[oa + p * m + i]! : a[oa + i * k + p]!;
-          const bv = transB ? b[ob + j * k + p]! : b[ob + p * n + j]!;
-          s += av * bv;
+          const bp = ob + p * n;
+          for (let j = 0; j < n; j++) row[j]! += av * b[bp + j]!;
         }
-        const idx = z * m * n + i * n + j;
-        out[idx] = alpha * s + (opts.accumulate ? opts.accumulate[idx]! : 0);
       }
+      const o = z * m * n + i * n;
+      for (let j = 0; j < n; j++) out[o + j] = alpha * row[j]! + (acc ? acc[o + j]! : 0);
     }
   }
   return out;
