@@ -1025,4 +1025,12 @@ export const MUTANTS = [
     test: 'tests/unit/packed_weights.test.ts',
     why: 'a NaN whose payload sits in the low 16 bits would pack as an infinity without the quiet bit',
   },
+  {
+    id: 'cpu-dot-drops-the-tail',
+    file: 'src/engine/kernels/matmul.ts',
+    find: '  for (; p < k; p++) s += x[xi + p]! * y[yi + p]!;\n  return s;',
+    replace: '  return s;',
+    test: 'tests/unit/engine_kernels.test.ts',
+    why: 'a dot four products a pass must still add the last k mod 4 products',
+  },
 ];

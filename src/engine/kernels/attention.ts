@@ -155,20 +155,23 @@ export function attentionBackwardCpu(
       const qRow = (t * Hq + h) * D;
       const p = s.map((x) => Math.exp(x - lse));
       // dp_j = dout . v_j; softmax backward: ds_j = p_j (dp_j - sum_i p_i dp_i)
-      const dp = p.map((_, j) => {
+      const dp = new Float64Array(p.length);
+      for (let j = 0; j < p.length; j++) {
+        const vRow = ((lo + j) * Hkv + kvh) * D;
         let acc = 0;
-        for (let d = 0; d < D; d++) acc += dout[qRow + d]! * v[((lo + j) * Hkv + kvh) * D + d]!;
-        return acc;
-      });
+        for (let d = 0; d < D; d++) acc += dout[qRow + d]! * v[vRow + d]!;
+        dp[j] = acc;
+      }
       let pdp = 0;
       for (let j = 0; j < p.length; j++) pdp += p[j]! * dp[j]!;
       for (let j = 0; j < p.length; j++) {
-        const ds = p[j]! * (dp[j]! - pdp);
+        const pj = p[j]!;
+        const dss = pj * (dp[j]! - pdp) * scale; // ds_j · scale, as (ds_j · scale) · k and · q below
         const kvRow = ((lo + j) * Hkv + kvh) * D;
         for (let d = 0; d < D; d++) {
-          dv[kvRow + d]! += p[j]! * dout[qRow + d]!;
-          dq[qRow + d]! += ds * scale * k[kvRow + d]!;
-          dk[kvRow + d]! += ds * scale * q[qRow + d]!;
+          dv[kvRow + d]! += pj * dout[qRow + d]!;
+          dq[qRow + d]! += dss * k[kvRow + d]!;
+          dk[kvRow + d]! += dss * q[qRow + d]!;
         }
       }
     }
