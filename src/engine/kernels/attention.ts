@@ -25,6 +25,7 @@ import { gridChecked } from './dispatch_grid.ts';
 import attentionShader from './attention.wgsl?raw';
 import { wgslOnce } from './wgsl_preprocess.ts';
 import { checkBounds } from './segments.ts';
+import { dot } from './matmul.ts';
 import backwardShader from './attention_backward.wgsl?raw';
 import dkvShader from './attention_backward_dkv.wgsl?raw';
 
@@ -79,10 +80,7 @@ function scoreRow(q: Float32Array, k: Float32Array, dims: AttentionDims, t: numb
   const s = new Float64Array(nKeys);
   const qRow = (t * Hq + h) * D;
   for (let j = 0; j < nKeys; j++) {
-    const kRow = ((lo + j) * Hkv + kvh) * D;
-    let dot = 0;
-    for (let d = 0; d < D; d++) dot += q[qRow + d]! * k[kRow + d]!;
-    s[j] = dot * scale;
+    s[j] = dot(q, qRow, k, ((lo + j) * Hkv + kvh) * D, D) * scale;
   }
   let m = -Infinity;
   for (const x of s) m = Math.max(m, x);
@@ -157,10 +155,7 @@ export function attentionBackwardCpu(
       // dp_j = dout . v_j; softmax backward: ds_j = p_j (dp_j - sum_i p_i dp_i)
       const dp = new Float64Array(p.length);
       for (let j = 0; j < p.length; j++) {
-        const vRow = ((lo + j) * Hkv + kvh) * D;
-        let acc = 0;
-        for (let d = 0; d < D; d++) acc += dout[qRow + d]! * v[vRow + d]!;
-        dp[j] = acc;
+        dp[j] = dot(dout, qRow, v, ((lo + j) * Hkv + kvh) * D, D);
       }
       let pdp = 0;
       for (let j = 0; j < p.length; j++) pdp += p[j]! * dp[j]!;

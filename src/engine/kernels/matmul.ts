@@ -141,7 +141,7 @@ export interface MatmulCpuOptions {
  * Σ x[xi + p] · y[yi + p] over p = 0 .. k-1, added in that order in f64: four products a pass (fewer
  * loop tests; the same additions in the same order as one a pass).
  */
-function dot(x: Float32Array, xi: number, y: Float32Array, yi: number, k: number): number {
+export function dot(x: Float32Array, xi: number, y: Float32Array, yi: number, k: number): number {
   let s = 0;
   let p = 0;
   for (; p + 4 <= k; p += 4) {
