@@ -1033,4 +1033,28 @@ export const MUTANTS = [
     test: 'tests/unit/engine_kernels.test.ts',
     why: 'a dot four products a pass must still add the last k mod 4 products',
   },
+  {
+    id: 'cpu-matmul-accumulates-onto-the-first-row',
+    file: 'src/engine/kernels/matmul.ts',
+    find: '(acc ? acc[o + j]! : 0)',
+    replace: '(acc ? acc[j]! : 0)',
+    test: 'tests/unit/engine_kernels.test.ts',
+    why: 'an accumulated C (the LoRA and backward sums) adds its own row and batch, not the first',
+  },
+  {
+    id: 'cpu-paged-attention-sums-in-f32',
+    file: 'src/engine/kernels/attention_paged.ts',
+    find: 'const acc = new Float64Array(D);',
+    replace: 'const acc = new Float32Array(D);',
+    test: 'tests/unit/engine_kernels.test.ts',
+    why: "the paged decode's reference sums in f64, as the textbook definition, or the GPU is judged against rounding",
+  },
+  {
+    id: 'cpu-attention-backward-dp-in-f32',
+    file: 'src/engine/kernels/attention.ts',
+    find: 'const dp = new Float64Array(p.length);',
+    replace: 'const dp = new Float32Array(p.length);',
+    test: 'tests/unit/engine_kernels.test.ts',
+    why: "the backward's dout·v products stay f64 until the gradients are written",
+  },
 ];

@@ -156,7 +156,7 @@ const TOY_MAX_POLLS = 500;
 /**
  * Click the first screen's "no download" start (the toy Lucky Digit demo); resolve with the seconds
  * until its verdict shows and the progress lines seen on the way. The verdict comes after the run's 8
- * updates (15–25 s, docs/teaching.md). No time assertion: a run that never
+ * updates (14–18 s, docs/teaching.md). No time assertion: a run that never
  * ends fails after TOY_MAX_POLLS polls a second apart (20× the slowest, for a loaded machine), naming
  * the last status, before a test limit of 600 s.
  */

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { GpuError } from '../../src/core/errors.ts';
 import { grid1d, gridChecked, MAX_GROUPS_PER_DIM } from '../../src/engine/kernels/dispatch_grid.ts';
 import { createRng } from '../../src/core/rng.ts';
-import { attentionCpu } from '../../src/engine/kernels/attention.ts';
+import { attentionBackwardCpu, attentionCpu } from '../../src/engine/kernels/attention.ts';
 import { attentionPagedCpu } from '../../src/engine/kernels/attention_paged.ts';
 import { matmulCpu, matmulVariantCode } from '../../src/engine/kernels/matmul.ts';
 import { preprocessWgsl } from '../../src/engine/kernels/wgsl_preprocess.ts';
@@ -172,21 +172,28 @@ describe('the CPU references equal their textbook definitions bit for bit', () =
             const bShape = [...(nd ? [batchB] : []), ...(transB ? [n, k] : [k, n])];
             const a = rand(batchA * m * k, seed++);
             const b = rand(batchB * k * n, seed++);
-            const acc = seed % 2 ? rand(batch * m * n, seed++) : undefined;
-            const alpha = seed % 3 ? 1 : 0.37;
-            const got = matmulCpu(a, aShape, b, bShape, { transA, transB, alpha, accumulate: acc });
-            const want = textbookMatmul(a, b, { batch, m, n, k }, { transA, transB, alpha, batchA, batchB, acc });
-            expect(bits(got), JSON.stringify({ aShape, bShape, transA, transB })).toEqual(bits(want));
+            for (const withC of [false, true])
+              for (const alpha of [1, 0.37]) {
+                const acc = withC ? rand(batch * m * n, seed++) : undefined;
+                const got = matmulCpu(a, aShape, b, bShape, { transA, transB, alpha, accumulate: acc });
+                const want = textbookMatmul(a, b, { batch, m, n, k }, { transA, transB, alpha, batchA, batchB, acc });
+                expect(bits(got), JSON.stringify({ aShape, bShape, transA, transB, withC, alpha })).toEqual(bits(want));
+              }
           }
   });
 
-  /** Causal softmax(q·kᵀ/√D)·v of one (t, h), every sum in f64 in key order; `lo` the segment's first key. */
+  /**
+   * Causal softmax(q·kᵀ/√D)·v of one (t, h), every sum in f64 in key order; `lo` the segment's first
+   * key. `bySum`: weights exp(s − max) with the weighted sum divided by their sum (the paged kernel's
+   * form) instead of exp(s − log-sum-exp).
+   */
   function textbookAttention(
     q: Float32Array,
     k: Float32Array,
     v: Float32Array,
     dims: { T: number; S: number; Hq: number; Hkv: number; D: number },
     lo: (t: number) => number,
+    bySum = false,
   ) {
     const { T, S, Hq, Hkv, D } = dims;
     const out = new Float32Array(T * Hq * D);
@@ -207,11 +214,58 @@ describe('the CPU references equal their textbook definitions bit for bit', () =
         lse[h * T + t] = l;
         for (let d = 0; d < D; d++) {
           let acc = 0;
-          keys.forEach((key, j) => (acc += Math.exp(s[j]! - l) * v[(key * Hkv + kvh) * D + d]!));
-          out[(t * Hq + h) * D + d] = acc;
+          keys.forEach((key, j) => (acc += Math.exp(s[j]! - (bySum ? m : l)) * v[(key * Hkv + kvh) * D + d]!));
+          out[(t * Hq + h) * D + d] = bySum ? acc / sum : acc;
         }
       }
     return { out, lse };
+  }
+
+  /**
+   * The gradients of that attention (no segments): p = softmax(s), dp_j = dout·v_j,
+   * ds_j = p_j (dp_j − Σ_i p_i dp_i); dv_j += p_j dout, dq += ds_j/√D · k_j, dk_j += ds_j/√D · q; f64 sums.
+   */
+  function textbookAttentionBackward(
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    dout: Float32Array,
+    dims: { T: number; S: number; Hq: number; Hkv: number; D: number },
+  ) {
+    const { T, S, Hq, Hkv, D } = dims;
+    const [dq, dk, dv] = [q, k, v].map((x) => new Float64Array(x.length)) as [Float64Array, Float64Array, Float64Array];
+    const scale = 1 / Math.sqrt(D);
+    for (let t = 0; t < T; t++)
+      for (let h = 0; h < Hq; h++) {
+        const kvh = Math.floor(h / (Hq / Hkv));
+        const qi = (t * Hq + h) * D;
+        const keys = Array.from({ length: S - T + t + 1 }, (_, j) => (j * Hkv + kvh) * D);
+        const s = keys.map((kj) => {
+          let dot = 0;
+          for (let d = 0; d < D; d++) dot += q[qi + d]! * k[kj + d]!;
+          return dot * scale;
+        });
+        const m = Math.max(...s);
+        let sum = 0;
+        for (const x of s) sum += Math.exp(x - m);
+        const p = s.map((x) => Math.exp(x - (m + Math.log(sum))));
+        const dp = keys.map((vj) => {
+          let dot = 0;
+          for (let d = 0; d < D; d++) dot += dout[qi + d]! * v[vj + d]!;
+          return dot;
+        });
+        let pdp = 0;
+        p.forEach((pj, j) => (pdp += pj * dp[j]!));
+        keys.forEach((kj, j) => {
+          const ds = p[j]! * (dp[j]! - pdp);
+          for (let d = 0; d < D; d++) {
+            dv[kj + d]! += p[j]! * dout[qi + d]!;
+            dq[qi + d]! += ds * scale * k[kj + d]!;
+            dk[kj + d]! += ds * scale * q[qi + d]!;
+          }
+        });
+      }
+    return { dq: Float32Array.from(dq), dk: Float32Array.from(dk), dv: Float32Array.from(dv) };
   }
 
   it('attentionCpu: grouped heads, a KV prefix, and a packed sequence of two segments', () => {
@@ -272,10 +326,32 @@ describe('the CPU references equal their textbook definitions bit for bit', () =
         return out;
       };
       const qRow = q.subarray(n * Hq * D, (n + 1) * Hq * D);
-      const want = textbookAttention(qRow, gather(kStore), gather(vStore), { T: 1, S: p + 1, Hq, Hkv, D }, () => 0);
-      const row = got.subarray(n * Hq * D, (n + 1) * Hq * D);
-      // paged divides by the sum instead of subtracting the log-sum-exp: equal to a few ulps, not bit for bit
-      row.forEach((x, i) => expect(Math.abs(x - want.out[i]!)).toBeLessThan(1e-6));
+      const want = textbookAttention(
+        qRow,
+        gather(kStore),
+        gather(vStore),
+        { T: 1, S: p + 1, Hq, Hkv, D },
+        () => 0,
+        true,
+      );
+      expect(bits(got.subarray(n * Hq * D, (n + 1) * Hq * D))).toEqual(bits(want.out));
     });
+  });
+
+  it('attentionBackwardCpu: grouped heads and a KV prefix', () => {
+    let seed = 200;
+    for (const dims of [
+      { T: 1, S: 1, Hq: 1, Hkv: 1, D: 1 },
+      { T: 5, S: 9, Hq: 4, Hkv: 2, D: 7 },
+      { T: 6, S: 6, Hq: 3, Hkv: 1, D: 13 },
+    ]) {
+      const q = rand(dims.T * dims.Hq * dims.D, seed++);
+      const k = rand(dims.S * dims.Hkv * dims.D, seed++);
+      const v = rand(dims.S * dims.Hkv * dims.D, seed++);
+      const dout = rand(dims.T * dims.Hq * dims.D, seed++);
+      const got = attentionBackwardCpu(q, k, v, dout, dims);
+      const want = textbookAttentionBackward(q, k, v, dout, dims);
+      for (const g of ['dq', 'dk', 'dv'] as const) expect(bits(got[g]), g).toEqual(bits(want[g]));
+    }
   });
 });

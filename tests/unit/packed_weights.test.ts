@@ -50,6 +50,27 @@ describe('bf16 and f16 packing', () => {
     expect(half[9]).toBe(0x7fc0); // still a NaN: the quiet bit set, not cut to an infinity
   });
 
+  it('bf16 of a finite value is the nearer of the two bf16 values around it, the even one on a tie', () => {
+    const w = rand(4096, 6, 1e4);
+    w.set([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 2 ** -130, 3.3e38, 0]);
+    const view = new DataView(w.buffer);
+    const half = f32ToBf16(w);
+    const asF32 = (hi: number) => new Float32Array(Uint32Array.of(hi * 0x10000).buffer)[0]!;
+    w.forEach((x, i) => {
+      const down = view.getUint32(4 * i, true) >>> 16; // cut toward zero
+      const [a, b] = [asF32(down), asF32(down + 1)];
+      const nearer =
+        Math.abs(x - a) < Math.abs(b - x)
+          ? down
+          : Math.abs(x - a) > Math.abs(b - x)
+            ? down + 1
+            : down & 1
+              ? down + 1
+              : down;
+      expect(half[i], String(x)).toBe(nearer);
+    });
+  });
+
   it('bf16 rounds to nearest even and is exact for bf16 values', () => {
     // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to the even 1; 1 + 3·2^-8 goes up to 1 + 2^-6
     const w = Float32Array.of(1 + 2 ** -8, 1 + 3 * 2 ** -8, -0.15625, 3.140625);
