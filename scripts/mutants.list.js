@@ -404,8 +404,8 @@ export const MUTANTS = [
   {
     id: 'sandbox-pool-starting-worker-looks-idle',
     file: 'src/core/sandbox/pool.ts',
-    find: 's.queue.length + s.inflight.length + s.waiting - (s.isReady ? 0 : 1)',
-    replace: 's.queue.length + s.inflight.length - (s.isReady ? 0 : 1)',
+    find: 's.queue.length + s.inflight.length + s.waiting - (s.pinging ? 1 : 0)',
+    replace: 's.queue.length + s.inflight.length - (s.pinging ? 1 : 0)',
     test: 'tests/unit/sandbox_pool.test.ts',
     why: 'loads sent together to a starting pool must spread over its slots, not all wait on the first worker to start',
   },
@@ -1056,5 +1056,13 @@ export const MUTANTS = [
     replace: 'const dp = new Float32Array(p.length);',
     test: 'tests/unit/engine_kernels.test.ts',
     why: "the backward's dout·v products stay f64 until the gradients are written",
+  },
+  {
+    id: 'sandbox-pool-failed-ping-still-discounted',
+    file: 'src/core/sandbox/pool.ts',
+    find: '          if (slot.generation === generation) slot.pinging = false;\n',
+    replace: '',
+    test: 'tests/unit/sandbox_pool.test.ts',
+    why: 'a worker whose start-up ping failed holds no call: it must not read as less than idle (busy −1), drawing every next load and keeping the pool from ever being idle',
   },
 ];

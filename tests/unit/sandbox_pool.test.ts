@@ -68,13 +68,15 @@ describe('sandbox pool (Node workers)', () => {
  * A worker stand-in that runs its calls in order: `hang` names calls that never answer, `takes`
  * how long (timer ms) a call runs before it answers; `die()` reports a crash.
  */
-function fakeWorkers(opts: { ping?: 'hang'; hang?: string[]; takes?: Record<string, number> } = {}) {
+function fakeWorkers(
+  opts: { ping?: 'hang'; failPing?: (worker: number) => boolean; hang?: string[]; takes?: Record<string, number> } = {},
+) {
   const made: { die(err: Error): void; terminated: boolean; posts: number }[] = [];
   const factory = (): WorkerHandle => {
     let death: ((err: Error) => void) | undefined;
     let reply: ((msg: SandboxReply) => void) | undefined;
     const w = { die: (err: Error) => death?.(err), terminated: false, posts: 0 };
-    made.push(w);
+    const index = made.push(w) - 1;
     let n = 0;
     let running: Promise<void> = Promise.resolve(); // a worker runs its calls in order
     let stuck = false; // one that hangs holds up the rest
@@ -97,7 +99,9 @@ function fakeWorkers(opts: { ping?: 'hang'; hang?: string[]; takes?: Record<stri
             }
             const ms = opts.takes?.[c.op] ?? 0;
             if (ms > 0) await new Promise((r) => setTimeout(r, ms));
-            reply?.([c.seq, true, answer(c)]);
+            if (c.op === 'ping' && opts.failPing?.(index))
+              reply?.([c.seq, false, { name: 'Error', message: 'QuickJS did not instantiate', data: {} }]);
+            else reply?.([c.seq, true, answer(c)]);
           }
         });
       },
@@ -211,6 +215,22 @@ describe('sandbox pool timers and lost environments', () => {
     await unused.terminate();
     await expect(unused.load('class FEnv {}')).rejects.toThrow(/shut down/);
     expect(made).toHaveLength(4);
+  });
+
+  it('a replacement whose start-up ping fails counts as idle, not below it, and the next load replaces it', async () => {
+    const { factory, made } = fakeWorkers({ failPing: (i) => i === 1 });
+    const pool = new SandboxPool(factory, { size: 2 });
+    const a = await pool.load('class AEnv {}');
+    await pool.dispose(a.id);
+    made[0]!.die(new Error('out of memory')); // replaced at once by worker 1, whose ping fails
+    await vi.waitFor(() => expect(made[1]?.posts).toBeGreaterThan(0));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(pool.idle).toBe(true); // nothing loaded, nothing queued: a failed ping is no work, and no less
+    // two loads at once: one on the failed worker (its caller told, the worker replaced), one on slot 1
+    const [x, y] = await Promise.allSettled([pool.load('class BEnv {}'), pool.load('class CEnv {}')]);
+    expect([x.status, y.status].sort()).toEqual(['fulfilled', 'rejected']);
+    expect(made).toHaveLength(4); // worker 2 replaced the failed one, worker 3 started slot 1
+    await pool.terminate();
   });
 
   it('a worker that dies at start-up fails the waiting call at once, with the cause', async () => {

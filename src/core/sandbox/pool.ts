@@ -75,6 +75,8 @@ interface Slot {
   inflight: Pending[];
   /** Calls routed here while the worker starts, waiting for it before they queue. */
   waiting: number;
+  /** The start-up ping is queued or in flight (not counted as work; a ping that failed is not either). */
+  pinging: boolean;
   /** When (performance.now()) the worker started inflight[0]. */
   startedAt: number;
   /** The watchdog: one timer per worker, for the call it is running (it re-arms when it fires early). */
@@ -316,6 +318,7 @@ export class SandboxPool implements EnvRunner {
     slot.queue = [];
     slot.inflight = [];
     slot.waiting = 0;
+    slot.pinging = true;
     slot.startedAt = 0;
     slot.watchdog = undefined;
     slot.watchdogAt = Infinity;
@@ -349,9 +352,13 @@ export class SandboxPool implements EnvRunner {
         'starting the sandbox worker',
         () => {
           slot.isReady = true; // only this generation's ping can answer (older replies are dropped)
+          slot.pinging = false;
           resolve();
         },
-        reject,
+        (err) => {
+          if (slot.generation === generation) slot.pinging = false;
+          reject(err);
+        },
       ),
     );
     slot.ready = Promise.race([ping, startedIn, slot.ended]).finally(() => {
@@ -550,7 +557,16 @@ export class SandboxPool implements EnvRunner {
 /** A slot whose worker has not started: nothing queued, nothing live (startSlot sets the rest). */
 function coldSlot(): Slot {
   const s = {} as Slot;
-  Object.assign(s, { cold: true, generation: 0, queue: [], inflight: [], waiting: 0, live: 0, reserved: 0 });
+  Object.assign(s, {
+    cold: true,
+    generation: 0,
+    queue: [],
+    inflight: [],
+    waiting: 0,
+    pinging: false,
+    live: 0,
+    reserved: 0,
+  });
   return s;
 }
 
@@ -558,7 +574,7 @@ function coldSlot(): Slot {
  * Calls queued, in flight or waiting for the worker to start (its start-up ping not counted), so
  * loads sent together to a starting pool spread out; 0 for a slot not started.
  */
-const busy = (s: Slot): number => (s.cold ? 0 : s.queue.length + s.inflight.length + s.waiting - (s.isReady ? 0 : 1));
+const busy = (s: Slot): number => s.queue.length + s.inflight.length + s.waiting - (s.pinging ? 1 : 0);
 
 /** Fail every call queued or in flight on a worker that has ended. */
 function failAll(slot: Slot, err: Error): void {
