@@ -268,16 +268,23 @@ describe('the CPU references equal their textbook definitions bit for bit', () =
     return { dq: Float32Array.from(dq), dk: Float32Array.from(dk), dv: Float32Array.from(dv) };
   }
 
+  /** Grouped heads, a KV prefix, one head dimension, odd ones (every tail of the dot product). */
+  const DIMS = [
+    { T: 1, S: 1, Hq: 1, Hkv: 1, D: 1 },
+    { T: 5, S: 9, Hq: 4, Hkv: 2, D: 8 },
+    { T: 7, S: 7, Hq: 3, Hkv: 1, D: 13 },
+  ];
+  /** Random q, k, v and an upstream gradient dout of `d`'s shapes. */
+  const tensors = (d: (typeof DIMS)[number], seed: number) => ({
+    q: rand(d.T * d.Hq * d.D, seed),
+    k: rand(d.S * d.Hkv * d.D, seed + 1),
+    v: rand(d.S * d.Hkv * d.D, seed + 2),
+    dout: rand(d.T * d.Hq * d.D, seed + 3),
+  });
+
   it('attentionCpu: grouped heads, a KV prefix, and a packed sequence of two segments', () => {
-    let seed = 100;
-    for (const dims of [
-      { T: 1, S: 1, Hq: 1, Hkv: 1, D: 1 },
-      { T: 5, S: 9, Hq: 4, Hkv: 2, D: 8 },
-      { T: 7, S: 7, Hq: 3, Hkv: 1, D: 13 },
-    ]) {
-      const q = rand(dims.T * dims.Hq * dims.D, seed++);
-      const k = rand(dims.S * dims.Hkv * dims.D, seed++);
-      const v = rand(dims.S * dims.Hkv * dims.D, seed++);
+    for (const [i, dims] of DIMS.entries()) {
+      const { q, k, v } = tensors(dims, 100 + 4 * i);
       const got = attentionCpu(q, k, v, dims);
       const want = textbookAttention(q, k, v, dims, () => 0);
       expect(bits(got.out)).toEqual(bits(want.out));
@@ -339,16 +346,8 @@ describe('the CPU references equal their textbook definitions bit for bit', () =
   });
 
   it('attentionBackwardCpu: grouped heads and a KV prefix', () => {
-    let seed = 200;
-    for (const dims of [
-      { T: 1, S: 1, Hq: 1, Hkv: 1, D: 1 },
-      { T: 5, S: 9, Hq: 4, Hkv: 2, D: 7 },
-      { T: 6, S: 6, Hq: 3, Hkv: 1, D: 13 },
-    ]) {
-      const q = rand(dims.T * dims.Hq * dims.D, seed++);
-      const k = rand(dims.S * dims.Hkv * dims.D, seed++);
-      const v = rand(dims.S * dims.Hkv * dims.D, seed++);
-      const dout = rand(dims.T * dims.Hq * dims.D, seed++);
+    for (const [i, dims] of DIMS.entries()) {
+      const { q, k, v, dout } = tensors(dims, 200 + 4 * i);
       const got = attentionBackwardCpu(q, k, v, dout, dims);
       const want = textbookAttentionBackward(q, k, v, dout, dims);
       for (const g of ['dq', 'dk', 'dv'] as const) expect(bits(got[g]), g).toEqual(bits(want[g]));
