@@ -75,7 +75,7 @@ interface Slot {
   inflight: Pending[];
   /** Calls routed here while the worker starts, waiting for it before they queue. */
   waiting: number;
-  /** The start-up ping is queued or in flight (not counted as work; a ping that failed is not either). */
+  /** The start-up ping is queued or in flight (busy() does not count it as work); false once it answered or failed. */
   pinging: boolean;
   /** When (performance.now()) the worker started inflight[0]. */
   startedAt: number;
